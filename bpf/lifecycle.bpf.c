@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Process lifecycle: which processes are targets (the in-kernel filter),
+ * fork, exec and exit, and a scan of all tasks that picks up processes that
+ * existed before memtrail started or moved into a traced cgroup.
+ */
+#include "memtrail.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile __u32 filter_mode = MEMTRAIL_FILTER_PID;
+const volatile char filter_comm[MEMTRAIL_COMM_LEN] = {};
+const volatile __u64 filter_cgroup_id = 0;
+const volatile __s32 filter_cgroup_subsys = -1;
+const volatile __u32 self_tgid = 0;
+const volatile __u32 nr_cpus = 1;
+
+static __always_inline bool comm_matches(struct task_struct *task)
+{
+	char comm[MEMTRAIL_COMM_LEN];
+	int i;
+
+	BPF_CORE_READ_INTO(&comm, task, comm);
+	for (i = 0; i < MEMTRAIL_COMM_LEN; i++) {
+		if (comm[i] != filter_comm[i])
+			return false;
+		if (!comm[i])
+			break;
+	}
+	return true;
+}
+
+/* The task's cgroup in the filtered hierarchy (v2, or one v1 controller). */
+static __always_inline struct cgroup *task_cgroup(struct task_struct *task)
+{
+	struct cgroup_subsys_state *css = NULL;
+	struct css_set *cset = BPF_CORE_READ(task, cgroups);
+	__u32 idx = filter_cgroup_subsys;
+
+	if (filter_cgroup_subsys < 0)
+		return BPF_CORE_READ(cset, dfl_cgrp);
+	if (idx >= 64)
+		return NULL;
+	bpf_probe_read_kernel(&css, sizeof(css),
+			      (void *)cset + bpf_core_field_offset(struct css_set, subsys) +
+			      idx * sizeof(css));
+	return BPF_CORE_READ(css, cgroup);
+}
+
+/* In the filtered cgroup or any cgroup below it (ids are kernfs inode numbers). */
+static __always_inline bool cgroup_matches(struct task_struct *task)
+{
+	struct cgroup *cg = task_cgroup(task);
+	int i;
+
+	for (i = 0; i < MEMTRAIL_CGROUP_DEPTH_MAX && cg; i++) {
+		if (BPF_CORE_READ(cg, kn, id) == filter_cgroup_id)
+			return true;
+		cg = BPF_CORE_READ(cg, self.parent, cgroup);
+	}
+	return false;
+}
+
+static __always_inline bool task_wanted(struct task_struct *task)
+{
+	if (BPF_CORE_READ(task, tgid) == self_tgid)
+		return false;
+	if (BPF_CORE_READ(task, flags) & MT_PF_KTHREAD)
+		return false;
+	switch (filter_mode) {
+	case MEMTRAIL_FILTER_ALL:
+		return true;
+	case MEMTRAIL_FILTER_COMM:
+		return comm_matches(task);
+	case MEMTRAIL_FILTER_CGROUP:
+		return cgroup_matches(task);
+	default:
+		return false;	/* PID mode: only listed PIDs and their children */
+	}
+}
+
+static __always_inline struct memtrail_target *
+target_add(struct task_struct *task, __u32 tgid, __u32 ppid, __u32 reason)
+{
+	struct memtrail_target fresh = { .ppid = ppid };
+	struct memtrail_event_target *e;
+	struct memtrail_target *t;
+
+	if (bpf_map_update_elem(&targets, &tgid, &fresh, BPF_NOEXIST)) {
+		t = bpf_map_lookup_elem(&targets, &tgid);
+		if (!t)
+			count_lost(MEMTRAIL_LOST_TARGETS);
+		return t;
+	}
+	e = event_reserve(sizeof(*e));
+	if (e) {
+		e->hdr.type = MEMTRAIL_EV_TARGET;
+		e->hdr.tgid = tgid;
+		e->hdr.ts_ns = bpf_ktime_get_ns();
+		e->ppid = ppid;
+		e->reason = reason;
+		BPF_CORE_READ_INTO(&e->comm, task, comm);
+		bpf_ringbuf_submit(e, 0);
+	}
+	return bpf_map_lookup_elem(&targets, &tgid);
+}
+
+/* Remove what an address space still contributes to its owner, then forget it. */
+static __always_inline void mm_forget(__u64 mm, __u32 tgid)
+{
+	struct memtrail_mm_state *s = bpf_map_lookup_elem(&mm_state, &mm);
+	int k;
+
+	if (!s || s->tgid != tgid)
+		return;
+	for (k = MEMTRAIL_KIND_MAPPED; k <= MEMTRAIL_KIND_RSS_SHMEM; k++)
+		account(tgid, k, -__sync_lock_test_and_set(&s->last[k], 0));
+	bpf_map_delete_elem(&mm_state, &mm);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 tgid = BPF_CORE_READ(child, tgid);
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	struct memtrail_target *t;
+	struct mm_struct *mm;
+
+	if (BPF_CORE_READ(child, pid) != tgid)
+		return 0;	/* a new thread, not a new process */
+	if (!live_target(ptgid) && !task_wanted(child))
+		return 0;
+	t = target_add(child, tgid, ptgid, MEMTRAIL_REASON_FORK);
+	if (!t)
+		return 0;
+	mm = BPF_CORE_READ(child, mm);
+	/* a vfork/CLONE_VM child runs in its parent's mm, which stays the parent's */
+	if (mm && mm != BPF_CORE_READ(parent, mm)) {
+		t->mm = (__u64)mm;
+		mm_sync_all(mm, tgid);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	struct memtrail_event_exec *e;
+	struct memtrail_target *t;
+	struct mm_struct *mm;
+	__u64 start, end, len;
+
+	t = bpf_map_lookup_elem(&targets, &tgid);
+	if (t && (t->flags & MEMTRAIL_TARGET_EXITED))
+		return 0;
+	if (t && (t->flags & MEMTRAIL_TARGET_AWAIT_EXEC)) {
+		t->mm = 0;	/* memtrail's own fork before the exec is not the command */
+		__sync_fetch_and_and(&t->flags, ~MEMTRAIL_TARGET_AWAIT_EXEC);
+	} else if (!t) {
+		if (!task_wanted(p))
+			return 0;
+		t = target_add(p, tgid, BPF_CORE_READ(p, real_parent, tgid),
+			       MEMTRAIL_REASON_EXEC);
+		if (!t)
+			return 0;
+	}
+	/* the old address space is gone: its rss already fell to zero, its mappings go now */
+	if (t->mm)
+		mm_forget(t->mm, tgid);
+	mm = BPF_CORE_READ(p, mm);
+	t->mm = (__u64)mm;
+	mm_sync_all(mm, tgid);
+
+	e = event_reserve(sizeof(*e));
+	if (!e)
+		return 0;
+	e->hdr.type = MEMTRAIL_EV_EXEC;
+	e->hdr.tgid = tgid;
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	BPF_CORE_READ_INTO(&e->comm, p, comm);
+	start = BPF_CORE_READ(mm, arg_start);
+	end = BPF_CORE_READ(mm, arg_end);
+	len = end > start ? end - start : 0;
+	if (len > MEMTRAIL_ARGS_LEN)
+		len = MEMTRAIL_ARGS_LEN;
+	if (len && bpf_probe_read_user(e->args, len, (void *)start))
+		len = 0;
+	e->args_len = len;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	struct memtrail_event_exit *e;
+	struct memtrail_target *t;
+	struct mm_struct *mm;
+	__u32 code;
+
+	if (!group_dead)
+		return 0;
+	t = live_target(tgid);
+	if (!t)
+		return 0;
+	/* this tracepoint runs before exit_mm(): the levels are final here */
+	mm = BPF_CORE_READ(p, mm);
+	if (mm)
+		mm_sync_all(mm, tgid);
+	__sync_fetch_and_or(&t->flags, MEMTRAIL_TARGET_EXITED);
+	if (mm) {
+		__u64 key = (__u64)mm;
+
+		bpf_map_delete_elem(&mm_state, &key);
+	}
+
+	code = BPF_CORE_READ(p, exit_code);
+	if (BPF_CORE_READ(p, signal, flags) & MT_SIGNAL_GROUP_EXIT)
+		code = BPF_CORE_READ(p, signal, group_exit_code);
+	e = event_reserve(sizeof(*e));
+	if (!e)
+		return 0;
+	e->hdr.type = MEMTRAIL_EV_EXIT;
+	e->hdr.tgid = tgid;
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->signal = code & 0x7f;
+	e->code = e->signal ? 0 : (code >> 8) & 0xff;
+	e->core_dumped = !!(code & 0x80);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("iter/task")
+int mt_scan(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct memtrail_target *t;
+	struct mm_struct *mm;
+	__u32 tgid, ppid;
+
+	if (!task)
+		return 0;
+	tgid = BPF_CORE_READ(task, tgid);
+	if (BPF_CORE_READ(task, pid) != tgid)
+		return 0;
+	ppid = BPF_CORE_READ(task, real_parent, tgid);
+	t = bpf_map_lookup_elem(&targets, &tgid);
+	if (t && (t->flags & (MEMTRAIL_TARGET_EXITED | MEMTRAIL_TARGET_AWAIT_EXEC)))
+		return 0;
+	if (!t) {
+		if (!(filter_mode == MEMTRAIL_FILTER_PID && live_target(ppid)) &&
+		    !task_wanted(task))
+			return 0;
+		if (BPF_CORE_READ(task, flags) & MT_PF_KTHREAD)
+			return 0;
+		t = target_add(task, tgid, ppid, MEMTRAIL_REASON_SCAN);
+		if (!t)
+			return 0;
+	}
+	if (!t->ppid)
+		t->ppid = ppid;
+	mm = BPF_CORE_READ(task, mm);
+	if (!mm)
+		return 0;	/* a zombie leader; its threads still run the mm */
+	t->mm = (__u64)mm;
+	mm_sync_all(mm, tgid);
+	return 0;
+}

@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * BPF-only shared state and helpers: the maps every source writes, the
+ * filter that decides who is a target, and account(), the one accounting
+ * path every source ends in. Maps are __weak so that each object linked into
+ * the skeleton may include this header; the linker keeps one copy.
+ */
+#ifndef MEMTRAIL_BPF_H
+#define MEMTRAIL_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "memtrail.h"
+
+#define MT_PF_KTHREAD		0x00200000	/* include/linux/sched.h */
+#define MT_SIGNAL_GROUP_EXIT	0x00000004	/* include/linux/sched/signal.h */
+#define MT_PEAK_CAS_TRIES	64
+
+/* Read-only configuration, set by user space before load (lifecycle.bpf.c). */
+extern const volatile __u32 filter_mode;
+extern const volatile char filter_comm[MEMTRAIL_COMM_LEN];
+extern const volatile __u64 filter_cgroup_id;
+extern const volatile __s32 filter_cgroup_subsys;	/* -1: cgroup v2 */
+extern const volatile __u32 self_tgid;
+extern const volatile __u32 nr_cpus;
+
+/* Traced processes by tgid; sized from user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct memtrail_target);
+} targets SEC(".maps") __weak;
+
+/* Per (target, phase): every kind's level; sized from user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct memtrail_cell_key);
+	__type(value, struct memtrail_cell);
+} cells SEC(".maps") __weak;
+
+/* Per address space of a target: last absolute counter values. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct memtrail_mm_state);
+} mm_state SEC(".maps") __weak;
+
+/* Discrete events for user space (struct memtrail_event_*). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps") __weak;
+
+/* Drop counters, indexed by enum memtrail_lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MEMTRAIL_LOST_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps") __weak;
+
+/*
+ * A one-slot per-cpu array whose copies reveal each CPU's per-cpu offset
+ * (see cpu_offset()); the offsets are cached in cpu_offsets.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} percpu_probe SEC(".maps") __weak;
+
+/* Per-cpu offset by CPU number, 0 until computed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MEMTRAIL_CPUS_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_offsets SEC(".maps") __weak;
+
+static __always_inline void count_lost(__u32 why)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &why);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void *event_reserve(__u64 size)
+{
+	void *e = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!e)
+		count_lost(MEMTRAIL_LOST_RINGBUF);
+	return e;
+}
+
+/* A target whose memory is being accounted, or NULL. */
+static __always_inline struct memtrail_target *live_target(__u32 tgid)
+{
+	struct memtrail_target *t = bpf_map_lookup_elem(&targets, &tgid);
+
+	if (!t || (t->flags & (MEMTRAIL_TARGET_EXITED | MEMTRAIL_TARGET_AWAIT_EXEC)))
+		return NULL;
+	return t;
+}
+
+static const struct memtrail_cell zero_cell;
+
+/*
+ * The one accounting path: add a signed delta to (target, phase, kind).
+ * Each delta is applied with one atomic add, so every intermediate level is
+ * seen by exactly one caller; the peak is then raised to that level with
+ * compare-and-swap. Peaks stay exact when many threads account at once.
+ */
+static __always_inline void account(__u32 tgid, __u32 kind, __s64 delta)
+{
+	struct memtrail_cell_key key = { .tgid = tgid };
+	struct memtrail_target *t;
+	struct memtrail_level *l;
+	struct memtrail_cell *c;
+	__s64 now, peak, seen;
+	int i;
+
+	if (!delta || kind >= MEMTRAIL_KIND_MAX)
+		return;
+	t = live_target(tgid);
+	if (!t)
+		return;
+	key.phase = t->phase;
+	c = bpf_map_lookup_elem(&cells, &key);
+	if (!c) {
+		if (bpf_map_update_elem(&cells, &key, &zero_cell, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&cells, &key)) {
+			count_lost(MEMTRAIL_LOST_CELLS);
+			return;
+		}
+		c = bpf_map_lookup_elem(&cells, &key);
+		if (!c)
+			return;
+	}
+	l = &c->kinds[kind];
+	now = __sync_add_and_fetch(&l->current, delta);
+	if (delta > 0)
+		__sync_fetch_and_add(&l->allocated, delta);
+	else
+		__sync_fetch_and_add(&l->freed, -delta);
+	peak = l->peak;
+	for (i = 0; i < MT_PEAK_CAS_TRIES && now > peak; i++) {
+		seen = __sync_val_compare_and_swap(&l->peak, peak, now);
+		if (seen == peak)
+			break;
+		peak = seen;
+	}
+}
+
+/*
+ * Turn an absolute counter of one address space into a delta for its
+ * owner. The exchange makes deltas telescope: however events interleave,
+ * the sum of deltas equals the last value stored, and an event missed
+ * before the mm was known is recovered by the next one.
+ */
+static __always_inline void mm_sync_kind(__u64 mm, __u32 tgid, __u32 kind, __s64 value)
+{
+	struct memtrail_mm_state *s, fresh = { .tgid = tgid };
+	__s64 old;
+
+	if (kind >= MEMTRAIL_KIND_MAX)
+		return;
+	s = bpf_map_lookup_elem(&mm_state, &mm);
+	if (!s) {
+		if (bpf_map_update_elem(&mm_state, &mm, &fresh, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&mm_state, &mm)) {
+			count_lost(MEMTRAIL_LOST_MM);
+			return;
+		}
+		s = bpf_map_lookup_elem(&mm_state, &mm);
+		if (!s)
+			return;
+	}
+	old = __sync_lock_test_and_set(&s->last[kind], value);
+	account(tgid, kind, value - old);
+}
+
+/*
+ * A pointer as a plain number. The verifier forbids arithmetic on map
+ * pointers; a copy through the stack, which privileged programs may read,
+ * gives the number.
+ */
+static __always_inline __u64 ptr_value(const void *p)
+{
+	volatile __u64 slot = (__u64)p;
+	__u64 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), (const void *)&slot);
+	return v;
+}
+
+/*
+ * This kernel's per-cpu offset of CPU (__per_cpu_offset[cpu], which is not
+ * reachable from BPF without kallsyms of data): the address of CPU's copy of
+ * a per-cpu map value minus the map's per-cpu pointer to it.
+ */
+static __always_inline __u64 cpu_offset(__u32 cpu)
+{
+	__u64 *cached = bpf_map_lookup_elem(&cpu_offsets, &cpu);
+	__u32 zero = 0;
+	__u64 pptr = 0;
+	void *copy;
+
+	if (!cached)
+		return 0;
+	if (*cached)
+		return *cached;
+	copy = bpf_map_lookup_percpu_elem(&percpu_probe, &zero, cpu);
+	if (!copy)
+		return 0;
+	bpf_probe_read_kernel(&pptr, sizeof(pptr),
+			      (const void *)(ptr_value(&percpu_probe) +
+					     bpf_core_field_offset(struct bpf_array, pptrs)));
+	*cached = ptr_value(copy) - pptr;
+	return *cached;
+}
+
+struct rss_sum_ctx {
+	__u64 counters;	/* s32 __percpu * */
+	__s64 sum;
+};
+
+static long rss_sum_cpu(__u32 cpu, void *data)
+{
+	struct rss_sum_ctx *ctx = data;
+	__u64 off = cpu_offset(cpu);
+	__s32 v = 0;
+
+	if (!off)
+		return 1;
+	bpf_probe_read_kernel(&v, sizeof(v), (const void *)(ctx->counters + off));
+	ctx->sum += v;
+	return 0;
+}
+
+/*
+ * Exact value of one of mm->rss_stat[], in bytes: the shared count plus each
+ * CPU's unfolded delta, as percpu_counter_sum() computes it (the kmem:rss_stat
+ * tracepoint passes only the mm and the counter index to BPF).
+ */
+static __always_inline __s64 rss_bytes(struct mm_struct *mm, int member)
+{
+	struct rss_sum_ctx ctx = {};
+	struct percpu_counter *pc;
+
+	if (member < 0 || member > 3)
+		return 0;
+	pc = &mm->rss_stat[member];
+	ctx.sum = BPF_CORE_READ(pc, count);
+	ctx.counters = (__u64)BPF_CORE_READ(pc, counters);
+	if (ctx.counters)
+		bpf_loop(nr_cpus < MEMTRAIL_CPUS_MAX ? nr_cpus : MEMTRAIL_CPUS_MAX,
+			 rss_sum_cpu, &ctx, 0);
+	if (ctx.sum < 0)
+		return 0;
+	return ctx.sum << MEMTRAIL_PAGE_SHIFT;
+}
+
+/* enum mm counters (include/linux/mm_types_task.h), stable since v4.5 */
+static __always_inline int rss_member_kind(int member)
+{
+	switch (member) {
+	case 0: return MEMTRAIL_KIND_RSS_FILE;	/* MM_FILEPAGES */
+	case 1: return MEMTRAIL_KIND_RSS_ANON;	/* MM_ANONPAGES */
+	case 3: return MEMTRAIL_KIND_RSS_SHMEM;	/* MM_SHMEMPAGES */
+	default: return -1;			/* MM_SWAPENTS: not resident */
+	}
+}
+
+/*
+ * Mapped memory: the kernel's data_vm, private writable mappings that are
+ * not stack (VmData in /proc/PID/status), updated by the kernel inside each
+ * mmap, munmap, mremap, brk and mprotect.
+ */
+static __always_inline __s64 mapped_bytes(struct mm_struct *mm)
+{
+	return (__s64)BPF_CORE_READ(mm, data_vm) << MEMTRAIL_PAGE_SHIFT;
+}
+
+/* Bring every mm-derived kind of a target up to date at once. */
+static __always_inline void mm_sync_all(struct mm_struct *mm, __u32 tgid)
+{
+	__u64 key = (__u64)mm;
+
+	if (!mm)
+		return;
+	mm_sync_kind(key, tgid, MEMTRAIL_KIND_RSS_FILE, rss_bytes(mm, 0));
+	mm_sync_kind(key, tgid, MEMTRAIL_KIND_RSS_ANON, rss_bytes(mm, 1));
+	mm_sync_kind(key, tgid, MEMTRAIL_KIND_RSS_SHMEM, rss_bytes(mm, 3));
+	mm_sync_kind(key, tgid, MEMTRAIL_KIND_MAPPED, mapped_bytes(mm));
+}
+
+#endif /* MEMTRAIL_BPF_H */

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * Types shared by the BPF programs and user space: kinds, targets, the
+ * (target, phase, kind) cells and the ring-buffer records. Fixed-width types
+ * only, so both sides agree on every layout.
+ */
+#ifndef MEMTRAIL_H
+#define MEMTRAIL_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define MEMTRAIL_TRAIL_VERSION 1
+
+#define MEMTRAIL_COMM_LEN 16
+#define MEMTRAIL_ARGS_LEN 256
+/* deepest cgroup nesting the in-kernel cgroup filter walks */
+#define MEMTRAIL_CGROUP_DEPTH_MAX 32
+/* most CPUs whose per-cpu rss deltas are summed */
+#define MEMTRAIL_CPUS_MAX 1024
+#define MEMTRAIL_PAGE_SHIFT 12
+
+/* Kinds of memory. The names (memtrail_kind_name()) are stable: trails use them. */
+enum memtrail_kind {
+	MEMTRAIL_KIND_HEAP = 0,
+	MEMTRAIL_KIND_MAPPED,
+	MEMTRAIL_KIND_RSS_ANON,
+	MEMTRAIL_KIND_RSS_FILE,
+	MEMTRAIL_KIND_RSS_SHMEM,
+	MEMTRAIL_KIND_CUDA_DEVICE,
+	MEMTRAIL_KIND_CUDA_HOST,
+	MEMTRAIL_KIND_CUDA_MANAGED,
+	MEMTRAIL_KIND_NEURON_DEVICE,
+	MEMTRAIL_KIND_NEURON_HOST,
+	MEMTRAIL_KIND_MAX,
+};
+
+/* How the kernel decides which processes are targets. */
+enum memtrail_filter {
+	MEMTRAIL_FILTER_PID = 0,	/* listed PIDs and their descendants */
+	MEMTRAIL_FILTER_COMM,		/* processes whose comm matches */
+	MEMTRAIL_FILTER_CGROUP,		/* processes in a cgroup or below it */
+	MEMTRAIL_FILTER_ALL,		/* every user process but memtrail */
+};
+
+/* Every place the BPF side can drop data; user space prints each counter. */
+enum memtrail_lost {
+	MEMTRAIL_LOST_RINGBUF = 0,	/* ring buffer full: an event was dropped */
+	MEMTRAIL_LOST_TARGETS,		/* targets map full: a process went untraced */
+	MEMTRAIL_LOST_CELLS,		/* cells map full: a delta was dropped */
+	MEMTRAIL_LOST_MM,		/* mm_state map full: a delta was dropped */
+	MEMTRAIL_LOST_MAX,
+};
+
+/* One kind's accounting in one (target, phase) cell; bytes. */
+struct memtrail_level {
+	__s64 current;		/* level now */
+	__s64 peak;		/* highest level ever reached */
+	__u64 allocated;	/* sum of positive deltas */
+	__u64 freed;		/* sum of negative deltas, as a positive number */
+};
+
+struct memtrail_cell_key {
+	__u32 tgid;
+	__u32 phase;	/* 0 = "start"; the phases work adds more */
+};
+
+struct memtrail_cell {
+	struct memtrail_level kinds[MEMTRAIL_KIND_MAX];
+};
+
+#define MEMTRAIL_TARGET_EXITED	(1U << 0)
+/* a command memtrail started: accounting begins at its exec */
+#define MEMTRAIL_TARGET_AWAIT_EXEC	(1U << 1)
+
+/* A traced process, keyed by tgid. */
+struct memtrail_target {
+	__u32 ppid;
+	__u32 flags;		/* MEMTRAIL_TARGET_* */
+	__u32 phase;		/* phase new deltas land in */
+	__u32 pad;
+	__u64 mm;		/* address of its mm_struct, 0 until known */
+};
+
+/*
+ * Last absolute value seen per kind for one address space. Sources that
+ * report absolute counters (rss_stat, data_vm) become signed deltas against
+ * it, so every source feeds the same accounting helper.
+ */
+struct memtrail_mm_state {
+	__u32 tgid;
+	__u32 pad;
+	__s64 last[MEMTRAIL_KIND_MAX];
+};
+
+enum memtrail_event_type {
+	MEMTRAIL_EV_TARGET = 1,	/* a process became a target */
+	MEMTRAIL_EV_EXEC,	/* a target called exec */
+	MEMTRAIL_EV_EXIT,	/* a target's last thread exited */
+};
+
+enum memtrail_target_reason {
+	MEMTRAIL_REASON_FORK = 1,	/* forked by a target */
+	MEMTRAIL_REASON_EXEC,		/* matched the filter at exec */
+	MEMTRAIL_REASON_SCAN,		/* matched the filter in a scan of all tasks */
+};
+
+struct memtrail_event_hdr {
+	__u32 type;	/* enum memtrail_event_type, first in every record */
+	__u32 tgid;
+	__u64 ts_ns;	/* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+};
+
+struct memtrail_event_target {
+	struct memtrail_event_hdr hdr;
+	__u32 ppid;
+	__u32 reason;	/* enum memtrail_target_reason */
+	char comm[MEMTRAIL_COMM_LEN];
+};
+
+struct memtrail_event_exec {
+	struct memtrail_event_hdr hdr;
+	__u32 args_len;	/* bytes of args used; NUL-separated argv */
+	__u32 pad;
+	char comm[MEMTRAIL_COMM_LEN];
+	char args[MEMTRAIL_ARGS_LEN];
+};
+
+struct memtrail_event_exit {
+	struct memtrail_event_hdr hdr;
+	__u32 code;	/* exit status, 0-255, when exited normally */
+	__u32 signal;	/* terminating signal, 0 when exited normally */
+	__u32 core_dumped;
+	__u32 pad;
+};
+
+#endif /* MEMTRAIL_H */

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <bpf/btf.h>
+#include <linux/magic.h>
+
+#include "cgroup.h"
+
+static const char *const roots[] = {
+	"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified",
+};
+
+/* Index of controller NAME in the running kernel's enum cgroup_subsys_id. */
+static int subsys_index(const char *name)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	char want[128];
+	int id, i, ret = -ENOENT;
+
+	if (!btf)
+		return -errno;
+	snprintf(want, sizeof(want), "%s_cgrp_id", name);
+	id = btf__find_by_name_kind(btf, "cgroup_subsys_id", BTF_KIND_ENUM);
+	if (id > 0) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const struct btf_enum *e = btf_enum(t);
+
+		for (i = 0; i < btf_vlen(t); i++)
+			if (!strcmp(btf__name_by_offset(btf, e[i].name_off), want))
+				ret = e[i].val;
+	}
+	btf__free(btf);
+	return ret;
+}
+
+/* The v1 controller of the hierarchy mounted above DIR, from mountinfo. */
+static int v1_controller(const char *dir, char *name, size_t len)
+{
+	char line[4096], best[64] = "";
+	size_t best_len = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char mnt[PATH_MAX], *sep, *opts, *tok, *save;
+		size_t ml;
+
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+			continue;
+		sep = strstr(line, " - cgroup ");
+		if (!sep)
+			continue;
+		ml = strlen(mnt);
+		if (strncmp(dir, mnt, ml) || (dir[ml] && dir[ml] != '/') || ml < best_len)
+			continue;
+		opts = strrchr(sep, ' ');
+		if (!opts)
+			continue;
+		best[0] = '\0';
+		for (tok = strtok_r(opts + 1, ",\n", &save); tok; tok = strtok_r(NULL, ",\n", &save)) {
+			if (!strcmp(tok, "rw") || !strcmp(tok, "ro") || strchr(tok, '='))
+				continue;
+			/* memory wins where controllers share a hierarchy */
+			if (!best[0] || !strcmp(tok, "memory"))
+				snprintf(best, sizeof(best), "%s", tok);
+		}
+		best_len = ml;
+	}
+	fclose(f);
+	if (!best[0])
+		return -ENOENT;
+	snprintf(name, len, "%s", best);
+	return 0;
+}
+
+static int try_dir(const char *dir, struct cgroup_ref *ref, char *err, size_t errlen)
+{
+	char ctl[64];
+	struct statfs sfs;
+	struct stat st;
+	int idx;
+
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode) || statfs(dir, &sfs))
+		return -ENOENT;
+	if (!realpath(dir, ref->dir))
+		return -errno;
+	ref->id = st.st_ino;
+	if (sfs.f_type == CGROUP2_SUPER_MAGIC) {
+		ref->subsys = -1;
+		return 0;
+	}
+	if (sfs.f_type != CGROUP_SUPER_MAGIC) {
+		snprintf(err, errlen, "'%s' is not a cgroup directory", dir);
+		return -ENOTDIR;
+	}
+	if (v1_controller(ref->dir, ctl, sizeof(ctl))) {
+		snprintf(err, errlen, "cannot tell which cgroup v1 controller '%s' belongs to", dir);
+		return -ENOENT;
+	}
+	idx = subsys_index(ctl);
+	if (idx < 0) {
+		snprintf(err, errlen, "cgroup v1 controller '%s' of '%s' is unknown to this kernel",
+			 ctl, dir);
+		return -ENOENT;
+	}
+	ref->subsys = idx;
+	return 0;
+}
+
+int cgroup__resolve(const char *arg, struct cgroup_ref *ref, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	size_t i;
+	int ret;
+
+	snprintf(err, errlen, "no cgroup '%s' (give its directory, e.g. /sys/fs/cgroup/memory/NAME)",
+		 arg);
+	if (strlen(arg) >= sizeof(dir) / 2)
+		return -ENAMETOOLONG;
+	ret = try_dir(arg, ref, err, errlen);
+	if (ret != -ENOENT || arg[0] != '/')
+		return ret;
+	for (i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		snprintf(dir, sizeof(dir), "%s%s", roots[i], arg);
+		ret = try_dir(dir, ref, err, errlen);
+		if (ret != -ENOENT)
+			return ret;
+	}
+	return -ENOENT;
+}
+
+char *cgroup__parse_proc(const char *text)
+{
+	const char *line = text, *v2 = NULL, *mem = NULL;
+	const char *p;
+	size_t len;
+
+	while (line && *line) {
+		const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		const char *nl = strchr(line, '\n');
+
+		if (c2 && (!nl || c2 < nl)) {
+			if (c1 - line == 1 && line[0] == '0' && c2 == c1 + 1)
+				v2 = c2 + 1;
+			else {
+				char ctl[256];
+				size_t n = (size_t)(c2 - c1 - 1);
+				char *tok, *save;
+
+				if (n > sizeof(ctl) - 1)
+					n = sizeof(ctl) - 1;
+				memcpy(ctl, c1 + 1, n);
+				ctl[n] = '\0';
+				for (tok = strtok_r(ctl, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+					if (!strcmp(tok, "memory"))
+						mem = c2 + 1;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	p = mem ? mem : v2;
+	if (!p)
+		return NULL;
+	len = strcspn(p, "\n");
+	return strndup(p, len);
+}
+
+char *cgroup__of_pid(uint32_t pid)
+{
+	char path[64], buf[8192];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return cgroup__parse_proc(buf);
+}

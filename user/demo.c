@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * memtrail demo: record a bundled workload and explain what the output
+ * shows. The workload is synthetic: it does what a model server does to
+ * memory (map and fill weights, share a buffer, fork a worker, grow and
+ * shrink a cache), with sizes it announces, and nothing else.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "log.h"
+
+#define MiB (1024UL * 1024)
+#define STEP_MS 300
+
+static void pause_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static void say(const char *fmt, size_t mib)
+{
+	fprintf(stderr, "  [workload %d] ", (int)getpid());
+	fprintf(stderr, fmt, mib);
+	fputc('\n', stderr);
+}
+
+/* Map SIZE bytes of private memory and write every page: mapped and rss_anon grow. */
+static char *fill(size_t size)
+{
+	char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t i;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	for (i = 0; i < size; i += 4096)
+		p[i] = (char)i | 1;
+	return p;
+}
+
+int cmd_demo_workload(int argc, char **argv)
+{
+	char *weights, *cache[4], *shared;
+	size_t i;
+	pid_t worker;
+	int fd;
+
+	(void)argc;
+	(void)argv;
+	say("loading model weights: 192 MiB mapped and written", 192);
+	weights = fill(192 * MiB);
+	if (!weights)
+		return 1;
+	pause_ms(STEP_MS);
+
+	say("sharing a 32 MiB input buffer (memfd, counted as rss_shmem)", 32);
+	fd = memfd_create("demo-input", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, 32 * MiB))
+		return 1;
+	shared = mmap(NULL, 32 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (shared == MAP_FAILED)
+		return 1;
+	memset(shared, 1, 32 * MiB);
+	pause_ms(STEP_MS);
+
+	say("forking a tokenizer worker that fills %zu MiB and exits", 48);
+	worker = fork();
+	if (worker == 0) {
+		if (!fill(48 * MiB))
+			_exit(1);
+		pause_ms(STEP_MS);
+		_exit(0);
+	}
+	if (worker < 0 || waitpid(worker, NULL, 0) < 0)
+		return 1;
+
+	say("serving: the KV cache grows by 4 blocks of %zu MiB, then is freed", 64);
+	for (i = 0; i < 4; i++) {
+		cache[i] = fill(64 * MiB);
+		if (!cache[i])
+			return 1;
+		pause_ms(STEP_MS / 2);
+	}
+	for (i = 0; i < 4; i++)
+		munmap(cache[i], 64 * MiB);
+	pause_ms(STEP_MS);
+
+	say("shutting down: weights and buffer released (%zu MiB)", 224);
+	munmap(weights, 192 * MiB);
+	munmap(shared, 32 * MiB);
+	close(fd);
+	pause_ms(STEP_MS);
+	return 0;
+}
+
+static const char explanation[] =
+"\n"
+"What this shows (the workload above is a synthetic stand-in for a model server):\n"
+"  - Two targets: the workload and the worker it forked. memtrail followed the fork\n"
+"    by itself; the worker's EXIT column says how it ended.\n"
+"  - mapped is private writable memory (VmData): 192 MiB of weights plus up to\n"
+"    4 x 64 MiB of cache put its PEAK near 450 MiB above the program's own baseline;\n"
+"    FINAL is what was still mapped when the process exited.\n"
+"  - rss_anon is the part of it actually resident. The peak was reached while the\n"
+"    cache was full although no sample may have fallen on that moment: peaks are\n"
+"    kept in the kernel at every change.\n"
+"  - rss_shmem is the 32 MiB shared buffer; rss_file is code and files in memory.\n"
+"  - The trail file holds the timeline (a sample every 100 ms) and the events.\n"
+"    Try: memtrail report %s --json\n"
+"Next: trace your own program with 'memtrail record -- CMD', or a running one with\n"
+"'memtrail record --pid PID'.\n";
+
+int cmd_demo(int argc, char **argv)
+{
+	char self[PATH_MAX], out[PATH_MAX];
+	char *rec_argv[8];
+	ssize_t n;
+	int ret;
+
+	if (argc > 1) {
+		if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+			printf("usage: memtrail demo\n\n"
+			       "Record a bundled synthetic workload (a stand-in for a model server:\n"
+			       "it maps and fills memory in announced steps and forks a worker)\n"
+			       "with 'memtrail record', then explain the table. Writes\n"
+			       "memtrail-demo.json in the current directory (or /tmp).\n");
+			return 0;
+		}
+		log__error("demo takes no arguments");
+		return 2;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0) {
+		log__error("cannot find the memtrail binary: %s", strerror(errno));
+		return 1;
+	}
+	self[n] = '\0';
+	snprintf(out, sizeof(out), "%s", access(".", W_OK) ? "/tmp/memtrail-demo.json"
+							     : "memtrail-demo.json");
+	printf("memtrail demo: recording '%s demo-workload', a synthetic workload bundled with\n"
+	       "memtrail that maps and fills memory in steps, like a model server would.\n\n",
+	       self);
+	fflush(stdout);
+	rec_argv[0] = "record";
+	rec_argv[1] = "-o";
+	rec_argv[2] = out;
+	rec_argv[3] = "--";
+	rec_argv[4] = self;
+	rec_argv[5] = "demo-workload";
+	rec_argv[6] = NULL;
+	ret = cmd_record(6, rec_argv);
+	if (ret == 0)
+		printf(explanation, out);
+	return ret;
+}

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "format.h"
+
+const char *format__bytes(char *buf, size_t len, int64_t bytes)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	const char *sign = bytes < 0 ? "-" : "";
+	double v = bytes < 0 ? -(double)bytes : (double)bytes;
+	int u = -1;
+
+	if (v < 1024) {
+		snprintf(buf, len, "%s%.0f B", sign, v);
+		return buf;
+	}
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, v < 10 ? "%s%.2f %s" : "%s%.1f %s", sign, v, units[u]);
+	return buf;
+}
+
+int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end)
+		return -EINVAL;
+	if (errno == ERANGE || v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+#ifndef MEMTRAIL_FORMAT_H
+#define MEMTRAIL_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bytes for people: "0 B", "512 B", "4.0 KiB", "1.50 GiB"; returns buf. */
+const char *format__bytes(char *buf, size_t len, int64_t bytes);
+/* A decimal integer in [min, max], the whole string; 0 or -EINVAL/-ERANGE. */
+int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+#endif

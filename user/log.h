@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+#ifndef MEMTRAIL_LOG_H
+#define MEMTRAIL_LOG_H
+
+#include <stdbool.h>
+
+/* One-line messages on stderr, "memtrail: " first; lower case, no final period. */
+void log__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log__info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log__set_verbose(bool verbose);
+void log__set_quiet(bool quiet);
+
+#endif

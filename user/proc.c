@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proc.h"
+
+static ssize_t read_file(uint32_t pid, const char *name, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n, total = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/%s", pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while ((size_t)total < len - 1) {
+		n = read(fd, buf + total, len - 1 - total);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		total += n;
+	}
+	close(fd);
+	buf[total] = '\0';
+	return total;
+}
+
+/* The state letter and ppid from /proc/PID/stat, whose comm may hold spaces. */
+static int read_stat(uint32_t pid, char *state, uint32_t *ppid)
+{
+	char buf[512], *p;
+	unsigned int pp;
+
+	if (read_file(pid, "stat", buf, sizeof(buf)) <= 0)
+		return -ESRCH;
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %c %u", state, &pp) != 2)
+		return -EINVAL;
+	*ppid = pp;
+	return 0;
+}
+
+bool proc__alive(uint32_t pid)
+{
+	uint32_t ppid;
+	char state;
+
+	if (read_stat(pid, &state, &ppid))
+		return false;
+	return state != 'Z' && state != 'X';
+}
+
+uint32_t proc__ppid(uint32_t pid)
+{
+	uint32_t ppid;
+	char state;
+
+	return read_stat(pid, &state, &ppid) ? 0 : ppid;
+}
+
+int proc__comm(uint32_t pid, char *buf, size_t len)
+{
+	ssize_t n = read_file(pid, "comm", buf, len);
+
+	if (n < 0)
+		return n;
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	return 0;
+}
+
+char *proc__join_args(const char *args, size_t len)
+{
+	char *s = malloc(len + 1);
+	size_t i;
+
+	if (!s)
+		return NULL;
+	memcpy(s, args, len);
+	s[len] = '\0';
+	while (len && s[len - 1] == '\0')
+		len--;
+	for (i = 0; i < len; i++)
+		if (s[i] == '\0')
+			s[i] = ' ';
+	s[len] = '\0';
+	return s;
+}
+
+char *proc__cmdline(uint32_t pid)
+{
+	char buf[4096];
+	ssize_t n = read_file(pid, "cmdline", buf, sizeof(buf));
+
+	if (n <= 0)
+		return NULL;
+	return proc__join_args(buf, n);
+}

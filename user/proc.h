@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* What /proc says about a process. */
+#ifndef MEMTRAIL_PROC_H
+#define MEMTRAIL_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Running (not a zombie, not gone). */
+bool proc__alive(uint32_t pid);
+/* Parent's PID, or 0 when unknown. */
+uint32_t proc__ppid(uint32_t pid);
+/* 0 and the comm in buf, or -errno. */
+int proc__comm(uint32_t pid, char *buf, size_t len);
+/* argv joined by spaces (malloc'd), or NULL. */
+char *proc__cmdline(uint32_t pid);
+/* argv as the kernel stores it (NUL-separated) joined by spaces (malloc'd). */
+char *proc__join_args(const char *args, size_t len);
+
+#endif

@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+#ifndef MEMTRAIL_TABLE_H
+#define MEMTRAIL_TABLE_H
+
+#include <stdio.h>
+#include "trail.h"
+
+/* The per-target summary: peak and final per kind, exit status, lost counters. */
+void table__print_summary(FILE *f, const struct trail *t);
+
+#endif

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "log.h"
+#include "tracer.h"
+#include "memtrail.skel.h"
+
+#define SYSFS_BTF "/sys/kernel/btf/vmlinux"
+
+struct tracer {
+	struct memtrail_bpf *skel;
+	struct ring_buffer *rb;
+	tracer_event_fn fn;
+	void *ctx;
+	int nr_cpus;
+};
+
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	if (getenv("MEMTRAIL_DEBUG_LIBBPF"))
+		return vfprintf(stderr, fmt, ap);
+	return 0;
+}
+
+static int on_ringbuf(void *ctx, void *data, size_t size)
+{
+	struct tracer *t = ctx;
+
+	return t->fn(t->ctx, data, size);
+}
+
+static const char *perm_hint(int err)
+{
+	if (err != -EPERM && err != -EACCES)
+		return "";
+	return geteuid() ? " (memtrail needs root: run it with sudo)"
+			 : " (memtrail needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)";
+}
+
+static int check_btf(void)
+{
+	FILE *f = fopen(SYSFS_BTF, "r");
+	char magic[2];
+
+	if (!f) {
+		log__error("kernel BTF not found at '%s': %s (memtrail needs a kernel built "
+			   "with CONFIG_DEBUG_INFO_BTF=y)", SYSFS_BTF, strerror(errno));
+		return -ENOENT;
+	}
+	/* BTF starts with magic 0xeB9F */
+	if (fread(magic, 1, 2, f) != 2 || (unsigned char)magic[0] != 0x9f ||
+	    (unsigned char)magic[1] != 0xeb) {
+		fclose(f);
+		log__error("kernel BTF at '%s' is unreadable or not BTF (memtrail needs a kernel "
+			   "built with CONFIG_DEBUG_INFO_BTF=y)", SYSFS_BTF);
+		return -EINVAL;
+	}
+	fclose(f);
+	return 0;
+}
+
+static int configure(struct tracer *t, const struct tracer_config *cfg)
+{
+	struct memtrail_bpf *s = t->skel;
+	uint32_t n = cfg->max_targets;
+
+	s->rodata->filter_mode = cfg->mode;
+	if (cfg->comm)
+		strncpy((char *)s->rodata->filter_comm, cfg->comm, MEMTRAIL_COMM_LEN - 1);
+	s->rodata->filter_cgroup_id = cfg->cgroup_id;
+	s->rodata->filter_cgroup_subsys = cfg->cgroup_subsys;
+	s->rodata->self_tgid = getpid();
+	s->rodata->nr_cpus = t->nr_cpus;
+	if (bpf_map__set_max_entries(s->maps.targets, n) ||
+	    bpf_map__set_max_entries(s->maps.cells, n) ||
+	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n))
+		return -EINVAL;
+	return 0;
+}
+
+static int add_pids(struct tracer *t, const struct tracer_config *cfg)
+{
+	int fd = bpf_map__fd(t->skel->maps.targets);
+	size_t i;
+
+	for (i = 0; i < cfg->n_pids; i++) {
+		struct memtrail_target v = {
+			.flags = cfg->await_exec ? MEMTRAIL_TARGET_AWAIT_EXEC : 0,
+		};
+		uint32_t pid = cfg->pids[i];
+
+		if (bpf_map_update_elem(fd, &pid, &v, BPF_ANY)) {
+			int err = -errno;
+
+			log__error("cannot add PID %u to the targets map: %s", pid, strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+int tracer__open(struct tracer **out, const struct tracer_config *cfg,
+		 tracer_event_fn fn, void *ctx)
+{
+	struct tracer *t;
+	int err;
+
+	*out = NULL;
+	libbpf_set_print(libbpf_log);
+	err = check_btf();
+	if (err)
+		return err;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->fn = fn;
+	t->ctx = ctx;
+	t->nr_cpus = libbpf_num_possible_cpus();
+	if (t->nr_cpus <= 0)
+		t->nr_cpus = 1;
+
+	t->skel = memtrail_bpf__open();
+	if (!t->skel) {
+		err = -errno;
+		log__error("cannot open the BPF object: %s", strerror(-err));
+		goto fail;
+	}
+	err = configure(t, cfg);
+	if (err) {
+		log__error("cannot size the BPF maps for %u targets", cfg->max_targets);
+		goto fail;
+	}
+	err = memtrail_bpf__load(t->skel);
+	if (err) {
+		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
+		goto fail;
+	}
+	err = add_pids(t, cfg);
+	if (err)
+		goto fail;
+	err = memtrail_bpf__attach(t->skel);
+	if (err) {
+		log__error("cannot attach the BPF programs: %s%s", strerror(-err), perm_hint(err));
+		goto fail;
+	}
+	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_ringbuf, t, NULL);
+	if (!t->rb) {
+		err = -errno;
+		log__error("cannot open the BPF ring buffer: %s", strerror(-err));
+		goto fail;
+	}
+	*out = t;
+	return 0;
+fail:
+	tracer__destroy(t);
+	return err;
+}
+
+int tracer__scan(struct tracer *t)
+{
+	char buf[64];
+	int fd, err = 0;
+	ssize_t n;
+
+	fd = bpf_iter_create(bpf_link__fd(t->skel->links.mt_scan));
+	if (fd < 0) {
+		err = -errno;
+		log__error("cannot scan tasks: %s", strerror(-err));
+		return err;
+	}
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			/* EAGAIN: the walk restarts where it stopped */
+			if (errno == EAGAIN)
+				continue;
+			err = -errno;
+			log__error("cannot scan tasks: %s", strerror(-err));
+			break;
+		}
+	}
+	close(fd);
+	return err;
+}
+
+int tracer__poll(struct tracer *t, int timeout_ms)
+{
+	int n = ring_buffer__poll(t->rb, timeout_ms);
+
+	if (n == -EINTR)
+		return 0;
+	return n < 0 ? n : 0;
+}
+
+int tracer__read_cell(struct tracer *t, uint32_t tgid, struct memtrail_cell *cell)
+{
+	struct memtrail_cell_key key = { .tgid = tgid, .phase = 0 };
+
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.cells), &key, cell))
+		return -errno;
+	return 0;
+}
+
+void tracer__forget(struct tracer *t, uint32_t tgid)
+{
+	struct memtrail_cell_key key = { .tgid = tgid, .phase = 0 };
+
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.cells), &key);
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &tgid);
+}
+
+void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX])
+{
+	int fd = bpf_map__fd(t->skel->maps.lost);
+	uint64_t *vals = calloc(t->nr_cpus, sizeof(*vals));
+	uint32_t k;
+	int c;
+
+	memset(lost, 0, sizeof(uint64_t) * MEMTRAIL_LOST_MAX);
+	if (!vals)
+		return;
+	for (k = 0; k < MEMTRAIL_LOST_MAX; k++) {
+		if (bpf_map_lookup_elem(fd, &k, vals))
+			continue;
+		for (c = 0; c < t->nr_cpus; c++)
+			lost[k] += vals[c];
+	}
+	free(vals);
+}
+
+void tracer__destroy(struct tracer *t)
+{
+	if (!t)
+		return;
+	ring_buffer__free(t->rb);
+	memtrail_bpf__destroy(t->skel);
+	free(t);
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * The BPF side as one object: open, configure, load and attach the
+ * skeleton, feed ring-buffer events to a callback, read levels, detach.
+ */
+#ifndef MEMTRAIL_TRACER_H
+#define MEMTRAIL_TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtrail.h"
+
+struct tracer;
+
+struct tracer_config {
+	enum memtrail_filter mode;
+	const uint32_t *pids;	/* MEMTRAIL_FILTER_PID: the listed PIDs */
+	size_t n_pids;
+	bool await_exec;	/* the PIDs are held commands: account from their exec */
+	const char *comm;	/* MEMTRAIL_FILTER_COMM */
+	uint64_t cgroup_id;	/* MEMTRAIL_FILTER_CGROUP: kernfs id of the cgroup */
+	int cgroup_subsys;	/* its v1 controller index, -1 for cgroup v2 */
+	uint32_t max_targets;
+};
+
+/* Called for every ring-buffer record; a non-zero return stops the poll. */
+typedef int (*tracer_event_fn)(void *ctx, const void *data, size_t size);
+
+/* 0, or -errno with a one-line error already logged. */
+int tracer__open(struct tracer **out, const struct tracer_config *cfg,
+		 tracer_event_fn fn, void *ctx);
+/* Walk all tasks once: adopt matching processes, refresh every target's levels. */
+int tracer__scan(struct tracer *t);
+/* Wait up to timeout_ms for events; 0 or -errno (EINTR is not an error). */
+int tracer__poll(struct tracer *t, int timeout_ms);
+/* Levels of (tgid, phase 0); -ENOENT when nothing was accounted yet. */
+int tracer__read_cell(struct tracer *t, uint32_t tgid, struct memtrail_cell *cell);
+/* Drop a target from the kernel's maps once its final levels were read. */
+void tracer__forget(struct tracer *t, uint32_t tgid);
+void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
+/* Detach and free everything; NULL is fine. */
+void tracer__destroy(struct tracer *t);
+
+#endif

@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kinds.h"
+#include "trail.h"
+
+static const char *const lost_names[MEMTRAIL_LOST_MAX] = {
+	[MEMTRAIL_LOST_RINGBUF] = "ringbuf",
+	[MEMTRAIL_LOST_TARGETS] = "targets",
+	[MEMTRAIL_LOST_CELLS] = "cells",
+	[MEMTRAIL_LOST_MM] = "mm",
+};
+
+const char *trail__lost_name(int why)
+{
+	return why >= 0 && why < MEMTRAIL_LOST_MAX ? lost_names[why] : NULL;
+}
+
+int trail__init(struct trail *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->version = MEMTRAIL_TRAIL_VERSION;
+	t->events = json_array();
+	return t->events ? 0 : -ENOMEM;
+}
+
+void trail__free(struct trail *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n_targets; i++) {
+		free(t->targets[i].cmdline);
+		free(t->targets[i].cgroup);
+		free(t->targets[i].timeline);
+	}
+	free(t->targets);
+	free(t->command);
+	json_decref(t->events);
+	memset(t, 0, sizeof(*t));
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t ncap = *cap ? *cap : 16;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	p = realloc(*arr, ncap * size);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+struct trail_target *trail__add_target(struct trail *t, uint32_t pid)
+{
+	struct trail_target *tt;
+
+	if (grow((void **)&t->targets, &t->cap_targets, t->n_targets + 1, sizeof(*tt)))
+		return NULL;
+	tt = &t->targets[t->n_targets++];
+	memset(tt, 0, sizeof(*tt));
+	tt->pid = pid;
+	return tt;
+}
+
+struct trail_target *trail__find_target(struct trail *t, uint32_t pid)
+{
+	size_t i;
+
+	for (i = t->n_targets; i > 0; i--)
+		if (t->targets[i - 1].pid == pid)
+			return &t->targets[i - 1];
+	return NULL;
+}
+
+int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t level[])
+{
+	struct trail_sample *s;
+
+	if (grow((void **)&tt->timeline, &tt->cap_samples, tt->n_samples + 1, sizeof(*s)))
+		return -ENOMEM;
+	s = &tt->timeline[tt->n_samples++];
+	s->t_ms = t_ms;
+	memcpy(s->level, level, sizeof(s->level));
+	return 0;
+}
+
+int trail__add_event(struct trail *t, json_t *obj)
+{
+	return obj && !json_array_append_new(t->events, obj) ? 0 : -ENOMEM;
+}
+
+/* ---- writing ---- */
+
+static json_t *target_to_json(const struct trail *t, const struct trail_target *tt,
+			      bool with_timeline)
+{
+	json_t *o = json_object(), *kinds = json_object();
+	size_t i;
+	int k;
+
+	json_object_set_new(o, "pid", json_integer(tt->pid));
+	json_object_set_new(o, "ppid", json_integer(tt->ppid));
+	json_object_set_new(o, "comm", json_string(tt->comm));
+	json_object_set_new(o, "cmdline", tt->cmdline ? json_string(tt->cmdline) : json_null());
+	json_object_set_new(o, "cgroup", tt->cgroup ? json_string(tt->cgroup) : json_null());
+	json_object_set_new(o, "start_ms", json_integer(tt->start_ms));
+	json_object_set_new(o, "end_ms", json_integer(tt->end_ms));
+	if (tt->exited)
+		json_object_set_new(o, "exit", json_pack("{s:i, s:i}", "code", tt->exit_code,
+							 "signal", tt->exit_signal));
+	else
+		json_object_set_new(o, "exit", json_null());
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+		if (!(t->kinds & (1U << k)))
+			continue;
+		json_object_set_new(kinds, kind__name(k),
+				    json_pack("{s:I, s:I}", "current", (json_int_t)tt->current[k],
+					      "peak", (json_int_t)tt->peak[k]));
+	}
+	json_object_set_new(o, "kinds", kinds);
+	if (with_timeline) {
+		json_t *tl = json_array();
+
+		for (i = 0; i < tt->n_samples; i++) {
+			const struct trail_sample *s = &tt->timeline[i];
+			json_t *so = json_object();
+
+			json_object_set_new(so, "t_ms", json_integer(s->t_ms));
+			for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+				if (t->kinds & (1U << k))
+					json_object_set_new(so, kind__name(k), json_integer(s->level[k]));
+			json_array_append_new(tl, so);
+		}
+		json_object_set_new(o, "timeline", tl);
+	}
+	return o;
+}
+
+json_t *trail__to_json(const struct trail *t, bool with_timeline)
+{
+	json_t *root = json_object(), *targets = json_array(), *lost = json_object();
+	json_t *kinds = json_array();
+	size_t i;
+	int k;
+
+	json_object_set_new(root, "memtrail", json_integer(t->version));
+	json_object_set_new(root, "started", json_string(t->started));
+	json_object_set_new(root, "duration_ms", json_integer(t->duration_ms));
+	json_object_set_new(root, "interval_ms", json_integer(t->interval_ms));
+	json_object_set_new(root, "command", t->command ? json_string(t->command) : json_null());
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+		if (t->kinds & (1U << k))
+			json_array_append_new(kinds, json_string(kind__name(k)));
+	json_object_set_new(root, "kinds", kinds);
+	for (i = 0; i < t->n_targets; i++)
+		json_array_append_new(targets, target_to_json(t, &t->targets[i], with_timeline));
+	json_object_set_new(root, "targets", targets);
+	if (with_timeline)
+		json_object_set(root, "events", t->events);
+	for (k = 0; k < MEMTRAIL_LOST_MAX; k++)
+		json_object_set_new(lost, lost_names[k], json_integer(t->lost[k]));
+	json_object_set_new(root, "lost", lost);
+	return root;
+}
+
+static int dump_cb(const char *buf, size_t size, void *data)
+{
+	int fd = *(int *)data;
+
+	while (size) {
+		ssize_t n = write(fd, buf, size);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += n;
+		size -= n;
+	}
+	return 0;
+}
+
+int trail__write(const struct trail *t, const char *path)
+{
+	char tmp[PATH_MAX];
+	json_t *root;
+	int fd, err = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	root = trail__to_json(t, true);
+	if (!root)
+		err = -ENOMEM;
+	else if (json_dump_callback(root, dump_cb, &fd, JSON_COMPACT) || dump_cb("\n", 1, &fd))
+		err = errno ? -errno : -EIO;
+	json_decref(root);
+	if (!err && fsync(fd))
+		err = -errno;
+	if (close(fd) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+/* ---- reading ---- */
+
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+static int read_levels(json_t *kinds, struct trail *t, struct trail_target *tt,
+		       char *err, size_t errlen)
+{
+	const char *name;
+	json_t *v;
+
+	if (!json_is_object(kinds))
+		FAIL("target %u: 'kinds' is not an object", tt->pid);
+	json_object_foreach(kinds, name, v) {
+		json_t *cur = json_object_get(v, "current"), *peak = json_object_get(v, "peak");
+		int k = kind__from_name(name);
+
+		if (k < 0)
+			FAIL("target %u: unknown kind '%s'", tt->pid, name);
+		if (!json_is_integer(cur) || !json_is_integer(peak))
+			FAIL("target %u: kind '%s' needs integer 'current' and 'peak'", tt->pid, name);
+		tt->current[k] = json_integer_value(cur);
+		tt->peak[k] = json_integer_value(peak);
+		t->kinds |= 1U << k;
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+static int read_timeline(json_t *tl, struct trail_target *tt, char *err, size_t errlen)
+{
+	size_t i;
+	json_t *s;
+
+	if (!tl || json_is_null(tl))
+		return 0;
+	if (!json_is_array(tl))
+		FAIL("target %u: 'timeline' is not an array", tt->pid);
+	json_array_foreach(tl, i, s) {
+		int64_t level[MEMTRAIL_KIND_MAX] = { 0 };
+		json_t *tm = json_object_get(s, "t_ms");
+		const char *name;
+		json_t *v;
+
+		if (!json_is_integer(tm))
+			FAIL("target %u: timeline sample %zu has no integer 't_ms'", tt->pid, i);
+		json_object_foreach(s, name, v) {
+			int k = kind__from_name(name);
+
+			if (k >= 0 && json_is_integer(v))
+				level[k] = json_integer_value(v);
+		}
+		if (trail__add_sample(tt, json_integer_value(tm), level))
+			FAIL("out of memory");
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+static char *opt_strdup(json_t *v)
+{
+	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+}
+
+static int read_target(struct trail *t, json_t *o, size_t idx, char *err, size_t errlen)
+{
+	json_t *pid = json_object_get(o, "pid"), *ex = json_object_get(o, "exit");
+	struct trail_target *tt;
+	const char *comm;
+
+	if (!json_is_object(o))
+		FAIL("target %zu is not an object", idx);
+	if (!json_is_integer(pid) || json_integer_value(pid) <= 0)
+		FAIL("target %zu has no valid 'pid'", idx);
+	tt = trail__add_target(t, json_integer_value(pid));
+	if (!tt)
+		FAIL("out of memory");
+	tt->ppid = json_integer_value(json_object_get(o, "ppid"));
+	comm = json_string_value(json_object_get(o, "comm"));
+	snprintf(tt->comm, sizeof(tt->comm), "%s", comm ? comm : "?");
+	tt->cmdline = opt_strdup(json_object_get(o, "cmdline"));
+	tt->cgroup = opt_strdup(json_object_get(o, "cgroup"));
+	tt->start_ms = json_integer_value(json_object_get(o, "start_ms"));
+	tt->end_ms = json_integer_value(json_object_get(o, "end_ms"));
+	if (!ex)
+		FAIL("target %u has no 'exit'", tt->pid);
+	if (json_is_object(ex)) {
+		if (!json_is_integer(json_object_get(ex, "code")) ||
+		    !json_is_integer(json_object_get(ex, "signal")))
+			FAIL("target %u: 'exit' needs integer 'code' and 'signal'", tt->pid);
+		tt->exited = true;
+		tt->exit_code = json_integer_value(json_object_get(ex, "code"));
+		tt->exit_signal = json_integer_value(json_object_get(ex, "signal"));
+	} else if (!json_is_null(ex)) {
+		FAIL("target %u: 'exit' is neither an object nor null", tt->pid);
+	}
+	if (read_levels(json_object_get(o, "kinds"), t, tt, err, errlen))
+		return -1;
+	return read_timeline(json_object_get(o, "timeline"), tt, err, errlen);
+fail:
+	return -1;
+}
+
+int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
+{
+	json_t *ver, *targets, *lost, *kinds, *v;
+	const char *s;
+	size_t i;
+
+	if (trail__init(t))
+		FAIL("out of memory");
+	if (!json_is_object(root))
+		FAIL("not a memtrail trail: the top level is not an object");
+	ver = json_object_get(root, "memtrail");
+	if (!json_is_integer(ver))
+		FAIL("not a memtrail trail: no \"memtrail\" version field");
+	if (json_integer_value(ver) != MEMTRAIL_TRAIL_VERSION)
+		FAIL("unsupported trail version %lld (this memtrail reads version %d)",
+		     (long long)json_integer_value(ver), MEMTRAIL_TRAIL_VERSION);
+	targets = json_object_get(root, "targets");
+	if (!json_is_array(targets))
+		FAIL("malformed trail: 'targets' is not an array");
+	s = json_string_value(json_object_get(root, "started"));
+	snprintf(t->started, sizeof(t->started), "%s", s ? s : "");
+	t->duration_ms = json_integer_value(json_object_get(root, "duration_ms"));
+	t->interval_ms = json_integer_value(json_object_get(root, "interval_ms"));
+	t->command = opt_strdup(json_object_get(root, "command"));
+	kinds = json_object_get(root, "kinds");
+	json_array_foreach(kinds, i, v) {
+		int k = json_is_string(v) ? kind__from_name(json_string_value(v)) : -1;
+
+		if (k < 0)
+			FAIL("malformed trail: unknown kind in 'kinds'");
+		t->kinds |= 1U << k;
+	}
+	json_array_foreach(targets, i, v)
+		if (read_target(t, v, i, err, errlen))
+			goto fail_quiet;
+	v = json_object_get(root, "events");
+	if (v && !json_is_array(v))
+		FAIL("malformed trail: 'events' is not an array");
+	if (v)
+		json_array_extend(t->events, v);
+	lost = json_object_get(root, "lost");
+	if (lost && !json_is_object(lost))
+		FAIL("malformed trail: 'lost' is not an object");
+	for (i = 0; i < MEMTRAIL_LOST_MAX; i++)
+		t->lost[i] = json_integer_value(json_object_get(lost, lost_names[i]));
+	return 0;
+fail:
+fail_quiet:
+	trail__free(t);
+	return -1;
+}
+
+int trail__read(struct trail *t, const char *path, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root;
+	int ret;
+
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		if (jerr.line < 0 || access(path, R_OK))
+			snprintf(err, errlen, "%s", strerror(errno ? errno : ENOENT));
+		else
+			snprintf(err, errlen, "malformed JSON at line %d, column %d: %s",
+				 jerr.line, jerr.column, jerr.text);
+		return -1;
+	}
+	ret = trail__from_json(t, root, err, errlen);
+	json_decref(root);
+	return ret;
+}

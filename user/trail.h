@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * A trail: what one recording learned, in memory and as a versioned JSON
+ * file (format in README.md). record builds one, report reads one back.
+ */
+#ifndef MEMTRAIL_TRAIL_H
+#define MEMTRAIL_TRAIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+
+#include "memtrail.h"
+
+struct trail_sample {
+	uint64_t t_ms;				/* since the trail started */
+	int64_t level[MEMTRAIL_KIND_MAX];	/* current bytes per kind */
+};
+
+struct trail_target {
+	uint32_t pid;
+	uint32_t ppid;
+	char comm[MEMTRAIL_COMM_LEN];
+	char *cmdline;		/* space-joined argv, NULL when unknown */
+	char *cgroup;		/* cgroup path, NULL when unknown */
+	uint64_t start_ms;
+	uint64_t end_ms;
+	bool exited;
+	int exit_code;
+	int exit_signal;
+	int64_t current[MEMTRAIL_KIND_MAX];
+	int64_t peak[MEMTRAIL_KIND_MAX];
+	struct trail_sample *timeline;
+	size_t n_samples;
+	size_t cap_samples;
+};
+
+struct trail {
+	int version;
+	char started[32];	/* UTC, ISO 8601 */
+	uint64_t duration_ms;
+	uint32_t interval_ms;
+	uint32_t kinds;		/* bit per kind that had a source */
+	char *command;		/* how targets were chosen, for people */
+	struct trail_target *targets;
+	size_t n_targets;
+	size_t cap_targets;
+	json_t *events;		/* array of event objects */
+	uint64_t lost[MEMTRAIL_LOST_MAX];
+};
+
+int trail__init(struct trail *t);
+void trail__free(struct trail *t);
+
+/* A new target, zeroed but for pid; NULL when out of memory. */
+struct trail_target *trail__add_target(struct trail *t, uint32_t pid);
+/* The most recent target with this pid, or NULL. */
+struct trail_target *trail__find_target(struct trail *t, uint32_t pid);
+int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t level[]);
+/* Append an event; takes the reference to obj. */
+int trail__add_event(struct trail *t, json_t *obj);
+
+const char *trail__lost_name(int why);
+
+/* The whole trail as JSON; with_timeline false gives report --json's view. */
+json_t *trail__to_json(const struct trail *t, bool with_timeline);
+/* Write atomically (temporary file, fsync, rename); -errno on failure. */
+int trail__write(const struct trail *t, const char *path);
+/* Read and validate; on failure -1 and a one-line reason in err. */
+int trail__read(struct trail *t, const char *path, char *err, size_t errlen);
+int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen);
+
+#endif
