@@ -34,13 +34,22 @@ SEC("tp_btf/rss_stat")
 int BPF_PROG(mt_rss_stat, struct mm_struct *mm, int member)
 {
 	int kind = rss_member_kind(member);
+	struct task_struct *owner;
 	__u32 tgid;
 
 	if (kind < 0)
 		return 0;
-	/* the mm's owner, not current: reclaim, fork and exit touch other mms */
-	tgid = BPF_CORE_READ(mm, owner, tgid);
-	if (!tgid || !live_target(tgid))
+	/*
+	 * Charge the mm's owner, not current: reclaim, fork and exit touch other
+	 * mms. An owner that has not adopted the mm yet is a child inside fork
+	 * (it still wears its parent's tgid) or a task inside exec or exit; its
+	 * changes are picked up by the fork/exec sync, or are exit's teardown.
+	 */
+	owner = BPF_CORE_READ(mm, owner);
+	if (!owner || BPF_CORE_READ(owner, mm) != mm)
+		return 0;
+	tgid = BPF_CORE_READ(owner, tgid);
+	if (!live_target(tgid))
 		return 0;
 	mm_sync_kind((__u64)mm, tgid, kind, rss_bytes(mm, member));
 	return 0;

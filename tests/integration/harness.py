@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Helpers for the integration tests: run memtrail and workloads for real,
+read trails, make cgroups, and check that no BPF object is left behind."""
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MEMTRAIL = os.path.join(ROOT, "memtrail")
+WORKLOADS = os.path.join(ROOT, "build", "workloads")
+PROG_NAMES = {"mt_rss_stat", "mt_sys_exit", "mt_fork", "mt_exec", "mt_exit", "mt_scan"}
+MiB = 1024 * 1024
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise TestFailure(what)
+
+
+def check_eq(got, want, what):
+    if got != want:
+        raise TestFailure(f"{what}: got {got}, want {want}")
+
+
+def check_within(got, want, pct, what):
+    if want == 0 or abs(got - want) > abs(want) * pct / 100.0:
+        raise TestFailure(f"{what}: got {got}, want {want} within {pct}%")
+
+
+def workload(name):
+    return os.path.join(WORKLOADS, name)
+
+
+def tmpdir():
+    return tempfile.mkdtemp(prefix="memtrail-test-")
+
+
+def run(args, timeout=120, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def record(cmd, extra=(), timeout=120):
+    """memtrail record -q -o TRAIL [extra] -- cmd; returns (proc, trail, workload JSON)."""
+    out = os.path.join(tmpdir(), "trail.json")
+    p = run([MEMTRAIL, "record", "-q", "-o", out, *extra, "--", *cmd], timeout=timeout)
+    trail = load_trail(out) if os.path.exists(out) else None
+    data = None
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            data = json.loads(line)
+    return p, trail, data
+
+
+def load_trail(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def target(trail, pid):
+    for t in trail["targets"]:
+        if t["pid"] == pid:
+            return t
+    raise TestFailure(f"pid {pid} is not among the trail's targets "
+                      f"{[t['pid'] for t in trail['targets']]}")
+
+
+def level(t, kind, field):
+    return t["kinds"][kind][field]
+
+
+def one_line_error(p, *needles):
+    """A failed run: non-zero status, one line on stderr that names the problem."""
+    check(p.returncode != 0, f"exit status is 0 (stderr: {p.stderr!r})")
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    check(len(lines) == 1, f"want one line on stderr, got {lines!r}")
+    for n in needles:
+        check(n in lines[0], f"{n!r} not in {lines[0]!r}")
+
+
+def loaded_programs():
+    p = run(["bpftool", "-j", "prog", "show"])
+    if p.returncode != 0:
+        raise TestFailure(f"bpftool prog show failed: {p.stderr.strip()}")
+    return [x for x in json.loads(p.stdout or "[]") if x.get("name") in PROG_NAMES]
+
+
+def no_programs_left():
+    """Programs are freed after their last fd closes, a moment after exit."""
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        if not loaded_programs():
+            return
+        time.sleep(0.1)
+    raise TestFailure(f"BPF programs left behind: {loaded_programs()}")
+
+
+class Background:
+    """memtrail running in the background until it prints 'tracing'."""
+
+    def __init__(self, args, **kw):
+        self.proc = subprocess.Popen([MEMTRAIL, *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, **kw)
+        self.err_lines = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.err_lines.append(line)
+            if "tracing" in line:
+                return
+        self.proc.kill()
+        out, err = self.proc.communicate()
+        raise TestFailure(f"memtrail did not start: {''.join(self.err_lines) + err!r}")
+
+    def stop(self, sig=signal.SIGINT, timeout=60):
+        if sig is not None:
+            self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=timeout)
+        self.err_lines.append(err)
+        return self.proc.returncode, out, "".join(self.err_lines)
+
+
+def memcg_v1(name):
+    base = "/sys/fs/cgroup/memory"
+    check(os.path.isdir(base), "no cgroup v1 memory hierarchy at /sys/fs/cgroup/memory")
+    path = os.path.join(base, name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def cgroup_v2_root():
+    for d in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        if os.path.exists(os.path.join(d, "cgroup.procs")) and \
+                os.path.exists(os.path.join(d, "cgroup.subtree_control")):
+            return d
+    return None
+
+
+def remove_cgroup(path):
+    deadline = time.time() + 5
+    while os.path.isdir(path):
+        try:
+            os.rmdir(path)
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def in_cgroup(path, cmd):
+    """cmd run by a shell that first moves itself into the cgroup."""
+    return ["sh", "-c", f'echo $$ > "{path}/cgroup.procs" && exec "$@"', "sh", *cmd]
+
+
+def free_pid():
+    """A PID that no process has: one just reaped."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid

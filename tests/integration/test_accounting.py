@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Levels against ground truth: the workloads' own arithmetic and /proc."""
+
+import subprocess
+
+from harness import (MiB, Background, check, check_eq, check_within, level, record,
+                     target, workload, no_programs_left, tmpdir)
+import os
+import json
+
+
+def check_mapper(t, data):
+    # the workload's arithmetic agrees with /proc, and memtrail with both
+    check_eq(data["final_data"], data["base_data"] + data["final_steps"],
+             "workload: VmData at the end vs its own arithmetic")
+    check_eq(level(t, "mapped", "peak"), data["base_data"] + data["peak_steps"],
+             "mapped peak vs baseline VmData + largest sum of steps")
+    check_eq(level(t, "mapped", "current"), data["final_data"],
+             "mapped final vs VmData at the end")
+    check_within(level(t, "rss_anon", "peak"), data["peak_touched"], 2,
+                 "rss_anon peak vs bytes touched")
+    check_within(level(t, "rss_anon", "peak"), data["anon_at_peak"], 2,
+                 "rss_anon peak vs RssAnon at the peak")
+    check_within(level(t, "rss_anon", "peak") + level(t, "rss_file", "peak"),
+                 data["vmhwm"], 2, "rss_anon + rss_file peaks vs VmHWM")
+
+
+def test_mapped_exact_rss_within_2pct():
+    p, trail, data = record([workload("mapper")])
+    check_eq(p.returncode, 0, f"memtrail status (stderr {p.stderr!r})")
+    check(data, "the workload printed no report")
+    check_eq(len(trail["targets"]), 1, "targets")
+    t = trail["targets"][0]
+    check_eq(t["comm"], "mapper", "comm")
+    check_eq(t["exit"], {"code": 0, "signal": 0}, "exit")
+    check_mapper(t, data)
+    tl = t["timeline"]
+    check(len(tl) >= 3, f"timeline has {len(tl)} samples")
+    check(all(a["t_ms"] <= b["t_ms"] for a, b in zip(tl, tl[1:])), "timeline out of order")
+    check(max(s["mapped"] for s in tl) <= level(t, "mapped", "peak"),
+          "a sample above the peak")
+    check_eq(tl[-1]["mapped"], level(t, "mapped", "current"), "last sample vs final")
+    check_eq(set(t["kinds"]), {"mapped", "rss_anon", "rss_file", "rss_shmem"}, "kinds")
+    no_programs_left()
+
+
+def test_threads_peak_exact_20_runs():
+    for run in range(20):
+        p, trail, data = record([workload("threads")])
+        check_eq(p.returncode, 0, f"run {run}: memtrail status (stderr {p.stderr!r})")
+        check(data, f"run {run}: the workload failed its own check")
+        t = trail["targets"][0]
+        check_eq(level(t, "mapped", "peak"), data["base_data"] + data["peak_extra"],
+                 f"run {run}: mapped peak of 8 concurrent threads")
+    no_programs_left()
+
+
+def test_attach_by_pid():
+    w = subprocess.Popen([workload("mapper"), "--wait"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    out = os.path.join(tmpdir(), "trail.json")
+    bg = Background(["record", "-q", "-o", out, "--pid", str(w.pid)])
+    w.stdin.write("g")
+    w.stdin.close()
+    data = json.loads(w.stdout.readline())
+    w.wait()
+    rc, _, err = bg.stop(sig=None)
+    check_eq(rc, 0, f"memtrail status (stderr {err!r})")
+    with open(out) as f:
+        trail = json.load(f)
+    t = target(trail, w.pid)
+    check_eq(t["exit"], {"code": 0, "signal": 0}, "exit")
+    check_mapper(t, data)
+    no_programs_left()
+
+
+def test_shmem_counted():
+    # a shell whose 'head' fills 16 MiB of /dev/shm: rss_shmem sees it
+    path = f"/dev/shm/memtrail-test-{os.getpid()}"
+    try:
+        p, trail, _ = record(["sh", "-c",
+                              f"head -c {16 * MiB} /dev/zero > {path} && "
+                              f"exec python3 -c \"import mmap,os;f=open('{path}','r+b');"
+                              f"m=mmap.mmap(f.fileno(),0);s=sum(m[i] for i in range(0,len(m),4096))\""])
+        check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+        t = [x for x in trail["targets"] if x["comm"].startswith("python")][0]
+        check_within(level(t, "rss_shmem", "peak"), 16 * MiB, 2, "rss_shmem peak")
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)

@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Processes followed across fork and exec; exit codes and signals."""
+
+import os
+import signal
+import subprocess
+import time
+
+from harness import (MEMTRAIL, MiB, check, check_eq, level, load_trail, record, target,
+                     workload, no_programs_left, tmpdir)
+
+
+def test_children_followed_with_exit_status():
+    p, trail, pids = record([workload("forker")])
+    check_eq(p.returncode, 0, f"memtrail status (stderr {p.stderr!r})")
+    parent, a, b, g = (target(trail, pids[k]) for k in ("parent", "a", "b", "grandchild"))
+    check_eq(parent["exit"], {"code": 0, "signal": 0}, "parent exit")
+    check_eq(a["exit"], {"code": 3, "signal": 0}, "child a exit")
+    check_eq(b["exit"], {"code": 0, "signal": 9}, "child b exit (SIGKILL)")
+    check_eq(g["exit"], {"code": 5, "signal": 0}, "grandchild exit")
+    check_eq(a["ppid"], pids["parent"], "child a's parent")
+    check_eq(g["ppid"], pids["b"], "grandchild's parent")
+    # a touched 8 MiB of its own on top of what it shares with its parent
+    extra = level(a, "rss_anon", "peak") - level(parent, "rss_anon", "current")
+    check(8 * MiB <= extra <= 8 * MiB + MiB // 2,
+          f"child a's rss_anon peak is {extra} bytes above its parent's, want 8 MiB")
+    types = {(e["type"], e["pid"]) for e in trail["events"]}
+    for k in ("a", "b", "grandchild"):
+        check(("fork", pids[k]) in types, f"no fork event for {k}")
+    check(("exec", pids["parent"]) in types, "no exec event for the command")
+
+
+def test_killed_command_exits_137():
+    p, trail, pids = record([workload("forker"), "--die"])
+    check_eq(p.returncode, 137, "memtrail's status when its command dies by SIGKILL")
+    check_eq(target(trail, pids["parent"])["exit"], {"code": 0, "signal": 9}, "command exit")
+
+
+def test_exit_status_passed_through():
+    p, trail, _ = record(["sh", "-c", "exit 42"])
+    check_eq(p.returncode, 42, "memtrail's status")
+    check_eq(trail["targets"][0]["exit"], {"code": 42, "signal": 0}, "exit")
+
+
+def test_exec_refreshes_comm_and_cmdline():
+    p, trail, _ = record(["sh", "-c", "exec sleep 0.1"])
+    check_eq(p.returncode, 0, "status")
+    t = trail["targets"][0]
+    check_eq(t["comm"], "sleep", "comm after exec")
+    check_eq(t["cmdline"], "sleep 0.1", "cmdline after exec")
+
+
+def test_ctrl_c_stops_and_leaves_nothing():
+    out = os.path.join(tmpdir(), "trail.json")
+    # a terminal's Ctrl-C signals the whole process group: memtrail and its command
+    m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--", "sleep", "30"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    time.sleep(1.5)
+    os.killpg(m.pid, signal.SIGINT)
+    _, err = m.communicate(timeout=30)
+    check_eq(m.returncode, 130, f"status after Ctrl-C (stderr {err!r})")
+    trail = load_trail(out)
+    check_eq(trail["targets"][0]["exit"], {"code": 0, "signal": 2}, "sleep's exit")
+    no_programs_left()
+
+
+def test_sigterm_in_all_mode_writes_trail():
+    out = os.path.join(tmpdir(), "trail.json")
+    m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--all"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    m.send_signal(signal.SIGTERM)
+    _, err = m.communicate(timeout=30)
+    check_eq(m.returncode, 0, f"status after SIGTERM (stderr {err!r})")
+    trail = load_trail(out)
+    check(len(trail["targets"]) > 1, "--all traced no processes")
+    check(all(t["pid"] != m.pid for t in trail["targets"]), "memtrail traced itself")
+    no_programs_left()
