@@ -639,8 +639,10 @@ int cmd_record(int argc, char **argv)
 	int ret = 1, err, wstatus = 0;
 	size_t i;
 
-	if (parse_opts(argc, argv, &o))
+	if (parse_opts(argc, argv, &o)) {
+		ret = 2;
 		goto out_opts;
+	}
 	output = o.output ? strdup(o.output) : default_output();
 	if (!output || check_writable(output))
 		goto out_opts;

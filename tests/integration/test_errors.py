@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Bad input: one line, a non-zero status, no BPF objects left behind."""
+
+import json
+import os
+import subprocess
+import time
+
+from harness import (MEMTRAIL, check, check_eq, free_pid, one_line_error, run, tmpdir,
+                     no_programs_left)
+
+
+def test_not_root():
+    d = tmpdir()
+    os.chmod(d, 0o777)
+    p = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             MEMTRAIL, "record", "-o", os.path.join(d, "t.json"), "--", "true"])
+    one_line_error(p, "cannot load the BPF programs", "root")
+    check(not os.path.exists(os.path.join(d, "t.json")), "a trail was written")
+    no_programs_left()
+
+
+def test_no_btf():
+    d = tmpdir()
+    empty = os.path.join(d, "empty")
+    open(empty, "w").close()
+    p = run(["unshare", "-m", "sh", "-c",
+             f'mount --bind "{empty}" /sys/kernel/btf/vmlinux && exec "$@"', "sh",
+             MEMTRAIL, "record", "-o", os.path.join(d, "t.json"), "--", "true"])
+    one_line_error(p, "kernel BTF", "CONFIG_DEBUG_INFO_BTF")
+    no_programs_left()
+
+
+def test_unknown_pid():
+    pid = free_pid()
+    p = run([MEMTRAIL, "record", "-o", os.path.join(tmpdir(), "t.json"), "--pid", str(pid)])
+    one_line_error(p, f"no process with PID {pid}")
+    no_programs_left()
+
+
+def test_pid_exits_while_attaching():
+    """A target that exits after memtrail checked it but before its probes were
+    attached: memtrail must say so rather than wait forever or report nothing."""
+    hits = 0
+    for delay in (0.05, 0.1, 0.02, 0.15, 0.2, 0.01, 0.3, 0.03):
+        victim = subprocess.Popen(["sleep", str(delay)])
+        out = os.path.join(tmpdir(), "t.json")
+        t0 = time.time()
+        p = run([MEMTRAIL, "record", "-q", "-o", out, "--pid", str(victim.pid)], timeout=60)
+        victim.wait()
+        check(time.time() - t0 < 30, "memtrail hung")
+        if "exited while memtrail was attaching" in p.stderr:
+            one_line_error(p, str(victim.pid))
+            check(not os.path.exists(out), "a trail was written")
+            hits += 1
+        elif "no process with PID" in p.stderr:
+            one_line_error(p, str(victim.pid))
+        else:
+            # attached in time: then the exit itself must be in the trail
+            check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+            with open(out) as f:
+                t = json.load(f)["targets"][0]
+            check(t["exit"] is not None or t["end_ms"] > 0, "target never ended")
+    check(hits > 0, "no run hit the window between the PID check and the attach")
+    no_programs_left()
+
+
+def test_unwritable_output():
+    p = run([MEMTRAIL, "record", "-o", "/nonexistent-dir/t.json", "--", "true"])
+    one_line_error(p, "cannot write trail '/nonexistent-dir/t.json'", "No such file")
+    d = tmpdir()
+    p = run([MEMTRAIL, "record", "-o", d, "--", "true"])
+    one_line_error(p, "Is a directory")
+    no_programs_left()
+
+
+def test_usage_errors():
+    for args, needle in (
+            (["record"], "no target"),
+            (["record", "--all", "--pid", "1"], "too many targets"),
+            (["record", "--interval", "5", "--all"], "invalid --interval '5'"),
+            (["record", "--pid", "12x"], "invalid --pid '12x'"),
+            (["record", "--comm", "x" * 16], "invalid --comm"),
+            (["frobnicate"], "unknown command 'frobnicate'"),
+            (["report"], "no trail file given"),
+    ):
+        p = run([MEMTRAIL, *args])
+        check_eq(p.returncode, 2, f"status of memtrail {' '.join(args)}")
+        check(needle in p.stderr, f"{needle!r} not in {p.stderr!r}")
+        check(p.stderr.splitlines()[0].startswith("memtrail: error: "), "error line first")
+    no_programs_left()
+
+
+def test_command_not_found():
+    p = run([MEMTRAIL, "record", "-o", os.path.join(tmpdir(), "t.json"), "--",
+             "/nonexistent/program"])
+    check_eq(p.returncode, 127, "status when the command does not exist")
+    check("cannot run '/nonexistent/program': No such file or directory" in p.stderr,
+          p.stderr)
+    no_programs_left()
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def test_malformed_trails():
+    d = tmpdir()
+    good = os.path.join(d, "good.json")
+    p = run([MEMTRAIL, "record", "-q", "-o", good, "--", "true"])
+    check_eq(p.returncode, 0, "recording a trail")
+    text = open(good).read()
+    cases = {
+        "truncated": (text[: len(text) // 2], "malformed JSON"),
+        "empty": ("", "malformed JSON"),
+        "not-json": ("hello\n", "malformed JSON"),
+        "version": (text.replace('"memtrail":1', '"memtrail":99'), "unsupported trail version 99"),
+        "no-version": ('{"targets": []}', "no \"memtrail\" version field"),
+        "targets": ('{"memtrail": 1, "targets": 3}', "'targets' is not an array"),
+        "kind": ('{"memtrail": 1, "targets": [{"pid": 1, "exit": null, '
+                 '"kinds": {"bogus": {"current": 1, "peak": 1}}}]}', "unknown kind 'bogus'"),
+        "array": ("[1, 2]", "the top level is not an object"),
+    }
+    for name, (body, needle) in cases.items():
+        path = os.path.join(d, name + ".json")
+        write(path, body)
+        for extra in ([], ["--json"]):
+            p = run([MEMTRAIL, "report", *extra, path])
+            one_line_error(p, f"cannot read trail '{path}'", needle)
+            check_eq(p.stdout, "", f"{name}: output despite the error")
+    p = run([MEMTRAIL, "report", os.path.join(d, "missing.json")])
+    one_line_error(p, "No such file or directory")
