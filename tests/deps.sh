@@ -1,0 +1,31 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+# Install the Debian packages that memtrail's build and tests need, when missing.
+set -e
+
+PKGS="make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libjansson-dev
+libcmocka-dev pkg-config python3 util-linux mount procps"
+
+if [ ! -r /etc/debian_version ] || ! command -v dpkg-query >/dev/null 2>&1; then
+	echo "memtrail: 'make deps' knows Debian and its derivatives only; install by hand:" \
+	     "make, gcc, clang, llvm, libbpf >= 1.1 headers, bpftool, libelf, zlib, jansson," \
+	     "cmocka, python3" >&2
+	exit 1
+fi
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null 2>&1 || { echo "memtrail: installing$missing needs root" >&2; exit 1; }
+	SUDO=sudo
+fi
+echo "memtrail: installing$missing"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""make test: the cmocka unit tests (sanitizers on), then the integration
+tests; one closing line counts both."""
+
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    passed = failed = 0
+    for binary in sys.argv[1:]:
+        p = subprocess.run([binary], capture_output=True, text=True)
+        sys.stdout.write(p.stdout + p.stderr)
+        ok = re.search(r"\[  PASSED  \] (\d+) test", p.stdout + p.stderr)
+        bad = re.search(r"\[  FAILED  \] (\d+) test", p.stdout + p.stderr)
+        n_ok = int(ok.group(1)) if ok else 0
+        n_bad = int(bad.group(1)) if bad else 0
+        if p.returncode != 0 and n_bad == 0:
+            n_bad = 1  # crashed or a sanitizer stopped it
+        passed += n_ok
+        failed += n_bad
+    print(f"unit: {passed} passed, {failed} failed", flush=True)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "integration", "run.py")],
+                       capture_output=True, text=True)
+    sys.stdout.write(p.stdout + p.stderr)
+    m = re.search(r"integration: (\d+) passed, (\d+) failed", p.stdout)
+    if m:
+        passed += int(m.group(1))
+        failed += int(m.group(2))
+    if p.returncode != 0 and not (m and int(m.group(2))):
+        failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Trails: write, read back the same, reject what is malformed. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "kinds.h"
+#include "trail.h"
+
+static void make_trail(struct trail *t)
+{
+	struct trail_target *tt;
+	int64_t level[MEMTRAIL_KIND_MAX] = { 0 };
+
+	assert_int_equal(trail__init(t), 0);
+	t->interval_ms = 100;
+	t->duration_ms = 2500;
+	t->kinds = kind__sourced();
+	t->command = strdup("command ./server --port 8080");
+	snprintf(t->started, sizeof(t->started), "2026-11-21T10:00:00Z");
+	t->lost[MEMTRAIL_LOST_RINGBUF] = 7;
+
+	tt = trail__add_target(t, 4242);
+	assert_non_null(tt);
+	tt->ppid = 1;
+	snprintf(tt->comm, sizeof(tt->comm), "server");
+	tt->cmdline = strdup("./server --port 8080");
+	tt->cgroup = strdup("/kubepods/burstable/pod1/abc");
+	tt->exited = true;
+	tt->exit_signal = 9;
+	tt->end_ms = 2400;
+	tt->peak[MEMTRAIL_KIND_MAPPED] = 3LL << 30;	/* above 2^31: 64-bit clean */
+	tt->current[MEMTRAIL_KIND_MAPPED] = 1LL << 30;
+	tt->peak[MEMTRAIL_KIND_RSS_ANON] = 123456789;
+	level[MEMTRAIL_KIND_MAPPED] = 1LL << 20;
+	assert_int_equal(trail__add_sample(tt, 100, level), 0);
+	level[MEMTRAIL_KIND_MAPPED] = 3LL << 30;
+	assert_int_equal(trail__add_sample(tt, 200, level), 0);
+
+	tt = trail__add_target(t, 4243);	/* still running: exit is null */
+	assert_non_null(tt);
+	snprintf(tt->comm, sizeof(tt->comm), "worker");
+	assert_int_equal(trail__add_event(t, json_pack("{s:i, s:s, s:i}", "t_ms", 5, "type",
+						      "fork", "pid", 4243)), 0);
+}
+
+static void round_trip(void **state)
+{
+	char path[] = "/tmp/memtrail-unit-XXXXXX", err[256];
+	struct trail a, b;
+	int fd;
+
+	(void)state;
+	make_trail(&a);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(trail__write(&a, path), 0);
+	assert_int_equal(trail__read(&b, path, err, sizeof(err)), 0);
+	unlink(path);
+
+	assert_int_equal(b.version, 1);
+	assert_int_equal(b.interval_ms, 100);
+	assert_int_equal(b.duration_ms, 2500);
+	assert_int_equal(b.kinds, a.kinds);
+	assert_string_equal(b.command, a.command);
+	assert_string_equal(b.started, a.started);
+	assert_int_equal(b.lost[MEMTRAIL_LOST_RINGBUF], 7);
+	assert_int_equal(b.n_targets, 2);
+	assert_int_equal(b.targets[0].pid, 4242);
+	assert_string_equal(b.targets[0].comm, "server");
+	assert_string_equal(b.targets[0].cgroup, "/kubepods/burstable/pod1/abc");
+	assert_true(b.targets[0].exited);
+	assert_int_equal(b.targets[0].exit_signal, 9);
+	assert_int_equal(b.targets[0].peak[MEMTRAIL_KIND_MAPPED], 3LL << 30);
+	assert_int_equal(b.targets[0].current[MEMTRAIL_KIND_MAPPED], 1LL << 30);
+	assert_int_equal(b.targets[0].peak[MEMTRAIL_KIND_RSS_ANON], 123456789);
+	assert_int_equal(b.targets[0].n_samples, 2);
+	assert_int_equal(b.targets[0].timeline[1].t_ms, 200);
+	assert_int_equal(b.targets[0].timeline[1].level[MEMTRAIL_KIND_MAPPED], 3LL << 30);
+	assert_false(b.targets[1].exited);
+	assert_null(b.targets[1].cmdline);
+	assert_int_equal(json_array_size(b.events), 1);
+	trail__free(&a);
+	trail__free(&b);
+}
+
+static void summary_json_has_no_timeline(void **state)
+{
+	struct trail t;
+	json_t *j, *tgt;
+
+	(void)state;
+	make_trail(&t);
+	j = trail__to_json(&t, false);
+	tgt = json_array_get(json_object_get(j, "targets"), 0);
+	assert_null(json_object_get(tgt, "timeline"));
+	assert_null(json_object_get(j, "events"));
+	assert_true(json_is_null(json_object_get(json_array_get(json_object_get(j, "targets"), 1),
+						 "exit")));
+	/* kinds without a source are absent */
+	assert_null(json_object_get(json_object_get(tgt, "kinds"), "cuda_device"));
+	assert_non_null(json_object_get(json_object_get(tgt, "kinds"), "rss_shmem"));
+	json_decref(j);
+	trail__free(&t);
+}
+
+static void expect_reject(const char *text, const char *needle)
+{
+	json_error_t jerr;
+	json_t *root = json_loads(text, 0, &jerr);
+	struct trail t;
+	char err[256] = "";
+
+	assert_non_null(root);
+	assert_int_equal(trail__from_json(&t, root, err, sizeof(err)), -1);
+	if (!strstr(err, needle))
+		fail_msg("'%s' not in '%s'", needle, err);
+	json_decref(root);
+}
+
+static void rejects_malformed(void **state)
+{
+	(void)state;
+	expect_reject("[]", "top level is not an object");
+	expect_reject("{}", "no \"memtrail\" version");
+	expect_reject("{\"memtrail\": 2, \"targets\": []}", "unsupported trail version 2");
+	expect_reject("{\"memtrail\": 1}", "'targets' is not an array");
+	expect_reject("{\"memtrail\": 1, \"targets\": [5]}", "target 0 is not an object");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": -3}]}", "no valid 'pid'");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"kinds\": {}}]}", "no 'exit'");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": 1, \"kinds\": {}}]}",
+		      "neither an object nor null");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
+		      "\"kinds\": {\"mapped\": {\"current\": \"x\", \"peak\": 1}}}]}",
+		      "integer 'current' and 'peak'");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
+		      "\"kinds\": {}, \"timeline\": [{\"mapped\": 1}]}]}", "no integer 't_ms'");
+	expect_reject("{\"memtrail\": 1, \"targets\": [], \"events\": 4}", "'events' is not an array");
+	expect_reject("{\"memtrail\": 1, \"targets\": [], \"kinds\": [\"ram\"]}", "unknown kind");
+}
+
+static void read_missing_and_truncated(void **state)
+{
+	char path[] = "/tmp/memtrail-unit-XXXXXX", err[256];
+	struct trail t;
+	int fd;
+
+	(void)state;
+	assert_int_equal(trail__read(&t, "/nonexistent/x.json", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "No such file"));
+	fd = mkstemp(path);
+	assert_true(write(fd, "{\"memtrail\": 1, \"targ", 21) == 21);
+	close(fd);
+	assert_int_equal(trail__read(&t, path, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "malformed JSON"));
+	unlink(path);
+}
+
+static void write_fails_cleanly(void **state)
+{
+	struct trail t;
+
+	(void)state;
+	make_trail(&t);
+	assert_int_equal(trail__write(&t, "/nonexistent/dir/t.json"), -ENOENT);
+	trail__free(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(round_trip),
+		cmocka_unit_test(summary_json_has_no_timeline),
+		cmocka_unit_test(rejects_malformed),
+		cmocka_unit_test(read_missing_and_truncated),
+		cmocka_unit_test(write_fails_cleanly),
+	};
+
+	return cmocka_run_group_tests_name("trail", tests, NULL, NULL);
+}
