@@ -69,8 +69,25 @@ static struct trail_target *live_record(struct record *r, uint32_t pid)
 	return tt && !tt->exited && !tt->end_ms ? tt : NULL;
 }
 
-/* Copy the kernel's levels into the record; optionally add a timeline sample. */
-static void refresh(struct record *r, struct trail_target *tt, uint64_t t_ms, bool sample)
+enum sample_mode {
+	SAMPLE_NONE,
+	SAMPLE_CHANGED,	/* only when a level moved since the last sample */
+	SAMPLE_ALWAYS,
+};
+
+static bool same_levels(const struct trail_target *tt, const int64_t level[])
+{
+	return tt->n_samples &&
+	       !memcmp(tt->timeline[tt->n_samples - 1].level, level, sizeof(int64_t) * MEMTRAIL_KIND_MAX);
+}
+
+/*
+ * Copy the kernel's levels into the record and add a timeline sample. An
+ * idle process adds none: the timeline is a step function, and a node-wide
+ * recording would otherwise grow by every idle process at every interval.
+ */
+static void refresh(struct record *r, struct trail_target *tt, uint64_t t_ms,
+		    enum sample_mode sample)
 {
 	struct memtrail_cell cell;
 	int64_t level[MEMTRAIL_KIND_MAX];
@@ -84,7 +101,9 @@ static void refresh(struct record *r, struct trail_target *tt, uint64_t t_ms, bo
 		if (cell.kinds[k].peak > tt->peak[k])
 			tt->peak[k] = cell.kinds[k].peak;
 	}
-	if (sample && trail__add_sample(tt, t_ms, level))
+	if (sample == SAMPLE_NONE || (sample == SAMPLE_CHANGED && same_levels(tt, level)))
+		return;
+	if (trail__add_sample(tt, t_ms, level))
 		r->err = -ENOMEM;
 }
 
@@ -154,7 +173,7 @@ static void on_exec(struct record *r, const struct memtrail_event_exec *e)
 
 static void end_target(struct record *r, struct trail_target *tt, uint64_t t_ms)
 {
-	refresh(r, tt, t_ms, true);
+	refresh(r, tt, t_ms, SAMPLE_ALWAYS);
 	tt->end_ms = t_ms ? t_ms : 1;
 	tracer__forget(r->tracer, tt->pid);
 	if (r->live)
@@ -210,7 +229,7 @@ static void sample_all(struct record *r, uint64_t t_ms)
 
 		if (tt->exited || tt->end_ms)
 			continue;
-		refresh(r, tt, t_ms, true);
+		refresh(r, tt, t_ms, SAMPLE_CHANGED);
 		if (proc__alive(tt->pid))
 			continue;
 		/* its exit event may still wait in the ring buffer (which may add targets) */
@@ -333,9 +352,10 @@ static void usage(FILE *f)
 "\n"
 "options:\n"
 "  -o, --output FILE     trail file (default memtrail-YYYYMMDD-HHMMSS.json)\n"
-"  -i, --interval MS     timeline sample interval, 10..60000 (default %d)\n"
+"  -i, --interval MS     timeline sample interval, 10..60000 (default %d); a sample\n"
+"                        is stored only when a level changed\n"
 "      --max-targets N   most processes traced at once, 16..1048576 (default %d);\n"
-"                        kernel memory is about 600 bytes per target\n"
+"                        kernel memory: about 800 bytes per target\n"
 "  -q, --quiet           no summary table on stdout\n"
 "  -v, --verbose         debug messages\n"
 "  -h, --help            this help\n"
@@ -612,7 +632,7 @@ static int finish(struct record *r, const struct record_opts *o, const char *out
 		struct trail_target *tt = &r->trail.targets[i];
 
 		if (!tt->exited && !tt->end_ms)
-			refresh(r, tt, now, true);
+			refresh(r, tt, now, SAMPLE_ALWAYS);
 	}
 	tracer__lost(r->tracer, r->trail.lost);
 	r->trail.duration_ms = now;
