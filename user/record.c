@@ -387,7 +387,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	o->interval_ms = DEFAULT_INTERVAL_MS;
 	o->max_targets = DEFAULT_MAX_TARGETS;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:i:p:c:aqvh", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:o:i:p:c:aqvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			o->output = optarg;
@@ -443,7 +444,12 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		case 'h':
 			usage(stdout);
 			exit(0);
+		case ':':
+			log__error("option '%s' needs a value", argv[optind - 1]);
+			fprintf(stderr, "Try 'memtrail record --help'.\n");
+			return -EINVAL;
 		default:
+			log__error("unknown option '%s'", argv[optind - 1]);
 			fprintf(stderr, "Try 'memtrail record --help'.\n");
 			return -EINVAL;
 		}

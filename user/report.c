@@ -37,7 +37,8 @@ int cmd_report(int argc, char **argv)
 	int c, ret = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":jh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -45,7 +46,12 @@ int cmd_report(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case ':':
+			log__error("option '%s' needs a value", argv[optind - 1]);
+			fprintf(stderr, "Try 'memtrail report --help'.\n");
+			return 2;
 		default:
+			log__error("unknown option '%s'", argv[optind - 1]);
 			fprintf(stderr, "Try 'memtrail report --help'.\n");
 			return 2;
 		}

@@ -83,6 +83,9 @@ def test_usage_errors():
             (["record", "--comm", "x" * 16], "invalid --comm"),
             (["frobnicate"], "unknown command 'frobnicate'"),
             (["report"], "no trail file given"),
+            (["record", "--bogus"], "unknown option '--bogus'"),
+            (["record", "--all", "-o"], "option '-o' needs a value"),
+            (["report", "-x", "f"], "unknown option '-x'"),
     ):
         p = run([MEMTRAIL, *args])
         check_eq(p.returncode, 2, f"status of memtrail {' '.join(args)}")
