@@ -92,11 +92,8 @@ target_add(struct task_struct *task, __u32 tgid, __u32 ppid, __u32 reason)
 			count_lost(MEMTRAIL_LOST_TARGETS);
 		return t;
 	}
-	e = event_reserve(sizeof(*e));
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_TARGET, tgid);
 	if (e) {
-		e->hdr.type = MEMTRAIL_EV_TARGET;
-		e->hdr.tgid = tgid;
-		e->hdr.ts_ns = bpf_ktime_get_ns();
 		e->ppid = ppid;
 		e->reason = reason;
 		BPF_CORE_READ_INTO(&e->comm, task, comm);
@@ -172,12 +169,9 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	t->mm = (__u64)mm;
 	mm_sync_all(mm, tgid);
 
-	e = event_reserve(sizeof(*e));
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_EXEC, tgid);
 	if (!e)
 		return 0;
-	e->hdr.type = MEMTRAIL_EV_EXEC;
-	e->hdr.tgid = tgid;
-	e->hdr.ts_ns = bpf_ktime_get_ns();
 	BPF_CORE_READ_INTO(&e->comm, p, comm);
 	start = BPF_CORE_READ(mm, arg_start);
 	end = BPF_CORE_READ(mm, arg_end);
@@ -219,12 +213,9 @@ int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
 	code = BPF_CORE_READ(p, exit_code);
 	if (BPF_CORE_READ(p, signal, flags) & MT_SIGNAL_GROUP_EXIT)
 		code = BPF_CORE_READ(p, signal, group_exit_code);
-	e = event_reserve(sizeof(*e));
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_EXIT, tgid);
 	if (!e)
 		return 0;
-	e->hdr.type = MEMTRAIL_EV_EXIT;
-	e->hdr.tgid = tgid;
-	e->hdr.ts_ns = bpf_ktime_get_ns();
 	e->signal = code & 0x7f;
 	e->code = e->signal ? 0 : (code >> 8) & 0xff;
 	e->core_dumped = !!(code & 0x80);

@@ -91,13 +91,19 @@ static __always_inline void count_lost(__u32 why)
 		*n += 1;
 }
 
-static __always_inline void *event_reserve(__u64 size)
+/* A ring-buffer record of SIZE bytes with its header filled, or NULL (counted). */
+static __always_inline void *event_reserve(__u64 size, __u32 type, __u32 tgid)
 {
-	void *e = bpf_ringbuf_reserve(&events, size, 0);
+	struct memtrail_event_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
 
-	if (!e)
+	if (!h) {
 		count_lost(MEMTRAIL_LOST_RINGBUF);
-	return e;
+		return NULL;
+	}
+	h->type = type;
+	h->tgid = tgid;
+	h->ts_ns = bpf_ktime_get_ns();
+	return h;
 }
 
 /* A target whose memory is being accounted, or NULL. */
