@@ -162,7 +162,7 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		if (!t)
 			return 0;
 	}
-	/* the old address space is gone: its rss already fell to zero, its mappings go now */
+	/* the old address space is gone: take back all it still contributes */
 	if (t->mm)
 		mm_forget(t->mm, tgid);
 	mm = BPF_CORE_READ(p, mm);
