@@ -143,6 +143,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
+	char phase[MEMTRAIL_PHASE_NAME_LEN] = "exec:";
 	struct memtrail_event_exec *e;
 	struct memtrail_target *t;
 	struct mm_struct *mm;
@@ -152,7 +153,8 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	if (t && (t->flags & MEMTRAIL_TARGET_EXITED))
 		return 0;
 	if (t && (t->flags & MEMTRAIL_TARGET_AWAIT_EXEC)) {
-		t->mm = 0;	/* memtrail's own fork before the exec is not the command */
+		/* memtrail's own fork before the exec is not the command: its life starts here */
+		t->mm = 0;
 		__sync_fetch_and_and(&t->flags, ~MEMTRAIL_TARGET_AWAIT_EXEC);
 	} else if (!t) {
 		if (!task_wanted(p))
@@ -161,6 +163,10 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 			       MEMTRAIL_REASON_EXEC);
 		if (!t)
 			return 0;
+	} else {
+		/* a new program: a new phase, before its address space is counted */
+		bpf_probe_read_kernel_str(&phase[5], MEMTRAIL_COMM_LEN, &p->comm);
+		phase_switch(tgid, phase);
 	}
 	/* the old address space is gone: take back all it still contributes */
 	if (t->mm)

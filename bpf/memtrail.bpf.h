@@ -118,39 +118,31 @@ static __always_inline struct memtrail_target *live_target(__u32 tgid)
 
 static const struct memtrail_cell zero_cell;
 
+static __always_inline struct memtrail_cell *cell_get(__u32 tgid, __u32 phase)
+{
+	struct memtrail_cell_key key = { .tgid = tgid, .phase = phase };
+	struct memtrail_cell *c = bpf_map_lookup_elem(&cells, &key);
+
+	if (c)
+		return c;
+	if (bpf_map_update_elem(&cells, &key, &zero_cell, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&cells, &key)) {
+		count_lost(MEMTRAIL_LOST_CELLS);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&cells, &key);
+}
+
 /*
- * The one accounting path: add a signed delta to (target, phase, kind).
  * Each delta is applied with one atomic add, so every intermediate level is
  * seen by exactly one caller; the peak is then raised to that level with
  * compare-and-swap. Peaks stay exact when many threads account at once.
  */
-static __always_inline void account(__u32 tgid, __u32 kind, __s64 delta)
+static __always_inline void level_add(struct memtrail_level *l, __s64 delta)
 {
-	struct memtrail_cell_key key = { .tgid = tgid };
-	struct memtrail_target *t;
-	struct memtrail_level *l;
-	struct memtrail_cell *c;
 	__s64 now, peak, seen;
 	int i;
 
-	if (!delta || kind >= MEMTRAIL_KIND_MAX)
-		return;
-	t = live_target(tgid);
-	if (!t)
-		return;
-	key.phase = t->phase;
-	c = bpf_map_lookup_elem(&cells, &key);
-	if (!c) {
-		if (bpf_map_update_elem(&cells, &key, &zero_cell, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&cells, &key)) {
-			count_lost(MEMTRAIL_LOST_CELLS);
-			return;
-		}
-		c = bpf_map_lookup_elem(&cells, &key);
-		if (!c)
-			return;
-	}
-	l = &c->kinds[kind];
 	now = __sync_add_and_fetch(&l->current, delta);
 	if (delta > 0)
 		__sync_fetch_and_add(&l->allocated, delta);
@@ -163,6 +155,51 @@ static __always_inline void account(__u32 tgid, __u32 kind, __s64 delta)
 			break;
 		peak = seen;
 	}
+}
+
+/*
+ * The one accounting path: add a signed delta to (target, kind), in the
+ * target's whole-life cell and in the cell of its current phase.
+ */
+static __always_inline void account(__u32 tgid, __u32 kind, __s64 delta)
+{
+	struct memtrail_target *t;
+	struct memtrail_cell *c;
+
+	if (!delta || kind >= MEMTRAIL_KIND_MAX)
+		return;
+	t = live_target(tgid);
+	if (!t)
+		return;
+	c = cell_get(tgid, MEMTRAIL_PHASE_TOTAL);
+	if (c)
+		level_add(&c->kinds[kind], delta);
+	c = cell_get(tgid, t->phase);
+	if (c)
+		level_add(&c->kinds[kind], delta);
+}
+
+/*
+ * Start a new phase of a target: one atomic increment, so a switch costs one
+ * program run whatever triggers it (exec, a rule's uprobe, the marker, mark).
+ * NAME is kernel memory (stack or map). False when tgid is not traced.
+ */
+static __always_inline bool phase_switch(__u32 tgid, const char *name)
+{
+	struct memtrail_target *t = live_target(tgid);
+	struct memtrail_event_phase *e;
+	__u32 seq;
+
+	if (!t)
+		return false;
+	seq = __sync_add_and_fetch(&t->phase, 1);
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_PHASE, tgid);
+	if (e) {
+		e->seq = seq;
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name), name);
+		bpf_ringbuf_submit(e, 0);
+	}
+	return true;
 }
 
 /*

@@ -20,6 +20,14 @@
 /* most CPUs whose per-cpu rss deltas are summed */
 #define MEMTRAIL_CPUS_MAX 1024
 #define MEMTRAIL_PAGE_SHIFT 12
+/* phase names: printable ASCII, 1 to 63 bytes */
+#define MEMTRAIL_PHASE_NAME_LEN 64
+/* the cell of a target's whole life, beside one cell per phase */
+#define MEMTRAIL_PHASE_TOTAL 0xffffffffU
+/* prctl option of the in-program marker (include/memtrail_marker.h): 'MTPH' */
+#define MEMTRAIL_PRCTL_PHASE 0x4d545048
+/* most --phase rules */
+#define MEMTRAIL_RULES_MAX 64
 
 /* Kinds of memory. The names (memtrail_kind_name()) are stable: trails use them. */
 enum memtrail_kind {
@@ -50,6 +58,7 @@ enum memtrail_lost {
 	MEMTRAIL_LOST_TARGETS,		/* targets map full: a process went untraced */
 	MEMTRAIL_LOST_CELLS,		/* cells map full: a delta was dropped */
 	MEMTRAIL_LOST_MM,		/* mm_state map full: a delta was dropped */
+	MEMTRAIL_LOST_PHASE_NAMES,	/* a marker call with an invalid phase name */
 	MEMTRAIL_LOST_MAX,
 };
 
@@ -61,9 +70,14 @@ struct memtrail_level {
 	__u64 freed;		/* sum of negative deltas, as a positive number */
 };
 
+/*
+ * Levels of one target: phase MEMTRAIL_PHASE_TOTAL holds its whole life
+ * (current and peak are absolute); phase N holds what happened during its
+ * Nth phase (0 is "start"), relative to the level when the phase began.
+ */
 struct memtrail_cell_key {
 	__u32 tgid;
-	__u32 phase;	/* 0 = "start"; the phases work adds more */
+	__u32 phase;
 };
 
 struct memtrail_cell {
@@ -78,7 +92,7 @@ struct memtrail_cell {
 struct memtrail_target {
 	__u32 ppid;
 	__u32 flags;		/* MEMTRAIL_TARGET_* */
-	__u32 phase;		/* phase new deltas land in */
+	__u32 phase;		/* sequence number of the current phase */
 	__u32 pad;
 	__u64 mm;		/* address of its mm_struct, 0 until known */
 };
@@ -98,6 +112,7 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_TARGET = 1,	/* a process became a target */
 	MEMTRAIL_EV_EXEC,	/* a target called exec */
 	MEMTRAIL_EV_EXIT,	/* a target's last thread exited */
+	MEMTRAIL_EV_PHASE,	/* a target entered a phase */
 };
 
 enum memtrail_target_reason {
@@ -133,6 +148,20 @@ struct memtrail_event_exit {
 	__u32 signal;	/* terminating signal, 0 when exited normally */
 	__u32 core_dumped;
 	__u32 pad;
+};
+
+struct memtrail_event_phase {
+	struct memtrail_event_hdr hdr;
+	__u32 seq;	/* the phase's sequence number in its target */
+	__u32 pad;
+	char name[MEMTRAIL_PHASE_NAME_LEN];
+};
+
+/* Context of the mt_mark program, which 'memtrail mark' runs. */
+struct memtrail_mark_args {
+	__u32 tgid;
+	__u32 pad;
+	char name[MEMTRAIL_PHASE_NAME_LEN];
 };
 
 #endif /* MEMTRAIL_H */

@@ -21,6 +21,7 @@
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
+#include "phase.h"
 #include "proc.h"
 #include "table.h"
 #include "tracer.h"
@@ -93,7 +94,7 @@ static void refresh(struct record *r, struct trail_target *tt, uint64_t t_ms,
 	int64_t level[MEMTRAIL_KIND_MAX];
 	int k;
 
-	if (tracer__read_cell(r->tracer, tt->pid, &cell))
+	if (tracer__read_cell(r->tracer, tt->pid, MEMTRAIL_PHASE_TOTAL, &cell))
 		return;
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
 		level[k] = cell.kinds[k].current;
@@ -119,6 +120,8 @@ static struct trail_target *new_target(struct record *r, uint32_t pid, uint32_t 
 	}
 	tt->ppid = ppid;
 	tt->start_ms = t_ms;
+	tt->phase_start_ms = t_ms;
+	snprintf(tt->phase_name, sizeof(tt->phase_name), "start");
 	if (comm)
 		snprintf(tt->comm, sizeof(tt->comm), "%s", comm);
 	else if (proc__comm(pid, tt->comm, sizeof(tt->comm)))
@@ -171,8 +174,44 @@ static void on_exec(struct record *r, const struct memtrail_event_exec *e)
 			       "pid", e->hdr.tgid, "comm", tt->comm));
 }
 
+/*
+ * Close the target's phases up to (not including) sequence number UNTIL. A
+ * gap means a phase event was lost: its figures still count, under "(lost)".
+ */
+static void close_phases(struct record *r, struct trail_target *tt, uint32_t until,
+			 uint64_t t_ms)
+{
+	struct memtrail_cell cell;
+
+	for (; tt->phase_seq < until || until == UINT32_MAX; tt->phase_seq++) {
+		if (tracer__read_cell(r->tracer, tt->pid, tt->phase_seq, &cell))
+			memset(&cell, 0, sizeof(cell));
+		tracer__drop_cell(r->tracer, tt->pid, tt->phase_seq);
+		if (phase_log__close(&tt->phases, tt->phase_name, tt->phase_start_ms, t_ms, &cell))
+			r->err = -ENOMEM;
+		snprintf(tt->phase_name, sizeof(tt->phase_name), "(lost)");
+		tt->phase_start_ms = t_ms;
+		if (until == UINT32_MAX)
+			break;
+	}
+}
+
+static void on_phase(struct record *r, const struct memtrail_event_phase *e)
+{
+	struct trail_target *tt = live_record(r, e->hdr.tgid);
+	uint64_t t_ms = rel_ms(r, e->hdr.ts_ns);
+
+	if (!tt || e->seq <= tt->phase_seq)
+		return;
+	close_phases(r, tt, e->seq, t_ms);
+	memcpy(tt->phase_name, e->name, sizeof(tt->phase_name));
+	tt->phase_name[sizeof(tt->phase_name) - 1] = '\0';
+	tt->phase_start_ms = t_ms;
+}
+
 static void end_target(struct record *r, struct trail_target *tt, uint64_t t_ms)
 {
+	close_phases(r, tt, UINT32_MAX, t_ms);
 	refresh(r, tt, t_ms, SAMPLE_ALWAYS);
 	tt->end_ms = t_ms ? t_ms : 1;
 	tracer__forget(r->tracer, tt->pid);
@@ -215,6 +254,10 @@ static int on_event(void *ctx, const void *data, size_t size)
 	case MEMTRAIL_EV_EXIT:
 		if (size >= sizeof(struct memtrail_event_exit))
 			on_exit_event(r, data);
+		break;
+	case MEMTRAIL_EV_PHASE:
+		if (size >= sizeof(struct memtrail_event_phase))
+			on_phase(r, data);
 		break;
 	}
 	return 0;
@@ -331,6 +374,9 @@ struct record_opts {
 	bool all;
 	char **cmd;
 	bool quiet;
+	struct phase_rule rules[MEMTRAIL_RULES_MAX];
+	size_t n_rules;
+	uint32_t phase_history;
 };
 
 static void usage(FILE *f)
@@ -356,14 +402,48 @@ static void usage(FILE *f)
 "                        is stored only when a level changed\n"
 "      --max-targets N   most processes traced at once, 16..1048576 (default %d);\n"
 "                        kernel memory: about 800 bytes per target\n"
+"  -P, --phase NAME=BINARY:SYMBOL\n"
+"                        start phase NAME whenever a target enters SYMBOL in\n"
+"                        BINARY (an executable or library, path or name);\n"
+"                        repeatable, at most %d\n"
+"      --phase-history N phases listed per target, the first N/2 and the latest\n"
+"                        N/2, 2..1000000 (default %d); all are in the summary\n"
+"                        by name\n"
 "  -q, --quiet           no summary table on stdout\n"
 "  -v, --verbose         debug messages\n"
 "  -h, --help            this help\n"
 "\n"
 "Stops when every target has exited (--pid, CMD) or on Ctrl-C/SIGTERM (all modes).\n"
 "Kinds recorded: mapped (private writable mappings, VmData), rss_anon, rss_file,\n"
-"rss_shmem (resident memory). Needs root and a kernel with BTF.\n",
-		DEFAULT_INTERVAL_MS, DEFAULT_MAX_TARGETS);
+"rss_shmem (resident memory). Needs root and a kernel with BTF.\n"
+"\n"
+"Phases: every target starts in 'start'; an exec starts 'exec:COMM'; --phase\n"
+"rules, 'memtrail mark PID NAME' and the in-program marker (memtrail_marker.h,\n"
+"memtrail_marker.py) start named phases. Names: printable, at most 63 bytes.\n",
+		DEFAULT_INTERVAL_MS, DEFAULT_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT);
+}
+
+/* NAME=BINARY:SYMBOL; the symbol is after the last colon. */
+static int parse_rule(char *arg, struct phase_rule *rule)
+{
+	char *eq = strchr(arg, '='), *colon = strrchr(arg, ':'), why[128];
+
+	if (!eq || !colon || colon < eq || colon == eq + 1 || !colon[1]) {
+		log__error("invalid --phase '%s': give NAME=BINARY:SYMBOL", arg);
+		return -EINVAL;
+	}
+	*eq = '\0';
+	if (phase__check_name(arg, why, sizeof(why))) {
+		log__error("invalid --phase name '%s': %s", arg, why);
+		*eq = '=';
+		return -EINVAL;
+	}
+	snprintf(rule->name, sizeof(rule->name), "%s", arg);
+	*eq = '=';
+	*colon = '\0';
+	rule->binary = eq + 1;
+	rule->symbol = colon + 1;
+	return 0;
 }
 
 static int parse_opts(int argc, char **argv, struct record_opts *o)
@@ -376,6 +456,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "comm", required_argument, NULL, 'C' },
 		{ "all", no_argument, NULL, 'a' },
 		{ "max-targets", required_argument, NULL, 'M' },
+		{ "phase", required_argument, NULL, 'P' },
+		{ "phase-history", required_argument, NULL, 'H' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -385,10 +467,11 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	int c, modes;
 
 	o->interval_ms = DEFAULT_INTERVAL_MS;
+	o->phase_history = PHASE_HISTORY_DEFAULT;
 	o->max_targets = DEFAULT_MAX_TARGETS;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:o:i:p:c:aqvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:o:i:p:c:aqvhP:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			o->output = optarg;
@@ -423,6 +506,22 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		}
 		case 'c':
 			o->cgroup = optarg;
+			break;
+		case 'P':
+			if (o->n_rules == MEMTRAIL_RULES_MAX) {
+				log__error("too many --phase rules: the most is %d", MEMTRAIL_RULES_MAX);
+				return -EINVAL;
+			}
+			if (parse_rule(optarg, &o->rules[o->n_rules]))
+				return -EINVAL;
+			o->n_rules++;
+			break;
+		case 'H':
+			if (format__parse_u64(optarg, 2, 1000000, &v)) {
+				log__error("invalid --phase-history '%s': give 2 to 1000000", optarg);
+				return -EINVAL;
+			}
+			o->phase_history = v;
 			break;
 		case 'C':
 			if (!optarg[0] || strlen(optarg) >= MEMTRAIL_COMM_LEN) {
@@ -545,6 +644,8 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg,
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_targets = o->max_targets;
+	cfg->rules = o->rules;
+	cfg->n_rules = o->n_rules;
 	cfg->cgroup_subsys = -1;
 	if (o->cgroup) {
 		if (cgroup__resolve(o->cgroup, cg, err, sizeof(err))) {
@@ -637,13 +738,17 @@ static int finish(struct record *r, const struct record_opts *o, const char *out
 	for (i = 0; i < r->trail.n_targets; i++) {
 		struct trail_target *tt = &r->trail.targets[i];
 
-		if (!tt->exited && !tt->end_ms)
+		if (!tt->exited && !tt->end_ms) {
+			close_phases(r, tt, UINT32_MAX, now);
 			refresh(r, tt, now, SAMPLE_ALWAYS);
+		}
 	}
 	tracer__lost(r->tracer, r->trail.lost);
 	r->trail.duration_ms = now;
-	if (!o->quiet)
+	if (!o->quiet) {
 		table__print_summary(stdout, &r->trail);
+		table__print_phases(stdout, &r->trail);
+	}
 	fflush(stdout);
 	err = trail__write(&r->trail, output);
 	if (err) {
@@ -677,6 +782,7 @@ int cmd_record(int argc, char **argv)
 	if (trail__init(&r.trail))
 		goto out_opts;
 	r.trail.interval_ms = o.interval_ms;
+	r.trail.phase_history = o.phase_history;
 	r.trail.kinds = kind__sourced();
 	r.trail.command = describe(&o);
 	set_started(&r.trail);

@@ -75,6 +75,7 @@ int cmd_report(int argc, char **argv)
 		printf("trail %s: %s, started %s\n", argv[optind],
 		       t.command ? t.command : "?", t.started);
 		table__print_summary(stdout, &t);
+		table__print_phases(stdout, &t);
 	}
 	if (fflush(stdout)) {
 		log__error("cannot write the report: %s", strerror(errno));

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <stdbool.h>
 #include <string.h>
 
 #include "format.h"
 #include "kinds.h"
+#include "phase.h"
 #include "table.h"
 
 static const char *exit_text(char *buf, size_t len, const struct trail_target *tt)
@@ -58,4 +60,93 @@ void table__print_summary(FILE *f, const struct trail *t)
 					(unsigned long long)t->lost[k]);
 		fprintf(f, "\n");
 	}
+}
+
+static bool kind_active(const int64_t f[PF_MAX])
+{
+	int i;
+
+	for (i = 0; i < PF_MAX; i++)
+		if (f[i])
+			return true;
+	return false;
+}
+
+static void print_fields(FILE *f, const struct trail *t, const int64_t v[][PF_MAX],
+			 const char *indent)
+{
+	char b[PF_MAX][32];
+	int k, i;
+
+	fprintf(f, "%s%-10s %12s %12s %12s %12s %12s %12s\n", indent, "KIND", "ALLOC", "FREED",
+		"SEG_CHANGE", "SEG_PEAK", "CUM_CURRENT", "CUM_PEAK");
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+		if (!(t->kinds & (1U << k)) || !kind_active(v[k]))
+			continue;
+		for (i = 0; i < PF_MAX; i++)
+			format__bytes(b[i], sizeof(b[i]), v[k][i]);
+		fprintf(f, "%s%-10s %12s %12s %12s %12s %12s %12s\n", indent, kind__name(k),
+			b[0], b[1], b[2], b[3], b[4], b[5]);
+	}
+}
+
+static void print_summary_by_name(FILE *f, const struct trail *t, const struct phase_log *l)
+{
+	int64_t v[MEMTRAIL_KIND_MAX][PF_MAX];
+	size_t i;
+	int k, j;
+
+	fprintf(f, "  repeated phases, per invocation (mean / max):\n");
+	for (i = 0; i < l->n_aggs; i++) {
+		const struct phase_agg *a = &l->aggs[i];
+
+		if (a->count < 2)
+			continue;
+		fprintf(f, "  %s x%llu\n", a->name, (unsigned long long)a->count);
+		for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+			for (j = 0; j < PF_MAX; j++)
+				v[k][j] = a->total[k][j] / (int64_t)a->count;
+		fprintf(f, "    mean\n");
+		print_fields(f, t, v, "      ");
+		fprintf(f, "    max\n");
+		print_fields(f, t, a->max, "      ");
+	}
+}
+
+void table__print_phases(FILE *f, const struct trail *t)
+{
+	size_t i, j, shown = 0;
+
+	for (i = 0; i < t->n_targets; i++) {
+		const struct trail_target *tt = &t->targets[i];
+		const struct phase_log *l = &tt->phases;
+		size_t n = phase_log__count(l);
+		bool repeated = false;
+
+		if (n < 2 && !l->folded)
+			continue;
+		shown++;
+		fprintf(f, "\nphases of %u (%s): %zu listed", tt->pid, tt->comm, n);
+		if (l->folded)
+			fprintf(f, ", %llu more folded into the summary below",
+				(unsigned long long)l->folded);
+		fprintf(f, "\n");
+		for (j = 0; j < n; j++) {
+			const struct trail_phase *p = phase_log__at(l, j);
+
+			if (l->folded && j == l->n_first)
+				fprintf(f, "  ... %llu phases folded ...\n",
+					(unsigned long long)l->folded);
+			fprintf(f, "  %-24s %8.3f s .. %8.3f s\n", p->name, p->start_ms / 1000.0,
+				p->end_ms / 1000.0);
+			print_fields(f, t, p->f, "    ");
+		}
+		for (j = 0; j < l->n_aggs; j++)
+			repeated |= l->aggs[j].count > 1;
+		if (repeated)
+			print_summary_by_name(f, t, l);
+	}
+	if (shown < t->n_targets && shown)
+		fprintf(f, "\n(%zu targets had a single phase: their table is the summary above)\n",
+			t->n_targets - shown);
 }

@@ -7,5 +7,7 @@
 
 /* The per-target summary: peak and final per kind, exit status, lost counters. */
 void table__print_summary(FILE *f, const struct trail *t);
+/* Per target with more than one phase: each phase's six fields per kind, and repeats by name. */
+void table__print_phases(FILE *f, const struct trail *t);
 
 #endif

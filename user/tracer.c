@@ -20,6 +20,7 @@ struct tracer {
 	tracer_event_fn fn;
 	void *ctx;
 	int nr_cpus;
+	struct bpf_link *rule_links[MEMTRAIL_RULES_MAX];
 };
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -80,6 +81,8 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->filter_cgroup_subsys = cfg->cgroup_subsys;
 	s->rodata->self_tgid = getpid();
 	s->rodata->nr_cpus = t->nr_cpus;
+	/* rules attach one by one, with a cookie naming their phase */
+	bpf_program__set_autoattach(s->progs.mt_phase_rule, false);
 	if (bpf_map__set_max_entries(s->maps.targets, n) ||
 	    bpf_map__set_max_entries(s->maps.cells, n) ||
 	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n))
@@ -106,6 +109,36 @@ static int add_pids(struct tracer *t, const struct tracer_config *cfg)
 		}
 	}
 	return 0;
+}
+
+/* A rule that cannot attach is reported and skipped; the others still work. */
+static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
+{
+	int names = bpf_map__fd(t->skel->maps.rule_names);
+	uint32_t i;
+
+	for (i = 0; i < cfg->n_rules && i < MEMTRAIL_RULES_MAX; i++) {
+		const struct phase_rule *r = &cfg->rules[i];
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = r->symbol, .bpf_cookie = i);
+		struct bpf_link *link;
+
+		if (bpf_map_update_elem(names, &i, r->name, BPF_ANY)) {
+			log__warn("cannot set up phase rule '%s': %s", r->name, strerror(errno));
+			continue;
+		}
+		link = bpf_program__attach_uprobe_opts(t->skel->progs.mt_phase_rule, -1,
+						       r->binary, 0, &opts);
+		if (!link) {
+			int err = errno;
+
+			log__warn("phase rule '%s' not set: cannot attach to '%s' in '%s': %s",
+				  r->name, r->symbol, r->binary,
+				  err == ENOENT ? "no such symbol or file" : strerror(err));
+			continue;
+		}
+		t->rule_links[i] = link;
+		log__debug("phase rule '%s' attached to '%s' in '%s'", r->name, r->symbol, r->binary);
+	}
 }
 
 int tracer__open(struct tracer **out, const struct tracer_config *cfg,
@@ -152,6 +185,7 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		log__error("cannot attach the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;
 	}
+	attach_rules(t, cfg);
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_ringbuf, t, NULL);
 	if (!t->rb) {
 		err = -errno;
@@ -202,20 +236,26 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	return n < 0 ? n : 0;
 }
 
-int tracer__read_cell(struct tracer *t, uint32_t tgid, struct memtrail_cell *cell)
+int tracer__read_cell(struct tracer *t, uint32_t tgid, uint32_t phase,
+		      struct memtrail_cell *cell)
 {
-	struct memtrail_cell_key key = { .tgid = tgid, .phase = 0 };
+	struct memtrail_cell_key key = { .tgid = tgid, .phase = phase };
 
 	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.cells), &key, cell))
 		return -errno;
 	return 0;
 }
 
-void tracer__forget(struct tracer *t, uint32_t tgid)
+void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase)
 {
-	struct memtrail_cell_key key = { .tgid = tgid, .phase = 0 };
+	struct memtrail_cell_key key = { .tgid = tgid, .phase = phase };
 
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.cells), &key);
+}
+
+void tracer__forget(struct tracer *t, uint32_t tgid)
+{
+	tracer__drop_cell(t, tgid, MEMTRAIL_PHASE_TOTAL);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &tgid);
 }
 
@@ -240,9 +280,13 @@ void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX])
 
 void tracer__destroy(struct tracer *t)
 {
+	int i;
+
 	if (!t)
 		return;
 	ring_buffer__free(t->rb);
+	for (i = 0; i < MEMTRAIL_RULES_MAX; i++)
+		bpf_link__destroy(t->rule_links[i]);
 	memtrail_bpf__destroy(t->skel);
 	free(t);
 }

@@ -14,6 +14,13 @@
 
 struct tracer;
 
+/* --phase NAME=BINARY:SYMBOL: entering SYMBOL in BINARY starts phase NAME. */
+struct phase_rule {
+	char name[MEMTRAIL_PHASE_NAME_LEN];
+	const char *binary;
+	const char *symbol;
+};
+
 struct tracer_config {
 	enum memtrail_filter mode;
 	const uint32_t *pids;	/* MEMTRAIL_FILTER_PID: the listed PIDs */
@@ -23,6 +30,8 @@ struct tracer_config {
 	uint64_t cgroup_id;	/* MEMTRAIL_FILTER_CGROUP: kernfs id of the cgroup */
 	int cgroup_subsys;	/* its v1 controller index, -1 for cgroup v2 */
 	uint32_t max_targets;
+	const struct phase_rule *rules;
+	size_t n_rules;
 };
 
 /* Called for every ring-buffer record; a non-zero return stops the poll. */
@@ -35,8 +44,11 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 int tracer__scan(struct tracer *t);
 /* Wait up to timeout_ms for events; 0 or -errno (EINTR is not an error). */
 int tracer__poll(struct tracer *t, int timeout_ms);
-/* Levels of (tgid, phase 0); -ENOENT when nothing was accounted yet. */
-int tracer__read_cell(struct tracer *t, uint32_t tgid, struct memtrail_cell *cell);
+/* Levels of (tgid, phase); -ENOENT when nothing was accounted there. */
+int tracer__read_cell(struct tracer *t, uint32_t tgid, uint32_t phase,
+		      struct memtrail_cell *cell);
+/* Drop the cell of a phase whose figures were read. */
+void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase);
 /* Drop a target from the kernel's maps once its final levels were read. */
 void tracer__forget(struct tracer *t, uint32_t tgid);
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);

@@ -15,6 +15,7 @@ static const char *const lost_names[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_TARGETS] = "targets",
 	[MEMTRAIL_LOST_CELLS] = "cells",
 	[MEMTRAIL_LOST_MM] = "mm",
+	[MEMTRAIL_LOST_PHASE_NAMES] = "phase_names",
 };
 
 const char *trail__lost_name(int why)
@@ -38,6 +39,7 @@ void trail__free(struct trail *t)
 		free(t->targets[i].cmdline);
 		free(t->targets[i].cgroup);
 		free(t->targets[i].timeline);
+		phase_log__free(&t->targets[i].phases);
 	}
 	free(t->targets);
 	free(t->command);
@@ -71,6 +73,7 @@ struct trail_target *trail__add_target(struct trail *t, uint32_t pid)
 	tt = &t->targets[t->n_targets++];
 	memset(tt, 0, sizeof(*tt));
 	tt->pid = pid;
+	phase_log__init(&tt->phases, t->phase_history);
 	return tt;
 }
 
@@ -103,6 +106,69 @@ int trail__add_event(struct trail *t, json_t *obj)
 
 /* ---- writing ---- */
 
+static json_t *fields_to_json(const struct trail *t, const int64_t f[][PF_MAX])
+{
+	json_t *kinds = json_object();
+	int k, i;
+
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+		json_t *o;
+
+		if (!(t->kinds & (1U << k)))
+			continue;
+		o = json_object();
+		for (i = 0; i < PF_MAX; i++)
+			json_object_set_new(o, phase__field_name(i), json_integer(f[k][i]));
+		json_object_set_new(kinds, kind__name(k), o);
+	}
+	return kinds;
+}
+
+static json_t *phases_to_json(const struct trail *t, const struct phase_log *l)
+{
+	json_t *arr = json_array();
+	size_t i;
+
+	for (i = 0; i < phase_log__count(l); i++) {
+		const struct trail_phase *p = phase_log__at(l, i);
+
+		json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:o}", "name", p->name,
+						     "start", (json_int_t)p->start_ms,
+						     "end", (json_int_t)p->end_ms,
+						     "kinds", fields_to_json(t, p->f)));
+	}
+	return arr;
+}
+
+static json_t *summary_to_json(const struct trail *t, const struct phase_log *l)
+{
+	json_t *arr = json_array();
+	size_t i;
+	int k, f;
+
+	for (i = 0; i < l->n_aggs; i++) {
+		const struct phase_agg *a = &l->aggs[i];
+		json_t *kinds = json_object();
+
+		for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+			json_t *o;
+
+			if (!(t->kinds & (1U << k)))
+				continue;
+			o = json_object();
+			for (f = 0; f < PF_MAX; f++)
+				json_object_set_new(o, phase__field_name(f),
+					json_pack("{s:I, s:I, s:I}", "total", (json_int_t)a->total[k][f],
+						  "mean", (json_int_t)(a->total[k][f] / (int64_t)a->count),
+						  "max", (json_int_t)a->max[k][f]));
+			json_object_set_new(kinds, kind__name(k), o);
+		}
+		json_array_append_new(arr, json_pack("{s:s, s:I, s:o}", "name", a->name,
+						     "count", (json_int_t)a->count, "kinds", kinds));
+	}
+	return arr;
+}
+
 static json_t *target_to_json(const struct trail *t, const struct trail_target *tt,
 			      bool with_timeline)
 {
@@ -130,6 +196,9 @@ static json_t *target_to_json(const struct trail *t, const struct trail_target *
 					      "peak", (json_int_t)tt->peak[k]));
 	}
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(o, "phases", phases_to_json(t, &tt->phases));
+	json_object_set_new(o, "phases_folded", json_integer(tt->phases.folded));
+	json_object_set_new(o, "phase_summary", summary_to_json(t, &tt->phases));
 	if (with_timeline) {
 		json_t *tl = json_array();
 
@@ -281,6 +350,101 @@ fail:
 	return -1;
 }
 
+/* kinds: {kind: {field: value}}, value read by get() from each field's JSON */
+static int read_fields(json_t *kinds, uint32_t pid, const char *what,
+		       int (*get)(json_t *v, int k, int f, void *ctx), void *ctx,
+		       char *err, size_t errlen)
+{
+	const char *name;
+	json_t *v;
+	int f;
+
+	if (!json_is_object(kinds))
+		FAIL("target %u: %s has no 'kinds' object", pid, what);
+	json_object_foreach(kinds, name, v) {
+		int k = kind__from_name(name);
+
+		if (k < 0)
+			FAIL("target %u: %s: unknown kind '%s'", pid, what, name);
+		for (f = 0; f < PF_MAX; f++)
+			if (get(json_object_get(v, phase__field_name(f)), k, f, ctx))
+				FAIL("target %u: %s: kind '%s' has no valid '%s'", pid, what, name,
+				     phase__field_name(f));
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+static int get_phase_field(json_t *v, int k, int f, void *ctx)
+{
+	struct trail_phase *p = ctx;
+
+	if (!json_is_integer(v))
+		return -1;
+	p->f[k][f] = json_integer_value(v);
+	return 0;
+}
+
+static int get_agg_field(json_t *v, int k, int f, void *ctx)
+{
+	struct phase_agg *a = ctx;
+	json_t *total = json_object_get(v, "total"), *max = json_object_get(v, "max");
+
+	if (!json_is_integer(total) || !json_is_integer(max))
+		return -1;
+	a->total[k][f] = json_integer_value(total);
+	a->max[k][f] = json_integer_value(max);
+	return 0;
+}
+
+static int read_phases(json_t *o, struct trail_target *tt, char *err, size_t errlen)
+{
+	json_t *phases = json_object_get(o, "phases"), *sum = json_object_get(o, "phase_summary");
+	json_t *v;
+	size_t i;
+
+	if (phases && !json_is_array(phases))
+		FAIL("target %u: 'phases' is not an array", tt->pid);
+	json_array_foreach(phases, i, v) {
+		struct trail_phase p = { 0 };
+		const char *name = json_string_value(json_object_get(v, "name"));
+
+		if (!name || !json_is_integer(json_object_get(v, "start")) ||
+		    !json_is_integer(json_object_get(v, "end")))
+			FAIL("target %u: phase %zu needs 'name', 'start' and 'end'", tt->pid, i);
+		snprintf(p.name, sizeof(p.name), "%s", name);
+		p.start_ms = json_integer_value(json_object_get(v, "start"));
+		p.end_ms = json_integer_value(json_object_get(v, "end"));
+		if (read_fields(json_object_get(v, "kinds"), tt->pid, "a phase", get_phase_field, &p,
+				err, errlen))
+			return -1;
+		if (phase_log__push(&tt->phases, &p))
+			FAIL("out of memory");
+	}
+	tt->phases.folded = json_integer_value(json_object_get(o, "phases_folded"));
+	if (sum && !json_is_array(sum))
+		FAIL("target %u: 'phase_summary' is not an array", tt->pid);
+	json_array_foreach(sum, i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		json_t *count = json_object_get(v, "count");
+		struct phase_agg *a;
+
+		if (!name || !json_is_integer(count) || json_integer_value(count) <= 0)
+			FAIL("target %u: phase summary %zu needs 'name' and 'count'", tt->pid, i);
+		a = phase_log__agg(&tt->phases, name);
+		if (!a)
+			FAIL("out of memory");
+		a->count = json_integer_value(count);
+		if (read_fields(json_object_get(v, "kinds"), tt->pid, "a phase summary",
+				get_agg_field, a, err, errlen))
+			return -1;
+	}
+	return 0;
+fail:
+	return -1;
+}
+
 static char *opt_strdup(json_t *v)
 {
 	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
@@ -319,6 +483,8 @@ static int read_target(struct trail *t, json_t *o, size_t idx, char *err, size_t
 		FAIL("target %u: 'exit' is neither an object nor null", tt->pid);
 	}
 	if (read_levels(json_object_get(o, "kinds"), t, tt, err, errlen))
+		return -1;
+	if (read_phases(o, tt, err, errlen))
 		return -1;
 	return read_timeline(json_object_get(o, "timeline"), tt, err, errlen);
 fail:

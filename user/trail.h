@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "memtrail.h"
+#include "phase.h"
 
 struct trail_sample {
 	uint64_t t_ms;				/* since the trail started */
@@ -35,6 +36,11 @@ struct trail_target {
 	struct trail_sample *timeline;
 	size_t n_samples;
 	size_t cap_samples;
+	struct phase_log phases;
+	/* while recording: the phase the target is in */
+	uint32_t phase_seq;
+	char phase_name[MEMTRAIL_PHASE_NAME_LEN];
+	uint64_t phase_start_ms;
 };
 
 struct trail {
@@ -43,6 +49,7 @@ struct trail {
 	uint64_t duration_ms;
 	uint32_t interval_ms;
 	uint32_t kinds;		/* bit per kind that had a source */
+	uint32_t phase_history;	/* phases listed per target; 0 unbounded */
 	char *command;		/* how targets were chosen, for people */
 	struct trail_target *targets;
 	size_t n_targets;

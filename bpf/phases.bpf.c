@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Phase markers: a rule's uprobe (--phase NAME=BINARY:SYMBOL), the in-program
+ * marker (an unknown prctl option, a no-op when nothing traces), and the
+ * mt_mark program that 'memtrail mark' runs. All end in phase_switch().
+ */
+#include "memtrail.bpf.h"
+
+/* Phase names of the --phase rules, indexed by the uprobe's cookie. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MEMTRAIL_RULES_MAX);
+	__type(key, __u32);
+	__type(value, char[MEMTRAIL_PHASE_NAME_LEN]);
+} rule_names SEC(".maps");
+
+SEC("uprobe")
+int mt_phase_rule(struct pt_regs *ctx)
+{
+	__u32 rule = bpf_get_attach_cookie(ctx);
+	char *name = bpf_map_lookup_elem(&rule_names, &rule);
+
+	if (name)
+		phase_switch(bpf_get_current_pid_tgid() >> 32, name);
+	return 0;
+}
+
+/* Printable ASCII, 1 to 63 bytes, NUL-terminated within the buffer. */
+static __always_inline bool valid_name(const char *name, long len)
+{
+	int i;
+
+	if (len < 2 || len > MEMTRAIL_PHASE_NAME_LEN)
+		return false;
+	for (i = 0; i < MEMTRAIL_PHASE_NAME_LEN; i++) {
+		if (!name[i])
+			return true;
+		if (name[i] < 0x20 || name[i] > 0x7e)
+			return false;
+	}
+	return false;
+}
+
+/* memtrail_phase(name) in include/memtrail_marker.h: prctl(MEMTRAIL_PRCTL_PHASE, name) */
+SEC("tp_btf/task_prctl_unknown")
+int BPF_PROG(mt_marker, int option, unsigned long arg2)
+{
+	char name[MEMTRAIL_PHASE_NAME_LEN + 1];
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	long len;
+
+	if (option != MEMTRAIL_PRCTL_PHASE || !live_target(tgid))
+		return 0;
+	len = bpf_probe_read_user_str(name, sizeof(name), (const void *)arg2);
+	if (!valid_name(name, len)) {
+		count_lost(MEMTRAIL_LOST_PHASE_NAMES);
+		return 0;
+	}
+	phase_switch(tgid, name);
+	return 0;
+}
+
+/* Run by 'memtrail mark' through BPF_PROG_TEST_RUN: 1 when tgid is traced here. */
+SEC("syscall")
+int mt_mark(struct memtrail_mark_args *args)
+{
+	char name[MEMTRAIL_PHASE_NAME_LEN];
+
+	bpf_probe_read_kernel_str(name, sizeof(name), args->name);
+	return phase_switch(args->tgid, name) ? 1 : 0;
+}

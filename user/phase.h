@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * A target's phases: each closed phase's six fields per kind, an ordered
+ * list bounded to the first and the most recent entries, and aggregates by
+ * name (count, total, mean, max) so repeated phases stay bounded in memory.
+ */
+#ifndef MEMTRAIL_PHASE_H
+#define MEMTRAIL_PHASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtrail.h"
+
+enum phase_field {
+	PF_ALLOCATIONS,
+	PF_DEALLOCATIONS,
+	PF_SEGMENT_CHANGE,
+	PF_SEGMENT_PEAK,
+	PF_CUMULATIVE_CURRENT,
+	PF_CUMULATIVE_PEAK,
+	PF_MAX,
+};
+
+#define PHASE_NAMES_MAX 256	/* distinct names aggregated; more share "(other)" */
+#define PHASE_HISTORY_DEFAULT 200
+
+struct trail_phase {
+	char name[MEMTRAIL_PHASE_NAME_LEN];
+	uint64_t start_ms;
+	uint64_t end_ms;
+	int64_t f[MEMTRAIL_KIND_MAX][PF_MAX];
+};
+
+struct phase_agg {
+	char name[MEMTRAIL_PHASE_NAME_LEN];
+	uint64_t count;
+	int64_t total[MEMTRAIL_KIND_MAX][PF_MAX];
+	int64_t max[MEMTRAIL_KIND_MAX][PF_MAX];
+};
+
+struct phase_log {
+	struct trail_phase *first;	/* the first keep_first phases */
+	size_t n_first, cap_first;
+	struct trail_phase *recent;	/* a ring of the latest keep_recent phases */
+	size_t n_recent, head;
+	size_t keep_first, keep_recent;	/* 0: unbounded (a trail read back) */
+	uint64_t folded;		/* phases in neither list */
+	struct phase_agg *aggs;
+	size_t n_aggs, cap_aggs;
+	/* levels at the end of the last closed phase, for the cumulative fields */
+	int64_t cum_current[MEMTRAIL_KIND_MAX];
+	int64_t cum_peak[MEMTRAIL_KIND_MAX];
+};
+
+const char *phase__field_name(int field);
+/* 0, or -EINVAL with the reason in why. */
+int phase__check_name(const char *name, char *why, size_t len);
+
+/* history: most phases listed (half first, half most recent); 0 unbounded. */
+void phase_log__init(struct phase_log *l, size_t history);
+void phase_log__free(struct phase_log *l);
+/*
+ * Close a phase from its cell (segment levels, kept in the kernel) and derive
+ * the cumulative fields: cumulative_current = previous + segment_change,
+ * cumulative_peak = max(previous peak, previous current + segment_peak).
+ */
+int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
+		     uint64_t end_ms, const struct memtrail_cell *cell);
+/* Append a phase as it is (reading a trail); aggregates are read separately. */
+int phase_log__push(struct phase_log *l, const struct trail_phase *p);
+struct phase_agg *phase_log__agg(struct phase_log *l, const char *name);
+size_t phase_log__count(const struct phase_log *l);
+/* The i-th listed phase in order of time. */
+const struct trail_phase *phase_log__at(const struct phase_log *l, size_t i);
+
+#endif
