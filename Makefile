@@ -88,7 +88,7 @@ $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES)
 $(OUT)/workloads/%: tests/workloads/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -o $@ $< -lpthread
+	$(Q)$(CC) -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -MMD -MP -o $@ $< -lpthread
 
 deps:
 	$(Q)sh tests/deps.sh

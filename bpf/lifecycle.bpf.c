@@ -103,7 +103,7 @@ target_add(struct task_struct *task, __u32 tgid, __u32 ppid, __u32 reason)
 }
 
 /* Remove what an address space still contributes to its owner, then forget it. */
-static __always_inline void mm_forget(__u64 mm, __u32 tgid)
+static __always_inline void mm_forget(struct memtrail_target *t, __u64 mm, __u32 tgid)
 {
 	struct memtrail_mm_state *s = bpf_map_lookup_elem(&mm_state, &mm);
 	int k;
@@ -111,7 +111,7 @@ static __always_inline void mm_forget(__u64 mm, __u32 tgid)
 	if (!s || s->tgid != tgid)
 		return;
 	for (k = MEMTRAIL_KIND_MAPPED; k <= MEMTRAIL_KIND_RSS_SHMEM; k++)
-		account(tgid, k, -__sync_lock_test_and_set(&s->last[k], 0));
+		account(t, tgid, k, -__sync_lock_test_and_set(&s->last[k], 0));
 	bpf_map_delete_elem(&mm_state, &mm);
 }
 
@@ -134,7 +134,7 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 	/* a vfork/CLONE_VM child runs in its parent's mm, which stays the parent's */
 	if (mm && mm != BPF_CORE_READ(parent, mm)) {
 		t->mm = (__u64)mm;
-		mm_sync_all(mm, tgid);
+		mm_sync_all(t, mm, tgid);
 	}
 	return 0;
 }
@@ -170,10 +170,10 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	}
 	/* the old address space is gone: take back all it still contributes */
 	if (t->mm)
-		mm_forget(t->mm, tgid);
+		mm_forget(t, t->mm, tgid);
 	mm = BPF_CORE_READ(p, mm);
 	t->mm = (__u64)mm;
-	mm_sync_all(mm, tgid);
+	mm_sync_all(t, mm, tgid);
 
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_EXEC, tgid);
 	if (!e)
@@ -208,7 +208,7 @@ int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
 	/* this tracepoint runs before exit_mm(): the levels are final here */
 	mm = BPF_CORE_READ(p, mm);
 	if (mm)
-		mm_sync_all(mm, tgid);
+		mm_sync_all(t, mm, tgid);
 	__sync_fetch_and_or(&t->flags, MEMTRAIL_TARGET_EXITED);
 	if (mm) {
 		__u64 key = (__u64)mm;
@@ -261,7 +261,12 @@ int mt_scan(struct bpf_iter__task *ctx)
 	mm = BPF_CORE_READ(task, mm);
 	if (!mm)
 		return 0;	/* a zombie leader; its threads still run the mm */
+	if (t->mm == (__u64)mm) {
+		mm_sync_rss(t, mm, tgid);
+		return 0;
+	}
+	/* first sight of this mm: a write section racing this read is the one risk */
 	t->mm = (__u64)mm;
-	mm_sync_all(mm, tgid);
+	mm_sync_all(t, mm, tgid);
 	return 0;
 }

@@ -158,22 +158,16 @@ static __always_inline void level_add(struct memtrail_level *l, __s64 delta)
 }
 
 /*
- * The one accounting path: add a signed delta to (target, kind), in the
- * target's whole-life cell and in the cell of its current phase.
+ * The one accounting path: add a signed delta to (target, kind) in the cell
+ * of the target's current phase. T is the live target of TGID.
  */
-static __always_inline void account(__u32 tgid, __u32 kind, __s64 delta)
+static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32 kind,
+				    __s64 delta)
 {
-	struct memtrail_target *t;
 	struct memtrail_cell *c;
 
 	if (!delta || kind >= MEMTRAIL_KIND_MAX)
 		return;
-	t = live_target(tgid);
-	if (!t)
-		return;
-	c = cell_get(tgid, MEMTRAIL_PHASE_TOTAL);
-	if (c)
-		level_add(&c->kinds[kind], delta);
 	c = cell_get(tgid, t->phase);
 	if (c)
 		level_add(&c->kinds[kind], delta);
@@ -202,32 +196,55 @@ static __always_inline bool phase_switch(__u32 tgid, const char *name)
 	return true;
 }
 
+static __always_inline struct memtrail_mm_state *mm_state_get(__u64 mm, __u32 tgid)
+{
+	struct memtrail_mm_state *s = bpf_map_lookup_elem(&mm_state, &mm);
+	struct memtrail_mm_state fresh = { .tgid = tgid };
+
+	if (s)
+		return s;
+	if (bpf_map_update_elem(&mm_state, &mm, &fresh, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&mm_state, &mm)) {
+		count_lost(MEMTRAIL_LOST_MM);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&mm_state, &mm);
+}
+
 /*
  * Turn an absolute counter of one address space into a delta for its
  * owner. The exchange makes deltas telescope: however events interleave,
  * the sum of deltas equals the last value stored, and an event missed
  * before the mm was known is recovered by the next one.
  */
-static __always_inline void mm_sync_kind(__u64 mm, __u32 tgid, __u32 kind, __s64 value)
+static __always_inline void mm_sync_kind(struct memtrail_target *t, __u64 mm, __u32 tgid,
+					 __u32 kind, __s64 value)
 {
-	struct memtrail_mm_state *s, fresh = { .tgid = tgid };
+	struct memtrail_mm_state *s;
 	__s64 old;
 
 	if (kind >= MEMTRAIL_KIND_MAX)
 		return;
-	s = bpf_map_lookup_elem(&mm_state, &mm);
-	if (!s) {
-		if (bpf_map_update_elem(&mm_state, &mm, &fresh, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&mm_state, &mm)) {
-			count_lost(MEMTRAIL_LOST_MM);
-			return;
-		}
-		s = bpf_map_lookup_elem(&mm_state, &mm);
-		if (!s)
-			return;
-	}
+	s = mm_state_get(mm, tgid);
+	if (!s)
+		return;
 	old = __sync_lock_test_and_set(&s->last[kind], value);
-	account(tgid, kind, value - old);
+	account(t, tgid, kind, value - old);
+}
+
+/*
+ * Add a known delta of one address space to its owner, keeping the mm's last
+ * value in step so that a later absolute sync adds only what was missed.
+ */
+static __always_inline void mm_add_kind(struct memtrail_target *t, __u64 mm, __u32 tgid,
+					__u32 kind, __s64 delta)
+{
+	struct memtrail_mm_state *s = mm_state_get(mm, tgid);
+
+	if (!s || kind >= MEMTRAIL_KIND_MAX)
+		return;
+	__sync_fetch_and_add(&s->last[kind], delta);
+	account(t, tgid, kind, delta);
 }
 
 /*
@@ -324,25 +341,36 @@ static __always_inline int rss_member_kind(int member)
 
 /*
  * Mapped memory: the kernel's data_vm, private writable mappings that are
- * not stack (VmData in /proc/PID/status), updated by the kernel inside each
- * mmap, munmap, mremap, brk and mprotect.
+ * not stack (VmData in /proc/PID/status).
  */
 static __always_inline __s64 mapped_bytes(struct mm_struct *mm)
 {
 	return (__s64)BPF_CORE_READ(mm, data_vm) << MEMTRAIL_PAGE_SHIFT;
 }
 
-/* Bring every mm-derived kind of a target up to date at once. */
-static __always_inline void mm_sync_all(struct mm_struct *mm, __u32 tgid)
+static __always_inline void mm_sync_rss(struct memtrail_target *t, struct mm_struct *mm,
+				       __u32 tgid)
 {
 	__u64 key = (__u64)mm;
 
+	mm_sync_kind(t, key, tgid, MEMTRAIL_KIND_RSS_FILE, rss_bytes(mm, 0));
+	mm_sync_kind(t, key, tgid, MEMTRAIL_KIND_RSS_ANON, rss_bytes(mm, 1));
+	mm_sync_kind(t, key, tgid, MEMTRAIL_KIND_RSS_SHMEM, rss_bytes(mm, 3));
+}
+
+/*
+ * Bring every mm-derived kind of a target up to date from the absolute
+ * counters. For mapped memory this is only safe while no other thread of the
+ * target can be inside a write section (fork, exec, exit, first sight): the
+ * write sections apply exact deltas everywhere else.
+ */
+static __always_inline void mm_sync_all(struct memtrail_target *t, struct mm_struct *mm,
+				       __u32 tgid)
+{
 	if (!mm)
 		return;
-	mm_sync_kind(key, tgid, MEMTRAIL_KIND_RSS_FILE, rss_bytes(mm, 0));
-	mm_sync_kind(key, tgid, MEMTRAIL_KIND_RSS_ANON, rss_bytes(mm, 1));
-	mm_sync_kind(key, tgid, MEMTRAIL_KIND_RSS_SHMEM, rss_bytes(mm, 3));
-	mm_sync_kind(key, tgid, MEMTRAIL_KIND_MAPPED, mapped_bytes(mm));
+	mm_sync_rss(t, mm, tgid);
+	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, mapped_bytes(mm));
 }
 
 #endif /* MEMTRAIL_BPF_H */

@@ -1,76 +1,93 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * Host memory sources: resident memory from kmem:rss_stat and mapped memory
- * from the exits of the syscalls that change a process's mappings. Both end
- * in mm_sync_kind() and so in account().
+ * from the mmap lock's write sections. Both end in account().
  */
 #include "memtrail.bpf.h"
 
-/* Syscalls after which data_vm may have changed. */
-static __always_inline bool changes_mappings(long nr)
-{
-#if defined(__TARGET_ARCH_x86)
-	return nr == 9 || nr == 10 || nr == 11 || nr == 12 || nr == 25 ||
-	       nr == 30 || nr == 67 || nr == 216 || nr == 329;
-	/* mmap mprotect munmap brk mremap shmat shmdt remap_file_pages pkey_mprotect */
-#elif defined(__TARGET_ARCH_arm64)
-	return nr == 222 || nr == 226 || nr == 215 || nr == 214 || nr == 216 ||
-	       nr == 196 || nr == 197 || nr == 234 || nr == 288;
-#else
-#error "memtrail: add this architecture's mapping syscall numbers"
-#endif
-}
+/* A write-locked section of a target's mm in progress, by thread. */
+struct mm_window {
+	__u64 mm;
+	__s64 before;	/* mapped bytes when the lock was taken */
+};
 
-static __always_inline long syscall_nr(struct pt_regs *regs)
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct mm_window);
+} mm_windows SEC(".maps");
+
+/*
+ * The live target that owns MM, or NULL. An owner that has not adopted the
+ * mm yet is a child inside fork (it still wears its parent's tgid) or a task
+ * inside exec or exit; their changes are picked up by the fork/exec sync, or
+ * are exit's teardown.
+ */
+static __always_inline struct memtrail_target *mm_target(struct mm_struct *mm, __u32 *tgid)
 {
-#if defined(__TARGET_ARCH_x86)
-	return BPF_CORE_READ(regs, orig_ax);
-#else
-	return BPF_CORE_READ((struct user_pt_regs *)regs, regs[8]);
-#endif
+	struct task_struct *owner = BPF_CORE_READ(mm, owner);
+
+	if (!owner || BPF_CORE_READ(owner, mm) != mm)
+		return NULL;
+	*tgid = BPF_CORE_READ(owner, tgid);
+	return live_target(*tgid);
 }
 
 SEC("tp_btf/rss_stat")
 int BPF_PROG(mt_rss_stat, struct mm_struct *mm, int member)
 {
 	int kind = rss_member_kind(member);
-	struct task_struct *owner;
+	struct memtrail_target *t;
 	__u32 tgid;
 
 	if (kind < 0)
 		return 0;
-	/*
-	 * Charge the mm's owner, not current: reclaim, fork and exit touch other
-	 * mms. An owner that has not adopted the mm yet is a child inside fork
-	 * (it still wears its parent's tgid) or a task inside exec or exit; its
-	 * changes are picked up by the fork/exec sync, or are exit's teardown.
-	 */
-	owner = BPF_CORE_READ(mm, owner);
-	if (!owner || BPF_CORE_READ(owner, mm) != mm)
-		return 0;
-	tgid = BPF_CORE_READ(owner, tgid);
-	if (!live_target(tgid))
-		return 0;
-	mm_sync_kind((__u64)mm, tgid, kind, rss_bytes(mm, member));
+	/* the mm's owner, not current: reclaim, fork and exit touch other mms */
+	t = mm_target(mm, &tgid);
+	if (t)
+		mm_sync_kind(t, (__u64)mm, tgid, kind, rss_bytes(mm, member));
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(mt_sys_exit, struct pt_regs *regs, long ret)
+/*
+ * Mapped memory changes only under the mmap write lock (munmap finishes its
+ * accounting under the read lock it downgrades to, still excluding writers).
+ * The released tracepoint runs before the lock is dropped, so data_vm after
+ * minus data_vm when the lock was taken is exactly that section's change,
+ * and deltas are applied in lock order: no concurrent thread can hide an
+ * allocation, a free or a peak.
+ */
+SEC("tp_btf/mmap_lock_acquire_returned")
+int BPF_PROG(mt_mmap_lock, struct mm_struct *mm, bool write, bool success)
 {
-	struct task_struct *task;
-	struct mm_struct *mm;
-	__u32 tgid;
+	struct mm_window w;
+	__u32 tid, tgid;
 
-	if (!changes_mappings(syscall_nr(regs)))
+	if (!write || !success || !mm_target(mm, &tgid))
 		return 0;
-	task = bpf_get_current_task_btf();
-	mm = BPF_CORE_READ(task, mm);
-	if (!mm)
+	tid = (__u32)bpf_get_current_pid_tgid();
+	w.mm = (__u64)mm;
+	w.before = mapped_bytes(mm);
+	if (bpf_map_update_elem(&mm_windows, &tid, &w, BPF_ANY))
+		count_lost(MEMTRAIL_LOST_MM);
+	return 0;
+}
+
+SEC("tp_btf/mmap_lock_released")
+int BPF_PROG(mt_mmap_unlock, struct mm_struct *mm, bool write)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), tgid;
+	struct mm_window *w = bpf_map_lookup_elem(&mm_windows, &tid);
+	struct memtrail_target *t;
+	__s64 delta;
+
+	if (!w || w->mm != (__u64)mm)
 		return 0;
-	tgid = BPF_CORE_READ(mm, owner, tgid);
-	if (!tgid || !live_target(tgid))
-		return 0;
-	mm_sync_kind((__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, mapped_bytes(mm));
+	delta = mapped_bytes(mm) - w->before;
+	bpf_map_delete_elem(&mm_windows, &tid);
+	t = mm_target(mm, &tgid);
+	if (delta && t)
+		mm_add_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, delta);
 	return 0;
 }

@@ -22,8 +22,6 @@
 #define MEMTRAIL_PAGE_SHIFT 12
 /* phase names: printable ASCII, 1 to 63 bytes */
 #define MEMTRAIL_PHASE_NAME_LEN 64
-/* the cell of a target's whole life, beside one cell per phase */
-#define MEMTRAIL_PHASE_TOTAL 0xffffffffU
 /* prctl option of the in-program marker (include/memtrail_marker.h): 'MTPH' */
 #define MEMTRAIL_PRCTL_PHASE 0x4d545048
 /* most --phase rules */
@@ -71,9 +69,12 @@ struct memtrail_level {
 };
 
 /*
- * Levels of one target: phase MEMTRAIL_PHASE_TOTAL holds its whole life
- * (current and peak are absolute); phase N holds what happened during its
- * Nth phase (0 is "start"), relative to the level when the phase began.
+ * Levels of one phase of one target: what happened during its Nth phase
+ * (0 is "start"), relative to the level when the phase began. The whole
+ * life follows from the chain of phases (user space folds closed phases):
+ * current = sum of segment changes, peak = max over phases of the level at
+ * the phase's start plus its segment peak. One cell per event keeps the
+ * accounting path to one set of atomic operations.
  */
 struct memtrail_cell_key {
 	__u32 tgid;

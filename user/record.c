@@ -83,24 +83,31 @@ static bool same_levels(const struct trail_target *tt, const int64_t level[])
 }
 
 /*
- * Copy the kernel's levels into the record and add a timeline sample. An
- * idle process adds none: the timeline is a step function, and a node-wide
- * recording would otherwise grow by every idle process at every interval.
+ * The target's levels now: the closed phases folded (phase_log's cumulative
+ * state) plus the open phase's cell, by the identities of the phase fields.
+ * Adds a timeline sample; an idle process adds none: the timeline is a step
+ * function, and a node-wide recording would otherwise grow by every idle
+ * process at every interval.
  */
 static void refresh(struct record *r, struct trail_target *tt, uint64_t t_ms,
 		    enum sample_mode sample)
 {
+	const struct phase_log *l = &tt->phases;
 	struct memtrail_cell cell;
 	int64_t level[MEMTRAIL_KIND_MAX];
 	int k;
 
-	if (tracer__read_cell(r->tracer, tt->pid, MEMTRAIL_PHASE_TOTAL, &cell))
-		return;
+	if (tracer__read_cell(r->tracer, tt->pid, tt->phase_seq, &cell))
+		memset(&cell, 0, sizeof(cell));	/* nothing accounted in this phase yet */
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
-		level[k] = cell.kinds[k].current;
-		tt->current[k] = cell.kinds[k].current;
-		if (cell.kinds[k].peak > tt->peak[k])
-			tt->peak[k] = cell.kinds[k].peak;
+		int64_t peak = l->cum_current[k] + cell.kinds[k].peak;
+
+		level[k] = l->cum_current[k] + cell.kinds[k].current;
+		tt->current[k] = level[k];
+		if (l->cum_peak[k] > peak)
+			peak = l->cum_peak[k];
+		if (peak > tt->peak[k])
+			tt->peak[k] = peak;
 	}
 	if (sample == SAMPLE_NONE || (sample == SAMPLE_CHANGED && same_levels(tt, level)))
 		return;
@@ -175,15 +182,15 @@ static void on_exec(struct record *r, const struct memtrail_event_exec *e)
 }
 
 /*
- * Close the target's phases up to (not including) sequence number UNTIL. A
- * gap means a phase event was lost: its figures still count, under "(lost)".
+ * Close the target's phases before sequence number UNTIL. A gap means a phase
+ * event was lost: that phase's figures still count, under "(lost)".
  */
 static void close_phases(struct record *r, struct trail_target *tt, uint32_t until,
 			 uint64_t t_ms)
 {
 	struct memtrail_cell cell;
 
-	for (; tt->phase_seq < until || until == UINT32_MAX; tt->phase_seq++) {
+	for (; tt->phase_seq < until; tt->phase_seq++) {
 		if (tracer__read_cell(r->tracer, tt->pid, tt->phase_seq, &cell))
 			memset(&cell, 0, sizeof(cell));
 		tracer__drop_cell(r->tracer, tt->pid, tt->phase_seq);
@@ -191,9 +198,18 @@ static void close_phases(struct record *r, struct trail_target *tt, uint32_t unt
 			r->err = -ENOMEM;
 		snprintf(tt->phase_name, sizeof(tt->phase_name), "(lost)");
 		tt->phase_start_ms = t_ms;
-		if (until == UINT32_MAX)
-			break;
 	}
+}
+
+/* Close every phase of a target that ends, up to the kernel's current one. */
+static void close_all_phases(struct record *r, struct trail_target *tt, uint64_t t_ms)
+{
+	uint32_t seq = tt->phase_seq;
+
+	tracer__read_phase(r->tracer, tt->pid, &seq);
+	if (seq < tt->phase_seq)
+		seq = tt->phase_seq;
+	close_phases(r, tt, seq + 1, t_ms);
 }
 
 static void on_phase(struct record *r, const struct memtrail_event_phase *e)
@@ -211,7 +227,7 @@ static void on_phase(struct record *r, const struct memtrail_event_phase *e)
 
 static void end_target(struct record *r, struct trail_target *tt, uint64_t t_ms)
 {
-	close_phases(r, tt, UINT32_MAX, t_ms);
+	close_all_phases(r, tt, t_ms);
 	refresh(r, tt, t_ms, SAMPLE_ALWAYS);
 	tt->end_ms = t_ms ? t_ms : 1;
 	tracer__forget(r->tracer, tt->pid);
@@ -739,7 +755,7 @@ static int finish(struct record *r, const struct record_opts *o, const char *out
 		struct trail_target *tt = &r->trail.targets[i];
 
 		if (!tt->exited && !tt->end_ms) {
-			close_phases(r, tt, UINT32_MAX, now);
+			close_all_phases(r, tt, now);
 			refresh(r, tt, now, SAMPLE_ALWAYS);
 		}
 	}

@@ -236,6 +236,16 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	return n < 0 ? n : 0;
 }
 
+int tracer__read_phase(struct tracer *t, uint32_t tgid, uint32_t *seq)
+{
+	struct memtrail_target v;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.targets), &tgid, &v))
+		return -errno;
+	*seq = v.phase;
+	return 0;
+}
+
 int tracer__read_cell(struct tracer *t, uint32_t tgid, uint32_t phase,
 		      struct memtrail_cell *cell)
 {
@@ -255,7 +265,6 @@ void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase)
 
 void tracer__forget(struct tracer *t, uint32_t tgid)
 {
-	tracer__drop_cell(t, tgid, MEMTRAIL_PHASE_TOTAL);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &tgid);
 }
 

@@ -44,6 +44,8 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 int tracer__scan(struct tracer *t);
 /* Wait up to timeout_ms for events; 0 or -errno (EINTR is not an error). */
 int tracer__poll(struct tracer *t, int timeout_ms);
+/* The sequence number of a target's current phase; -ENOENT when not traced. */
+int tracer__read_phase(struct tracer *t, uint32_t tgid, uint32_t *seq);
 /* Levels of (tgid, phase); -ENOENT when nothing was accounted there. */
 int tracer__read_cell(struct tracer *t, uint32_t tgid, uint32_t phase,
 		      struct memtrail_cell *cell);

@@ -3,17 +3,19 @@
  * 8 threads map and unmap concurrently: first a churn of small mappings
  * (at most 8 x 1 MiB at once), then each maps its own large size, all meet
  * at a barrier (the combined peak: sum of the large sizes), and unmap.
- * Prints {"base_data", "peak_extra"} on stdout; the exact peak of mapped
- * memory is base_data + peak_extra.
+ * Prints {"base_data", "peak_extra", "churn"} on stdout; the exact peak of
+ * mapped memory is base_data + peak_extra. All of it happens in phase
+ * "work" (the marker), which allocates and frees churn + peak_extra bytes.
  */
 #include <pthread.h>
 
 #include "common.h"
+#include "memtrail_marker.h"
 
 #define NTHREADS 8
 #define CHURN 200
 
-static pthread_barrier_t ready, at_peak, done;
+static pthread_barrier_t ready, at_peak, done, unmapped;
 
 static size_t big_size(long i)
 {
@@ -40,6 +42,7 @@ static void *worker(void *arg)
 	pthread_barrier_wait(&at_peak);
 	pthread_barrier_wait(&done);
 	munmap(p, big_size(i));
+	pthread_barrier_wait(&unmapped);
 	return NULL;
 }
 
@@ -52,6 +55,7 @@ int main(int argc, char **argv)
 	pthread_barrier_init(&ready, NULL, NTHREADS + 1);
 	pthread_barrier_init(&at_peak, NULL, NTHREADS + 1);
 	pthread_barrier_init(&done, NULL, NTHREADS + 1);
+	pthread_barrier_init(&unmapped, NULL, NTHREADS + 1);
 	for (i = 0; i < NTHREADS; i++) {
 		if (pthread_create(&th[i], NULL, worker, (void *)i))
 			return 4;
@@ -59,13 +63,17 @@ int main(int argc, char **argv)
 	}
 	/* every thread's stack is mapped now: that is part of the baseline */
 	base = status_bytes("VmData");
+	memtrail_phase("work");
 	pthread_barrier_wait(&ready);
 	pthread_barrier_wait(&at_peak);
 	if (status_bytes("VmData") != base + extra)
 		return 5;	/* the workload's own check of its arithmetic */
 	pthread_barrier_wait(&done);
+	pthread_barrier_wait(&unmapped);
+	memtrail_phase("done");
 	for (i = 0; i < NTHREADS; i++)
 		pthread_join(th[i], NULL);
-	report("{\"base_data\": %ld, \"peak_extra\": %ld}\n", base, extra);
+	report("{\"base_data\": %ld, \"peak_extra\": %ld, \"churn\": %lu}\n", base, extra,
+	       (unsigned long)NTHREADS * CHURN * MiB);
 	_exit(0);
 }

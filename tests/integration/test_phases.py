@@ -1,0 +1,253 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Per-phase tables against the workloads' arithmetic and /proc."""
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+from harness import (MEMTRAIL, MiB, ROOT, Background, check, check_eq, free_pid, load_trail,
+                     one_line_error, record, run, target, tmpdir, workload, no_programs_left)
+
+FIELDS = ("allocations", "deallocations", "segment_change", "segment_peak",
+          "cumulative_current", "cumulative_peak")
+
+# phases.c's arithmetic, MiB: allocations, deallocations, segment_peak, segment_change
+PHASES = {
+    "load": (48, 0, 48, 48),
+    "warmup": (72, 64, 64, 8),
+    "serve": (12, 12, 4, 0),
+    "shrink": (2, 48, 0, -46),
+}
+
+
+def check_identities(t):
+    """The identities hold for every row of every kind."""
+    phases = t["phases"]
+    for kind in t["kinds"]:
+        prev_cur = prev_peak = 0
+        for i, p in enumerate(phases):
+            f = p["kinds"][kind]
+            where = f"phase {i} '{p['name']}' {kind}"
+            check_eq(f["segment_change"], f["allocations"] - f["deallocations"],
+                     f"{where}: segment_change = allocations - deallocations")
+            check_eq(f["cumulative_current"], prev_cur + f["segment_change"],
+                     f"{where}: cumulative_current")
+            check_eq(f["cumulative_peak"], max(prev_peak, prev_cur + f["segment_peak"]),
+                     f"{where}: cumulative_peak")
+            check(f["segment_peak"] >= max(0, f["segment_change"]), f"{where}: segment_peak")
+            prev_cur, prev_peak = f["cumulative_current"], f["cumulative_peak"]
+        if phases and t["exit"]:
+            check_eq(prev_cur, t["kinds"][kind]["current"], f"{kind}: last phase vs final level")
+            check_eq(prev_peak, t["kinds"][kind]["peak"], f"{kind}: last phase vs peak")
+
+
+def close(got, want, what, pct=2, slack=256 * 1024):
+    check(abs(got - want) <= max(abs(want) * pct / 100, slack),
+          f"{what}: got {got}, want {want} within {pct}%")
+
+
+def check_phases_workload(t, data):
+    names = [p["name"] for p in t["phases"]]
+    check_eq(names, ["start", "load", "warmup", "serve", "shrink"], "phase names in order")
+    check_identities(t)
+    by = {p["name"]: p for p in t["phases"]}
+    entries = data["entry"] + [data["final"]]
+    running_peak = 0
+    for i, name in enumerate(("load", "warmup", "serve", "shrink")):
+        alloc, dealloc, peak, change = (x * MiB for x in PHASES[name])
+        m = by[name]["kinds"]["mapped"]
+        check_eq([m[f] for f in FIELDS[:4]], [alloc, dealloc, change, peak],
+                 f"{name}: mapped allocations, deallocations, segment change, segment peak")
+        check_eq(m["cumulative_current"], entries[i + 1], f"{name}: mapped cumulative_current "
+                 "vs VmData at the phase's end")
+        running_peak = max(running_peak, entries[i] + peak)
+        check_eq(m["cumulative_peak"], running_peak, f"{name}: mapped cumulative_peak")
+        a = by[name]["kinds"]["rss_anon"]
+        for field, want in zip(FIELDS[:4], (alloc, dealloc, change, peak)):
+            close(a[field], want, f"{name}: rss_anon {field}")
+
+
+def rules(binary, names=("load", "warmup", "serve", "shrink")):
+    args = []
+    for n in names:
+        args += ["--phase", f"{n}={binary}:phase_{n}"]
+    return args
+
+
+def test_rules_exact_per_phase():
+    p, trail, data = record([workload("phases")], rules(workload("phases")))
+    check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+    check_phases_workload(trail["targets"][0], data)
+    no_programs_left()
+
+
+def test_c_marker_exact_per_phase():
+    p, trail, data = record([workload("phases"), "--marker"])
+    check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+    check_phases_workload(trail["targets"][0], data)
+
+
+def test_threads_in_one_phase_exact_20_runs():
+    for run_no in range(20):
+        p, trail, data = record([workload("threads")])
+        check_eq(p.returncode, 0, f"run {run_no}: status ({p.stderr!r})")
+        t = trail["targets"][0]
+        check_eq([x["name"] for x in t["phases"]], ["start", "work", "done"], "phases")
+        check_identities(t)
+        m = t["phases"][1]["kinds"]["mapped"]
+        moved = data["churn"] + data["peak_extra"]
+        check_eq([m[f] for f in FIELDS], [moved, moved, 0, data["peak_extra"], data["base_data"],
+                                          data["base_data"] + data["peak_extra"]],
+                 f"run {run_no}: phase 'work' mapped fields")
+
+
+def test_repeated_phases_aggregate_with_flat_memory():
+    def traced(n):
+        out = os.path.join(tmpdir(), "trail.json")
+        m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out,
+                              *rules(workload("phase_loop"), ("a", "b")),
+                              "--", workload("phase_loop"), str(n)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(m.pid, 0)
+        m.communicate()
+        check_eq(os.waitstatus_to_exitcode(status), 0, f"status with n={n}")
+        return load_trail(out)["targets"][0], usage.ru_maxrss * 1024
+
+    small, rss_small = traced(10000)
+    t, rss_big = traced(100000)
+    n = 100000
+    check_eq(len(t["phases"]), 200, "phases listed (default --phase-history 200)")
+    check_eq(t["phases_folded"], 2 * n + 1 - 200, "phases folded")
+    check_eq(t["phases"][0]["name"], "start", "first listed phase")
+    check_eq(t["phases"][-1]["name"], "b", "last listed phase")
+    summary = {s["name"]: s for s in t["phase_summary"]}
+    for name, size in (("a", 8192), ("b", 4096)):
+        s = summary[name]
+        check_eq(s["count"], n, f"'{name}' invocations")
+        m = s["kinds"]["mapped"]
+        check_eq(m["allocations"], {"total": n * size, "mean": size, "max": size},
+                 f"'{name}' mapped allocations")
+        check_eq(m["deallocations"], {"total": n * size, "mean": size, "max": size},
+                 f"'{name}' mapped deallocations")
+        check_eq(m["segment_peak"], {"total": n * size, "mean": size, "max": size},
+                 f"'{name}' mapped segment_peak")
+        check_eq(m["segment_change"], {"total": 0, "mean": 0, "max": 0},
+                 f"'{name}' mapped segment_change")
+    check_eq(t["lost"] if "lost" in t else 0, 0, "lost")
+    check(rss_big - rss_small < 4 * MiB,
+          f"memtrail grew by {rss_big - rss_small} bytes from 20k to 200k phases")
+
+
+def test_mark_running_process():
+    w = subprocess.Popen([workload("stepper"), "+8", "-8", "+4"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, bufsize=0)
+    out = os.path.join(tmpdir(), "trail.json")
+    bg = Background(["record", "-q", "-o", out, "--pid", str(w.pid)])
+    for name, steps in (("alpha", 1), ("beta", 2)):
+        p = run([MEMTRAIL, "mark", str(w.pid), name])
+        check_eq(p.returncode, 0, f"mark {name}: {p.stderr!r}")
+        check(f"entered phase '{name}'" in p.stderr, p.stderr)
+        for _ in range(steps):
+            w.stdin.write("g")
+            check_eq(w.stdout.readline(), "ok\n", "stepper step")
+    w.stdin.close()
+    w.wait()
+    rc, _, err = bg.stop(sig=None)
+    check_eq(rc, 0, f"memtrail status ({err!r})")
+    t = target(load_trail(out), w.pid)
+    check_eq([p["name"] for p in t["phases"]], ["start", "alpha", "beta"], "phases")
+    check_identities(t)
+    alpha, beta = (p["kinds"]["mapped"] for p in t["phases"][1:])
+    check_eq([alpha[f] for f in FIELDS[:4]], [8 * MiB, 0, 8 * MiB, 8 * MiB], "alpha mapped")
+    check_eq([beta[f] for f in FIELDS[:4]], [4 * MiB, 8 * MiB, -4 * MiB, 0], "beta mapped")
+    no_programs_left()
+
+
+PY_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import memtrail_marker
+memtrail_marker.phase("tokenize")
+tok = b"t" * (8 << 20)
+memtrail_marker.phase("load")
+weights = b"w" * (32 << 20)
+memtrail_marker.phase("infer")
+del weights
+try:
+    memtrail_marker.phase("bad\\x01name")
+except ValueError:
+    print("rejected")
+"""
+
+
+def test_python_marker_three_phases():
+    p, trail, _ = record([os.path.realpath(sys.executable), "-c", PY_SCRIPT,
+                          os.path.join(ROOT, "include")])
+    check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+    check("rejected" in p.stdout, "the marker accepted a bad name")
+    t = trail["targets"][0]
+    names = [x["name"] for x in t["phases"]]
+    check_eq(names[-3:], ["tokenize", "load", "infer"], "the marker's phases, in order")
+    check_identities(t)
+    by = {x["name"]: x["kinds"] for x in t["phases"]}
+    check(by["tokenize"]["rss_anon"]["segment_peak"] >= 8 * MiB, "8 MiB in 'tokenize'")
+    check(32 * MiB <= by["load"]["mapped"]["segment_change"] <= 33 * MiB,
+          f"32 MiB mapped in 'load': {by['load']['mapped']}")
+    check(32 * MiB <= by["load"]["rss_anon"]["segment_change"] <= 33 * MiB,
+          f"32 MiB resident in 'load': {by['load']['rss_anon']}")
+    check(by["infer"]["mapped"]["deallocations"] >= 32 * MiB, "'infer' frees the 32 MiB")
+
+
+def test_marker_bad_name_counted():
+    script = ("import ctypes; ctypes.CDLL(None).prctl(0x4D545048, b'bad\\x07', 0, 0, 0);"
+              "ctypes.CDLL(None).prctl(0x4D545048, b'x' * 64, 0, 0, 0)")
+    p, trail, _ = record([os.path.realpath(sys.executable), "-c", script])
+    check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+    check_eq(trail["lost"]["phase_names"], 2, "invalid marker names counted")
+    check_eq([x["name"] for x in trail["targets"][0]["phases"]], ["start"], "phases")
+
+
+def test_rejected_names_and_unknown_pids():
+    d = tmpdir()
+    for arg, needle in (("bad\x01=/bin/true:main", "non-printable byte 0x01"),
+                        ("x" * 64 + "=/bin/true:main", "64 bytes long, the most is 63"),
+                        ("=/bin/true:main", "cannot be empty"),
+                        ("name", "give NAME=BINARY:SYMBOL"),
+                        ("name=/bin/true:", "give NAME=BINARY:SYMBOL")):
+        p = run([MEMTRAIL, "record", "-o", os.path.join(d, "t.json"), "--phase", arg,
+                 "--", "true"])
+        check_eq(p.returncode, 2, f"status for --phase {arg!r}")
+        check(needle in p.stderr, f"{needle!r} not in {p.stderr!r}")
+    p = run([MEMTRAIL, "mark", str(os.getpid()), "tab\there"])
+    check_eq(p.returncode, 2, "mark with a bad name")
+    check("non-printable byte 0x09" in p.stderr, p.stderr)
+    pid = free_pid()
+    p = run([MEMTRAIL, "mark", str(pid), "x"])
+    one_line_error(p, f"no process with PID {pid}")
+    p = run([MEMTRAIL, "mark", str(os.getpid()), "x"])
+    one_line_error(p, f"no running memtrail traces PID {os.getpid()}")
+
+
+def test_missing_symbol_rule_keeps_the_others():
+    p, trail, data = record([workload("phases")],
+                            rules(workload("phases")) +
+                            ["--phase", f"ghost={workload('phases')}:no_such_function"])
+    check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+    check("phase rule 'ghost' not set: cannot attach to 'no_such_function'" in p.stderr,
+          p.stderr)
+    check_phases_workload(trail["targets"][0], data)
+    no_programs_left()
+
+
+def test_report_prints_phase_tables():
+    p, trail, _ = record([workload("phases"), "--marker"])
+    out = [a for a in p.args if a.endswith(".json")][0]
+    r = run([MEMTRAIL, "report", out])
+    check_eq(r.returncode, 0, r.stderr)
+    for name in ("load", "warmup", "serve", "shrink"):
+        check(f"  {name} " in r.stdout, f"phase {name} missing from the report")
+    check("SEG_PEAK" in r.stdout and "CUM_PEAK" in r.stdout, "phase table header")
+    j = json.loads(run([MEMTRAIL, "report", "--json", out]).stdout)
+    check_eq(j["targets"][0]["phases"], trail["targets"][0]["phases"], "report --json phases")

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Enters phase_a and phase_b N times each (default 100000): phase_a maps,
+ * touches and unmaps 8 KiB, phase_b 4 KiB. Phases start by --phase rules.
+ *   phase_loop [N]
+ */
+#include "common.h"
+
+__attribute__((noinline)) void phase_a(void)
+{
+	munmap(map_touch(2 * PAGE), 2 * PAGE);
+}
+
+__attribute__((noinline)) void phase_b(void)
+{
+	munmap(map_touch(PAGE), PAGE);
+}
+
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 100000, i;
+
+	for (i = 0; i < n; i++) {
+		phase_a();
+		phase_b();
+	}
+	report("{\"n\": %ld}\n", n);
+	return 0;
+}
