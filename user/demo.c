@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "log.h"
+#include "memtrail_marker.h"
 
 #define MiB (1024UL * 1024)
 #define STEP_MS 300
@@ -58,12 +59,14 @@ int cmd_demo_workload(int argc, char **argv)
 
 	(void)argc;
 	(void)argv;
+	memtrail_phase("load_weights");
 	say("loading model weights: 192 MiB mapped and written", 192);
 	weights = fill(192 * MiB);
 	if (!weights)
 		return 1;
 	pause_ms(STEP_MS);
 
+	memtrail_phase("share_input");
 	say("sharing a 32 MiB input buffer (memfd, counted as rss_shmem)", 32);
 	fd = memfd_create("demo-input", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, 32 * MiB))
@@ -74,6 +77,7 @@ int cmd_demo_workload(int argc, char **argv)
 	memset(shared, 1, 32 * MiB);
 	pause_ms(STEP_MS);
 
+	memtrail_phase("tokenizer");
 	say("forking a tokenizer worker that fills %zu MiB and exits", 48);
 	worker = fork();
 	if (worker == 0) {
@@ -85,17 +89,20 @@ int cmd_demo_workload(int argc, char **argv)
 	if (worker < 0 || waitpid(worker, NULL, 0) < 0)
 		return 1;
 
-	say("serving: the KV cache grows by 4 blocks of %zu MiB, then is freed", 64);
+	say("serving 4 requests: each grows the KV cache by %zu MiB; then it is freed", 64);
 	for (i = 0; i < 4; i++) {
+		memtrail_phase("request");
 		cache[i] = fill(64 * MiB);
 		if (!cache[i])
 			return 1;
 		pause_ms(STEP_MS / 2);
 	}
+	memtrail_phase("evict_cache");
 	for (i = 0; i < 4; i++)
 		munmap(cache[i], 64 * MiB);
 	pause_ms(STEP_MS);
 
+	memtrail_phase("shutdown");
 	say("shutting down: weights and buffer released (%zu MiB)", 224);
 	munmap(weights, 192 * MiB);
 	munmap(shared, 32 * MiB);
@@ -118,10 +125,16 @@ static const char explanation[] =
 "    cache was full although no sample may have fallen on that moment: peaks are\n"
 "    kept in the kernel at every change.\n"
 "  - rss_shmem is the 32 MiB shared buffer; rss_file is code and files in memory.\n"
-"  - The trail file holds the timeline (a sample every 100 ms) and the events.\n"
-"    Try: memtrail report %s --json\n"
+"  - The phase table below the summary splits the workload's life into the phases\n"
+"    it marked with memtrail_phase() (include/memtrail_marker.h): what each phase\n"
+"    allocated and freed, its own peak (SEG_PEAK, relative to where it started)\n"
+"    and the process's level and peak so far (CUM_*). 'request' ran 4 times: the\n"
+"    summary by name gives its mean and max per invocation.\n"
+"  - The trail file holds all of it, the timeline (a sample every 100 ms) and the\n"
+"    events. Try: memtrail report %s --json\n"
 "Next: trace your own program with 'memtrail record -- CMD', or a running one with\n"
-"'memtrail record --pid PID'.\n";
+"'memtrail record --pid PID'; name phases without changing it with --phase\n"
+"NAME=BINARY:SYMBOL, or from outside with 'memtrail mark PID NAME'.\n";
 
 int cmd_demo(int argc, char **argv)
 {

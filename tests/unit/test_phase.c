@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* The phase log: derived fields, bounded history, aggregates, name rules. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "phase.h"
+
+static struct memtrail_cell seg(int64_t alloc, int64_t freed, int64_t peak)
+{
+	struct memtrail_cell c;
+
+	memset(&c, 0, sizeof(c));
+	c.kinds[MEMTRAIL_KIND_MAPPED].allocated = alloc;
+	c.kinds[MEMTRAIL_KIND_MAPPED].freed = freed;
+	c.kinds[MEMTRAIL_KIND_MAPPED].current = alloc - freed;
+	c.kinds[MEMTRAIL_KIND_MAPPED].peak = peak;
+	return c;
+}
+
+static void derived_fields(void **state)
+{
+	struct phase_log l;
+	struct memtrail_cell c;
+	const int64_t *f;
+
+	(void)state;
+	phase_log__init(&l, 0);
+	c = seg(100, 0, 100);
+	assert_int_equal(phase_log__close(&l, "load", 0, 10, &c), 0);
+	c = seg(50, 120, 40);	/* a transient 40 above the start, then a net fall of 70 */
+	assert_int_equal(phase_log__close(&l, "run", 10, 20, &c), 0);
+	c = seg(10, 0, 10);
+	assert_int_equal(phase_log__close(&l, "end", 20, 30, &c), 0);
+
+	f = phase_log__at(&l, 1)->f[MEMTRAIL_KIND_MAPPED];
+	assert_int_equal(f[PF_SEGMENT_CHANGE], -70);
+	assert_int_equal(f[PF_CUMULATIVE_CURRENT], 30);
+	assert_int_equal(f[PF_CUMULATIVE_PEAK], 140);	/* 100 + 40 */
+	f = phase_log__at(&l, 2)->f[MEMTRAIL_KIND_MAPPED];
+	assert_int_equal(f[PF_CUMULATIVE_CURRENT], 40);
+	assert_int_equal(f[PF_CUMULATIVE_PEAK], 140);	/* max(140, 30 + 10) */
+	phase_log__free(&l);
+}
+
+static void bounded_history_keeps_first_and_latest(void **state)
+{
+	struct memtrail_cell c = seg(4096, 4096, 4096);
+	struct phase_log l;
+	int i;
+
+	(void)state;
+	phase_log__init(&l, 6);	/* the first 3 and the latest 3 */
+	for (i = 0; i < 1000; i++) {
+		assert_int_equal(phase_log__close(&l, i % 2 ? "b" : "a", i, i + 1, &c), 0);
+	}
+	assert_int_equal(phase_log__count(&l), 6);
+	assert_int_equal(l.folded, 994);
+	assert_int_equal(phase_log__at(&l, 0)->start_ms, 0);
+	assert_int_equal(phase_log__at(&l, 2)->start_ms, 2);
+	assert_int_equal(phase_log__at(&l, 3)->start_ms, 997);
+	assert_int_equal(phase_log__at(&l, 5)->start_ms, 999);
+	assert_null(phase_log__at(&l, 6));
+	assert_int_equal(l.n_aggs, 2);
+	assert_int_equal(l.aggs[0].count, 500);
+	assert_int_equal(l.aggs[0].total[MEMTRAIL_KIND_MAPPED][PF_ALLOCATIONS], 500 * 4096);
+	assert_int_equal(l.aggs[0].max[MEMTRAIL_KIND_MAPPED][PF_SEGMENT_PEAK], 4096);
+	phase_log__free(&l);
+}
+
+static void distinct_names_bounded(void **state)
+{
+	struct memtrail_cell c = seg(1, 1, 1);
+	struct phase_log l;
+	char name[32];
+	int i;
+
+	(void)state;
+	phase_log__init(&l, 10);
+	for (i = 0; i < PHASE_NAMES_MAX + 50; i++) {
+		snprintf(name, sizeof(name), "request-%d", i);
+		assert_int_equal(phase_log__close(&l, name, i, i + 1, &c), 0);
+	}
+	assert_int_equal(l.n_aggs, PHASE_NAMES_MAX + 1);
+	assert_string_equal(l.aggs[PHASE_NAMES_MAX].name, "(other)");
+	assert_int_equal(l.aggs[PHASE_NAMES_MAX].count, 50);
+	phase_log__free(&l);
+}
+
+static void name_rules(void **state)
+{
+	char why[128], long_name[70];
+
+	(void)state;
+	assert_int_equal(phase__check_name("model_load", why, sizeof(why)), 0);
+	assert_int_equal(phase__check_name("step 12: forward", why, sizeof(why)), 0);
+	assert_int_equal(phase__check_name("", why, sizeof(why)), -EINVAL);
+	assert_int_equal(phase__check_name("a\tb", why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "0x09"));
+	assert_int_equal(phase__check_name("caf\xc3\xa9", why, sizeof(why)), -EINVAL);
+	memset(long_name, 'x', 63);
+	long_name[63] = '\0';
+	assert_int_equal(phase__check_name(long_name, why, sizeof(why)), 0);
+	long_name[63] = 'x';
+	long_name[64] = '\0';
+	assert_int_equal(phase__check_name(long_name, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "64 bytes"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(derived_fields),
+		cmocka_unit_test(bounded_history_keeps_first_and_latest),
+		cmocka_unit_test(distinct_names_bounded),
+		cmocka_unit_test(name_rules),
+	};
+
+	return cmocka_run_group_tests_name("phase", tests, NULL, NULL);
+}
