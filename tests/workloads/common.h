@@ -76,4 +76,33 @@ static inline char *map_touch(size_t size)
 	return p;
 }
 
+/* Mappings made by a workload's steps, newest last. */
+struct mappings {
+	char *addr[64];
+	size_t size[64];
+	size_t n;
+};
+
+/* One step in MiB: positive maps and touches, negative unmaps the newest of that size. */
+static inline void step(struct mappings *m, long mib)
+{
+	size_t size = (size_t)(mib < 0 ? -mib : mib) * MiB, j;
+
+	if (mib > 0) {
+		if (m->n == 64)
+			_exit(4);
+		m->addr[m->n] = map_touch(size);
+		m->size[m->n++] = size;
+		return;
+	}
+	for (j = m->n; j-- > 0;)
+		if (m->size[j] == size)
+			break;
+	if (j == (size_t)-1)
+		_exit(4);
+	munmap(m->addr[j], size);
+	m->addr[j] = m->addr[--m->n];
+	m->size[j] = m->size[m->n];
+}
+
 #endif

@@ -14,8 +14,8 @@ static const int steps[] = { 16, 32, -16, 64, 8, -64, -32, 4 };
 
 int main(int argc, char **argv)
 {
-	char *live[NSTEPS];
-	size_t sizes[NSTEPS], n_live = 0, i, j;
+	struct mappings m = { .n = 0 };
+	size_t i;
 	long base_data, base_anon, level = 0, peak = 0, final_data, anon_at_peak = 0, hwm;
 	long peak_touched = 0;
 
@@ -23,21 +23,8 @@ int main(int argc, char **argv)
 	base_data = status_bytes("VmData");
 	base_anon = status_bytes("RssAnon");
 	for (i = 0; i < NSTEPS; i++) {
-		size_t size = (size_t)(steps[i] < 0 ? -steps[i] : steps[i]) * MiB;
-
-		if (steps[i] > 0) {
-			live[n_live] = map_touch(size);
-			sizes[n_live++] = size;
-			level += size;
-		} else {
-			for (j = n_live; j-- > 0;)
-				if (sizes[j] == size)
-					break;
-			munmap(live[j], size);
-			live[j] = live[--n_live];
-			sizes[j] = sizes[n_live];
-			level -= size;
-		}
+		step(&m, steps[i]);
+		level += (long)steps[i] * (long)MiB;
 		if (level > peak) {
 			peak = level;
 			anon_at_peak = status_bytes("RssAnon");

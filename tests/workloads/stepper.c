@@ -8,28 +8,14 @@
 
 int main(int argc, char **argv)
 {
-	char *live[64];
-	size_t sizes[64], n = 0, j;
+	struct mappings m = { .n = 0 };
 	int i;
 	char c;
 
-	for (i = 1; i < argc && n < 64; i++) {
-		long mib = atol(argv[i]);
-		size_t size = (size_t)(mib < 0 ? -mib : mib) * MiB;
-
+	for (i = 1; i < argc; i++) {
 		if (read(0, &c, 1) != 1)
 			return 2;
-		if (mib > 0) {
-			live[n] = map_touch(size);
-			sizes[n++] = size;
-		} else {
-			for (j = n; j-- > 0;)
-				if (sizes[j] == size)
-					break;
-			munmap(live[j], size);
-			live[j] = live[--n];
-			sizes[j] = sizes[n];
-		}
+		step(&m, atol(argv[i]));
 		report("ok\n");
 	}
 	return 0;
