@@ -71,7 +71,6 @@ static struct trail_target *live_record(struct record *r, uint32_t pid)
 }
 
 enum sample_mode {
-	SAMPLE_NONE,
 	SAMPLE_CHANGED,	/* only when a level moved since the last sample */
 	SAMPLE_ALWAYS,
 };
@@ -109,7 +108,7 @@ static void refresh(struct record *r, struct trail_target *tt, uint64_t t_ms,
 		if (peak > tt->peak[k])
 			tt->peak[k] = peak;
 	}
-	if (sample == SAMPLE_NONE || (sample == SAMPLE_CHANGED && same_levels(tt, level)))
+	if (sample == SAMPLE_CHANGED && same_levels(tt, level))
 		return;
 	if (trail__add_sample(tt, t_ms, level))
 		r->err = -ENOMEM;
