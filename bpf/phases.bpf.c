@@ -41,7 +41,11 @@ static __always_inline bool valid_name(const char *name, long len)
 	return false;
 }
 
-/* memtrail_phase(name) in include/memtrail_marker.h: prctl(MEMTRAIL_PRCTL_PHASE, name) */
+/*
+ * memtrail_phase(name) in include/memtrail_marker.h: prctl(MEMTRAIL_PRCTL_PHASE,
+ * name). A name that is invalid, or not resident (this program cannot fault
+ * it in; the marker reads it first), is counted in lost.phase_names.
+ */
 SEC("tp_btf/task_prctl_unknown")
 int BPF_PROG(mt_marker, int option, unsigned long arg2)
 {

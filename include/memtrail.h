@@ -114,6 +114,8 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_EXEC,	/* a target called exec */
 	MEMTRAIL_EV_EXIT,	/* a target's last thread exited */
 	MEMTRAIL_EV_PHASE,	/* a target entered a phase */
+	MEMTRAIL_EV_OOM,	/* the OOM killer chose a target (before the kill lands) */
+	MEMTRAIL_EV_SIGNAL,	/* SIGKILL or SIGTERM generated for a target */
 };
 
 enum memtrail_target_reason {
@@ -156,6 +158,26 @@ struct memtrail_event_phase {
 	__u32 seq;	/* the phase's sequence number in its target */
 	__u32 pad;
 	char name[MEMTRAIL_PHASE_NAME_LEN];
+};
+
+struct memtrail_event_oom {
+	struct memtrail_event_hdr hdr;
+	__u32 trigger_tgid;	/* the task whose allocation invoked the OOM killer */
+	__s32 memcg_level;	/* hops from the victim's memory cgroup up to the one at
+				 * its limit; -1 when none was: a global OOM */
+	__u64 usage;		/* that cgroup's usage and limit, bytes */
+	__u64 limit;
+	__u64 memcg_id;		/* its kernfs id (the directory's inode number) */
+	char trigger_comm[MEMTRAIL_COMM_LEN];
+};
+
+struct memtrail_event_signal {
+	struct memtrail_event_hdr hdr;	/* tgid: the target */
+	__u32 sig;
+	__u32 sender_tgid;
+	__u32 sender_ppid;
+	__s32 result;			/* TRACE_SIGNAL_*: 0 delivered */
+	char sender_comm[MEMTRAIL_COMM_LEN];
 };
 
 /* Context of the mt_mark program, which 'memtrail mark' runs. */

@@ -9,7 +9,7 @@
  * When nothing traces it, the call is one prctl() with an option the kernel
  * does not know, which fails with EINVAL and does nothing else.
  * Names: printable ASCII, 1 to 63 bytes; others are ignored and counted by
- * memtrail as lost "phase_names".
+ * memtrail as lost "phase_names" (as is a name it could not read).
  */
 #ifndef MEMTRAIL_MARKER_H
 #define MEMTRAIL_MARKER_H
@@ -20,7 +20,16 @@
 
 static inline void memtrail_phase(const char *name)
 {
-	prctl(MEMTRAIL_PRCTL_PHASE, (unsigned long)name, 0UL, 0UL, 0UL);
+	const volatile char *p = name;
+	unsigned long n = 0;
+
+	/*
+	 * Read the name here: memtrail's BPF program cannot fault pages in, and
+	 * a string literal's page may not be resident yet (right after exec).
+	 */
+	while (n < 64 && p[n])
+		n++;
+	prctl(MEMTRAIL_PRCTL_PHASE, (unsigned long)name, n, 0UL, 0UL);
 }
 
 #endif

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,4 +186,37 @@ char *cgroup__of_pid(uint32_t pid)
 	fclose(f);
 	buf[n] = '\0';
 	return cgroup__parse_proc(buf);
+}
+
+static uint64_t find_ino;
+static char found[PATH_MAX];
+
+static int match_ino(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)ftw;
+	if (type == FTW_D && st->st_ino == find_ino) {
+		snprintf(found, sizeof(found), "%s", path);
+		return 1;
+	}
+	return 0;
+}
+
+char *cgroup__memory_path_of_id(uint64_t id)
+{
+	static const char *const mounts[] = { "/sys/fs/cgroup/memory", "/sys/fs/cgroup" };
+	struct statfs sfs;
+	size_t i, n;
+
+	for (i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
+		if (statfs(mounts[i], &sfs) ||
+		    (sfs.f_type != CGROUP_SUPER_MAGIC && sfs.f_type != CGROUP2_SUPER_MAGIC))
+			continue;
+		find_ino = id;
+		found[0] = '\0';
+		if (nftw(mounts[i], match_ino, 32, FTW_PHYS | FTW_MOUNT) != 1)
+			continue;
+		n = strlen(mounts[i]);
+		return strdup(found[n] ? found + n : "/");
+	}
+	return NULL;
 }

@@ -19,6 +19,11 @@ struct cgroup_ref {
 int cgroup__resolve(const char *arg, struct cgroup_ref *ref, char *err, size_t errlen);
 /* The process's memory cgroup path (v1 memory controller, else v2); malloc'd or NULL. */
 char *cgroup__of_pid(uint32_t pid);
+/*
+ * The path of the memory cgroup whose directory has inode ID (its kernfs id),
+ * in the v1 memory hierarchy or else in cgroup v2; malloc'd or NULL.
+ */
+char *cgroup__memory_path_of_id(uint64_t id);
 /* Pick the path from /proc/PID/cgroup text; malloc'd or NULL. */
 char *cgroup__parse_proc(const char *text);
 

@@ -167,6 +167,7 @@ static void on_exec(struct record *r, const struct memtrail_event_exec *e)
 	struct trail_target *tt = live_record(r, e->hdr.tgid);
 	uint64_t t_ms = rel_ms(r, e->hdr.ts_ns);
 	size_t len = e->args_len < MEMTRAIL_ARGS_LEN ? e->args_len : MEMTRAIL_ARGS_LEN;
+	char *cgroup;
 
 	if (!tt)
 		return;
@@ -175,6 +176,12 @@ static void on_exec(struct record *r, const struct memtrail_event_exec *e)
 	if (len) {
 		free(tt->cmdline);
 		tt->cmdline = proc__join_args(e->args, len);
+	}
+	/* runtimes move a process into its container's cgroup, then exec */
+	cgroup = cgroup__of_pid(tt->pid);
+	if (cgroup) {
+		free(tt->cgroup);
+		tt->cgroup = cgroup;
 	}
 	add_event(r, json_pack("{s:I, s:s, s:i, s:s}", "t_ms", (json_int_t)t_ms, "type", "exec",
 			       "pid", e->hdr.tgid, "comm", tt->comm));
@@ -234,6 +241,57 @@ static void end_target(struct record *r, struct trail_target *tt, uint64_t t_ms)
 		r->live--;
 }
 
+/* The OOM killer chose it: the kill follows; its memory is still intact. */
+static void on_oom(struct record *r, const struct memtrail_event_oom *e)
+{
+	struct trail_target *tt = live_record(r, e->hdr.tgid);
+	struct verdict_facts *f;
+
+	if (!tt)
+		return;
+	f = &tt->facts;
+	f->oom = true;
+	f->memcg_level = e->memcg_level;
+	f->usage = e->usage;
+	f->limit = e->limit;
+	f->trigger_pid = e->trigger_tgid;
+	memcpy(f->trigger_comm, e->trigger_comm, sizeof(f->trigger_comm));
+	f->trigger_comm[sizeof(f->trigger_comm) - 1] = '\0';
+	free(f->oom_cgroup);
+	f->oom_cgroup = e->memcg_id ? cgroup__memory_path_of_id(e->memcg_id) : NULL;
+}
+
+static void on_signal_event(struct record *r, const struct memtrail_event_signal *e)
+{
+	struct trail_target *tt = live_record(r, e->hdr.tgid);
+	uint64_t t_ms = rel_ms(r, e->hdr.ts_ns);
+	char comm[MEMTRAIL_COMM_LEN];
+	struct verdict_facts *f;
+
+	if (!tt)
+		return;
+	f = &tt->facts;
+	if (e->sig == SIGTERM && !f->sigterm) {
+		f->sigterm = true;
+		f->sigterm_ms = t_ms;
+	} else if (e->sig == SIGKILL && !f->sigkill) {
+		f->sigkill = true;
+		f->sigkill_ms = t_ms;
+		f->sender_pid = e->sender_tgid;
+		f->sender_ppid = e->sender_ppid;
+		memcpy(f->sender_comm, e->sender_comm, sizeof(f->sender_comm));
+		f->sender_comm[sizeof(f->sender_comm) - 1] = '\0';
+		/* the sender may be gone already (a kill command): then these stay unknown */
+		f->sender_cgroup = cgroup__of_pid(e->sender_tgid);
+		f->sender_cmdline = proc__cmdline(e->sender_tgid);
+	}
+	memcpy(comm, e->sender_comm, sizeof(comm));
+	comm[sizeof(comm) - 1] = '\0';
+	add_event(r, json_pack("{s:I, s:s, s:i, s:i, s:i, s:s}", "t_ms", (json_int_t)t_ms,
+			       "type", "signal", "pid", e->hdr.tgid, "signal", e->sig,
+			       "sender", e->sender_tgid, "sender_comm", comm));
+}
+
 static void on_exit_event(struct record *r, const struct memtrail_event_exit *e)
 {
 	struct trail_target *tt = live_record(r, e->hdr.tgid);
@@ -244,6 +302,11 @@ static void on_exit_event(struct record *r, const struct memtrail_event_exit *e)
 	tt->exited = true;
 	tt->exit_code = e->code;
 	tt->exit_signal = e->signal;
+	if (e->signal == SIGKILL) {
+		tt->verdict = verdict__decide(&tt->facts, tt->cgroup);
+		if (!tt->verdict)
+			r->err = -ENOMEM;
+	}
 	end_target(r, tt, t_ms);
 	add_event(r, json_pack("{s:I, s:s, s:i, s:i, s:i}", "t_ms", (json_int_t)t_ms,
 			       "type", "exit", "pid", e->hdr.tgid, "code", e->code,
@@ -273,6 +336,14 @@ static int on_event(void *ctx, const void *data, size_t size)
 	case MEMTRAIL_EV_PHASE:
 		if (size >= sizeof(struct memtrail_event_phase))
 			on_phase(r, data);
+		break;
+	case MEMTRAIL_EV_OOM:
+		if (size >= sizeof(struct memtrail_event_oom))
+			on_oom(r, data);
+		break;
+	case MEMTRAIL_EV_SIGNAL:
+		if (size >= sizeof(struct memtrail_event_signal))
+			on_signal_event(r, data);
 		break;
 	}
 	return 0;
@@ -764,6 +835,7 @@ static int finish(struct record *r, const struct record_opts *o, const char *out
 		table__print_summary(stdout, &r->trail);
 		table__print_phases(stdout, &r->trail);
 	}
+	table__print_verdicts(stdout, &r->trail);
 	fflush(stdout);
 	err = trail__write(&r->trail, output);
 	if (err) {

@@ -76,6 +76,7 @@ int cmd_report(int argc, char **argv)
 		       t.command ? t.command : "?", t.started);
 		table__print_summary(stdout, &t);
 		table__print_phases(stdout, &t);
+		table__print_verdicts(stdout, &t);
 	}
 	if (fflush(stdout)) {
 		log__error("cannot write the report: %s", strerror(errno));

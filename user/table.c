@@ -150,3 +150,18 @@ void table__print_phases(FILE *f, const struct trail *t)
 		fprintf(f, "\n(%zu targets had a single phase: their table is the summary above)\n",
 			t->n_targets - shown);
 }
+
+void table__print_verdicts(FILE *f, const struct trail *t)
+{
+	char line[1024];
+	size_t i;
+
+	for (i = 0; i < t->n_targets; i++) {
+		const struct trail_target *tt = &t->targets[i];
+
+		if (!tt->verdict)
+			continue;
+		verdict__line(line, sizeof(line), tt->verdict);
+		fprintf(f, "verdict: %u (%s) killed by SIGKILL: %s\n", tt->pid, tt->comm, line);
+	}
+}

@@ -9,5 +9,7 @@
 void table__print_summary(FILE *f, const struct trail *t);
 /* Per target with more than one phase: each phase's six fields per kind, and repeats by name. */
 void table__print_phases(FILE *f, const struct trail *t);
+/* One line per target that died by SIGKILL: the verdict. */
+void table__print_verdicts(FILE *f, const struct trail *t);
 
 #endif

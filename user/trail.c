@@ -40,6 +40,8 @@ void trail__free(struct trail *t)
 		free(t->targets[i].cgroup);
 		free(t->targets[i].timeline);
 		phase_log__free(&t->targets[i].phases);
+		json_decref(t->targets[i].verdict);
+		verdict__free_facts(&t->targets[i].facts);
 	}
 	free(t->targets);
 	free(t->command);
@@ -196,6 +198,7 @@ static json_t *target_to_json(const struct trail *t, const struct trail_target *
 					      "peak", (json_int_t)tt->peak[k]));
 	}
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set(o, "verdict", tt->verdict ? tt->verdict : json_null());
 	json_object_set_new(o, "phases", phases_to_json(t, &tt->phases));
 	json_object_set_new(o, "phases_folded", json_integer(tt->phases.folded));
 	json_object_set_new(o, "phase_summary", summary_to_json(t, &tt->phases));
@@ -452,7 +455,7 @@ static char *opt_strdup(json_t *v)
 
 static int read_target(struct trail *t, json_t *o, size_t idx, char *err, size_t errlen)
 {
-	json_t *pid = json_object_get(o, "pid"), *ex = json_object_get(o, "exit");
+	json_t *pid = json_object_get(o, "pid"), *ex = json_object_get(o, "exit"), *v;
 	struct trail_target *tt;
 	const char *comm;
 
@@ -486,6 +489,12 @@ static int read_target(struct trail *t, json_t *o, size_t idx, char *err, size_t
 		return -1;
 	if (read_phases(o, tt, err, errlen))
 		return -1;
+	v = json_object_get(o, "verdict");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(json_object_get(v, "cause")))
+			FAIL("target %u: 'verdict' has no 'cause'", tt->pid);
+		tt->verdict = json_incref(v);
+	}
 	return read_timeline(json_object_get(o, "timeline"), tt, err, errlen);
 fail:
 	return -1;

@@ -14,6 +14,7 @@
 
 #include "memtrail.h"
 #include "phase.h"
+#include "verdict.h"
 
 struct trail_sample {
 	uint64_t t_ms;				/* since the trail started */
@@ -37,6 +38,9 @@ struct trail_target {
 	size_t n_samples;
 	size_t cap_samples;
 	struct phase_log phases;
+	json_t *verdict;	/* why it died by SIGKILL, or NULL */
+	/* while recording: what is known of its death so far */
+	struct verdict_facts facts;
 	/* while recording: the phase the target is in */
 	uint32_t phase_seq;
 	char phase_name[MEMTRAIL_PHASE_NAME_LEN];

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Exit-137 verdicts for record's targets: real OOM kills, real senders."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+from harness import (MEMTRAIL, MiB, Background, check, check_eq, in_cgroup, load_trail,
+                     memcg_v1, record, remove_cgroup, target, tmpdir, workload,
+                     no_programs_left)
+
+LIMIT = 64 * MiB
+
+
+def kubelet_memcg():
+    """A v1 memory cgroup shaped like the kubelet's, with a limit on the container."""
+    pod = f"pod{uuid.uuid4()}"
+    container = "cri-containerd-" + uuid.uuid4().hex
+    rel = f"memtrail-test-{os.getpid()}/kubepods/burstable/{pod}/{container}"
+    path = memcg_v1(rel)
+    with open(os.path.join(path, "memory.limit_in_bytes"), "w") as f:
+        f.write(str(LIMIT))
+    with open(os.path.join(path, "memory.limit_in_bytes")) as f:
+        limit = int(f.read())
+    return path, "/" + rel, limit
+
+
+def remove_tree(path):
+    top = path
+    while os.path.basename(os.path.dirname(top)) != "memory":
+        top = os.path.dirname(top)
+    for d in sorted((os.path.join(r, x) for r, ds, _ in os.walk(top) for x in ds),
+                    key=len, reverse=True):
+        remove_cgroup(d)
+    remove_cgroup(top)
+
+
+def check_oom_verdict(cmd, comm_prefix):
+    path, rel, limit = kubelet_memcg()
+    try:
+        p, trail, _ = record(in_cgroup(path, cmd))
+    finally:
+        remove_tree(path)
+    check_eq(p.returncode, 137, f"memtrail's status (stderr {p.stderr!r})")
+    t = [x for x in trail["targets"] if x["comm"].startswith(comm_prefix)][0]
+    check_eq(t["exit"], {"code": 0, "signal": 9}, "exit")
+    v = t["verdict"]
+    check_eq(v["cause"], "oom_cgroup", f"cause ({v})")
+    check_eq(v["cgroup"], rel, "the cgroup at its limit")
+    check_eq(v["limit"], limit, "limit vs memory.limit_in_bytes")
+    check(limit - 4 * MiB <= v["usage"] <= limit, f"usage {v['usage']} vs limit {limit}")
+    check_eq(v["trigger"]["pid"], t["pid"], "the allocating task")
+    check_eq(t["cgroup"], rel, "the target's cgroup after it moved in")
+    # the memory picture before the kill: most of the limit, in the last phase
+    last = t["phases"][-1]
+    check_eq(last["name"], "grow", "the workload's last phase")
+    grown = last["kinds"]["rss_anon"]["segment_peak"]
+    check(limit // 2 <= grown <= limit, f"rss_anon grew {grown} in 'grow', limit {limit}")
+    check(t["kinds"]["rss_anon"]["peak"] <= limit, "rss_anon peak above the limit")
+    check(f"killed by SIGKILL: oom_cgroup: the kernel OOM killer, cgroup {rel}" in p.stdout,
+          f"no verdict line in {p.stdout!r}")
+    no_programs_left()
+
+
+def test_oom_cgroup_c_workload():
+    check_oom_verdict([workload("hog")], "hog")
+
+
+PY_HOG = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import memtrail_marker
+memtrail_marker.phase("grow")
+hold = []
+while True:
+    hold.append(b"x" * (4 << 20))
+"""
+
+
+def test_oom_cgroup_python_workload():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    check_oom_verdict([os.path.realpath(sys.executable), "-c", PY_HOG,
+                       os.path.join(root, "include")], "python")
+
+
+def test_sigkill_sender_after_sigterm():
+    d = tmpdir()
+    pidfile = os.path.join(d, "pid")
+    out = os.path.join(d, "trail.json")
+    bg = Background(["record", "-q", "-o", out, "--", "sh", "-c",
+                     f"echo $$ > {pidfile}; trap '' TERM; exec sleep 30"])
+    deadline = time.time() + 10
+    while not (os.path.exists(pidfile) and open(pidfile).read().strip()):
+        check(time.time() < deadline, "the target never started")
+        time.sleep(0.05)
+    pid = int(open(pidfile).read())
+    time.sleep(0.2)
+    subprocess.run(["/bin/kill", "-TERM", str(pid)], check=True)
+    time.sleep(0.3)
+    killer = subprocess.run(["/bin/kill", "-KILL", str(pid)], check=True)
+    rc, _, err = bg.stop(sig=None)
+    check_eq(rc, 137, f"memtrail status ({err!r})")
+    t = target(load_trail(out), pid)
+    v = t["verdict"]
+    check_eq(v["cause"], "signal", f"cause ({v})")
+    check_eq(v["sender"]["comm"], "kill", "sender comm")
+    check_eq(v["sender"]["ppid"], os.getpid(), "sender's parent: this test")
+    check_eq(v["sigterm_first"], True, "SIGTERM came first")
+    check(250 <= v["sigterm_before_ms"] <= 3000,
+          f"SIGTERM {v['sigterm_before_ms']} ms before SIGKILL, want about 300")
+    check(killer.returncode == 0, "kill failed")
+    no_programs_left()
+
+
+def test_self_kill_names_itself():
+    p, trail, pids = record([workload("forker"), "--die"])
+    check_eq(p.returncode, 137, "status")
+    v = target(trail, pids["parent"])["verdict"]
+    check_eq(v["cause"], "signal", "cause")
+    check_eq(v["sender"]["pid"], pids["parent"], "a process that killed itself")
+    check_eq(v["sigterm_first"], False, "no SIGTERM")
+    check_eq(target(trail, pids["a"])["verdict"], None, "no verdict for an exit(3)")
