@@ -15,24 +15,11 @@
 #define MT_LIMIT_SLACK_PAGES 1024
 #define MT_MEMCG_DEPTH_MAX 16
 
-static __always_inline struct cgroup_subsys_state *memory_css(struct task_struct *task)
-{
-	int idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
-	struct cgroup_subsys_state *css = NULL;
-	struct css_set *cset = BPF_CORE_READ(task, cgroups);
-
-	if (idx < 0 || idx >= 64)
-		return NULL;
-	bpf_probe_read_kernel(&css, sizeof(css),
-			      (void *)cset + bpf_core_field_offset(struct css_set, subsys) +
-			      idx * sizeof(css));
-	return css;
-}
-
 SEC("tp_btf/mark_victim")
 int BPF_PROG(mt_oom_victim, struct task_struct *victim, uid_t uid)
 {
-	struct cgroup_subsys_state *css = memory_css(victim);
+	struct cgroup_subsys_state *css =
+		task_css(victim, bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id));
 	__u32 tgid = BPF_CORE_READ(victim, tgid);
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct memtrail_event_oom *e;

@@ -33,18 +33,9 @@ static __always_inline bool comm_matches(struct task_struct *task)
 /* The task's cgroup in the filtered hierarchy (v2, or one v1 controller). */
 static __always_inline struct cgroup *task_cgroup(struct task_struct *task)
 {
-	struct cgroup_subsys_state *css = NULL;
-	struct css_set *cset = BPF_CORE_READ(task, cgroups);
-	__u32 idx = filter_cgroup_subsys;
-
 	if (filter_cgroup_subsys < 0)
-		return BPF_CORE_READ(cset, dfl_cgrp);
-	if (idx >= 64)
-		return NULL;
-	bpf_probe_read_kernel(&css, sizeof(css),
-			      (void *)cset + bpf_core_field_offset(struct css_set, subsys) +
-			      idx * sizeof(css));
-	return BPF_CORE_READ(css, cgroup);
+		return BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	return BPF_CORE_READ(task_css(task, filter_cgroup_subsys), cgroup);
 }
 
 /* In the filtered cgroup or any cgroup below it (ids are kernfs inode numbers). */

@@ -106,6 +106,20 @@ static __always_inline void *event_reserve(__u64 size, __u32 type, __u32 tgid)
 	return h;
 }
 
+/* The task's css of controller IDX (enum cgroup_subsys_id), or NULL. */
+static __always_inline struct cgroup_subsys_state *task_css(struct task_struct *task, __u32 idx)
+{
+	struct cgroup_subsys_state *css = NULL;
+	struct css_set *cset = BPF_CORE_READ(task, cgroups);
+
+	if (idx >= 64)
+		return NULL;
+	bpf_probe_read_kernel(&css, sizeof(css),
+			      (void *)cset + bpf_core_field_offset(struct css_set, subsys) +
+			      idx * sizeof(css));
+	return css;
+}
+
 /* A target whose memory is being accounted, or NULL. */
 static __always_inline struct memtrail_target *live_target(__u32 tgid)
 {
@@ -118,19 +132,30 @@ static __always_inline struct memtrail_target *live_target(__u32 tgid)
 
 static const struct memtrail_cell zero_cell;
 
+/*
+ * The value of KEY in MAP, inserted as INIT when absent; NULL (counted under
+ * LOST) when the map is full. Two callers may race to insert: both get the
+ * one value that won.
+ */
+static __always_inline void *map_get_or_init(void *map, const void *key, const void *init,
+					     __u32 lost_why)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+
+	if (v)
+		return v;
+	if (bpf_map_update_elem(map, key, init, BPF_NOEXIST) && !bpf_map_lookup_elem(map, key)) {
+		count_lost(lost_why);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(map, key);
+}
+
 static __always_inline struct memtrail_cell *cell_get(__u32 tgid, __u32 phase)
 {
 	struct memtrail_cell_key key = { .tgid = tgid, .phase = phase };
-	struct memtrail_cell *c = bpf_map_lookup_elem(&cells, &key);
 
-	if (c)
-		return c;
-	if (bpf_map_update_elem(&cells, &key, &zero_cell, BPF_NOEXIST) &&
-	    !bpf_map_lookup_elem(&cells, &key)) {
-		count_lost(MEMTRAIL_LOST_CELLS);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&cells, &key);
+	return map_get_or_init(&cells, &key, &zero_cell, MEMTRAIL_LOST_CELLS);
 }
 
 /*
@@ -198,17 +223,9 @@ static __always_inline bool phase_switch(__u32 tgid, const char *name)
 
 static __always_inline struct memtrail_mm_state *mm_state_get(__u64 mm, __u32 tgid)
 {
-	struct memtrail_mm_state *s = bpf_map_lookup_elem(&mm_state, &mm);
 	struct memtrail_mm_state fresh = { .tgid = tgid };
 
-	if (s)
-		return s;
-	if (bpf_map_update_elem(&mm_state, &mm, &fresh, BPF_NOEXIST) &&
-	    !bpf_map_lookup_elem(&mm_state, &mm)) {
-		count_lost(MEMTRAIL_LOST_MM);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&mm_state, &mm);
+	return map_get_or_init(&mm_state, &mm, &fresh, MEMTRAIL_LOST_MM);
 }
 
 /*

@@ -270,6 +270,8 @@ static void on_signal_event(struct record *r, const struct memtrail_event_signal
 
 	if (!tt)
 		return;
+	memcpy(comm, e->sender_comm, sizeof(comm));
+	comm[sizeof(comm) - 1] = '\0';
 	f = &tt->facts;
 	if (e->sig == SIGTERM && !f->sigterm) {
 		f->sigterm = true;
@@ -279,14 +281,11 @@ static void on_signal_event(struct record *r, const struct memtrail_event_signal
 		f->sigkill_ms = t_ms;
 		f->sender_pid = e->sender_tgid;
 		f->sender_ppid = e->sender_ppid;
-		memcpy(f->sender_comm, e->sender_comm, sizeof(f->sender_comm));
-		f->sender_comm[sizeof(f->sender_comm) - 1] = '\0';
+		memcpy(f->sender_comm, comm, sizeof(f->sender_comm));
 		/* the sender may be gone already (a kill command): then these stay unknown */
 		f->sender_cgroup = cgroup__of_pid(e->sender_tgid);
 		f->sender_cmdline = proc__cmdline(e->sender_tgid);
 	}
-	memcpy(comm, e->sender_comm, sizeof(comm));
-	comm[sizeof(comm) - 1] = '\0';
 	add_event(r, json_pack("{s:I, s:s, s:i, s:i, s:i, s:s}", "t_ms", (json_int_t)t_ms,
 			       "type", "signal", "pid", e->hdr.tgid, "signal", e->sig,
 			       "sender", e->sender_tgid, "sender_comm", comm));
