@@ -14,45 +14,104 @@
 /* pages of slack under a limit that still count as at it: a failed charge */
 #define MT_LIMIT_SLACK_PAGES 1024
 #define MT_MEMCG_DEPTH_MAX 16
+/* page counters above this are "max", no limit (PAGE_COUNTER_MAX is ~2^51) */
+#define MT_UNLIMITED_PAGES (1ULL << 50)
+
+/*
+ * The nearest memory cgroup at (or, with SLACK pages, near) its limit, from
+ * CSS up; the root has none. Its level above CSS, or -1 when none is.
+ */
+static __always_inline int memcg_at_limit(struct cgroup_subsys_state *css, __u64 slack,
+					  __u64 *usage, __u64 *limit, __u64 *id)
+{
+	int level;
+
+	for (level = 0; level < MT_MEMCG_DEPTH_MAX && css; level++) {
+		struct mem_cgroup *memcg = (void *)css - bpf_core_field_offset(struct mem_cgroup, css);
+		__u64 use = BPF_CORE_READ(memcg, memory.usage.counter);
+		__u64 max = BPF_CORE_READ(memcg, memory.max);
+
+		if (!BPF_CORE_READ(css, parent))
+			break;	/* the root memory cgroup: no limit */
+		if (max < MT_UNLIMITED_PAGES && use + slack >= max) {
+			*usage = use << MEMTRAIL_PAGE_SHIFT;
+			*limit = max << MEMTRAIL_PAGE_SHIFT;
+			*id = BPF_CORE_READ(css, cgroup, kn, id);
+			return level;
+		}
+		css = BPF_CORE_READ(css, parent);
+	}
+	return -1;
+}
+
+static __always_inline struct cgroup_subsys_state *memory_css(struct task_struct *task)
+{
+	return task_css(task, bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id));
+}
 
 SEC("tp_btf/mark_victim")
 int BPF_PROG(mt_oom_victim, struct task_struct *victim, uid_t uid)
 {
-	struct cgroup_subsys_state *css =
-		task_css(victim, bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id));
 	__u32 tgid = BPF_CORE_READ(victim, tgid);
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct memtrail_event_oom *e;
-	int level;
+	struct memtrail_target *t;
+	struct mm_struct *mm;
 
-	if (!live_target(tgid))
+	t = live_target(tgid);
+	if (!t)
 		return 0;
+	/* its levels as the killer saw them: the kill and the exit come after */
+	mm = BPF_CORE_READ(victim, mm);
+	if (mm && t->mm == (__u64)mm)
+		mm_sync_rss(t, mm, tgid);
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_OOM, tgid);
 	if (!e)
 		return 0;
 	e->trigger_tgid = BPF_CORE_READ(cur, tgid);
 	BPF_CORE_READ_INTO(&e->trigger_comm, cur, comm);
-	e->memcg_level = -1;
 	e->usage = 0;
 	e->limit = 0;
 	e->memcg_id = 0;
-	/* the nearest memory cgroup at its limit (the root has none) */
-	for (level = 0; level < MT_MEMCG_DEPTH_MAX && css; level++) {
-		struct mem_cgroup *memcg = (void *)css - bpf_core_field_offset(struct mem_cgroup, css);
-		__u64 usage = BPF_CORE_READ(memcg, memory.usage.counter);
-		__u64 max = BPF_CORE_READ(memcg, memory.max);
+	e->memcg_level = memcg_at_limit(memory_css(victim), MT_LIMIT_SLACK_PAGES,
+					&e->usage, &e->limit, &e->memcg_id);
+	e->rss_file = mm ? rss_bytes(mm, 0) : 0;
+	e->rss_anon = mm ? rss_bytes(mm, 1) : 0;
+	e->rss_shmem = mm ? rss_bytes(mm, 3) : 0;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
 
-		if (!BPF_CORE_READ(css, parent))
-			break;	/* the root memory cgroup: no limit */
-		if (usage + MT_LIMIT_SLACK_PAGES >= max) {
-			e->memcg_level = level;
-			e->usage = usage << MEMTRAIL_PAGE_SHIFT;
-			e->limit = max << MEMTRAIL_PAGE_SHIFT;
-			e->memcg_id = BPF_CORE_READ(css, cgroup, kn, id);
-			break;
-		}
-		css = BPF_CORE_READ(css, parent);
-	}
+/*
+ * A charge over a memory cgroup's limit (or memory.high) reclaims before it
+ * fails: the first sign of an OOM kill to come. Runs in the charging task;
+ * at most one event per target per MEMTRAIL_PRESSURE_GAP_NS.
+ */
+SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
+int BPF_PROG(mt_reclaim, int order, gfp_t gfp_flags)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct memtrail_event_pressure *e;
+	struct memtrail_target *t;
+	__u64 now = bpf_ktime_get_ns(), last;
+
+	t = live_target(tgid);
+	if (!t)
+		return 0;
+	last = t->pressure_ns;
+	if (last && now - last < MEMTRAIL_PRESSURE_GAP_NS)
+		return 0;
+	if (__sync_val_compare_and_swap(&t->pressure_ns, last, now) != last)
+		return 0;	/* another thread of it sends this one */
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_PRESSURE, tgid);
+	if (!e)
+		return 0;
+	e->usage = 0;
+	e->limit = 0;
+	e->memcg_id = 0;
+	/* any margin: reclaim means a limit was reached; take the nearest limited */
+	memcg_at_limit(memory_css(bpf_get_current_task_btf()), MT_UNLIMITED_PAGES,
+		       &e->usage, &e->limit, &e->memcg_id);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -10,7 +10,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile __u32 filter_mode = MEMTRAIL_FILTER_PID;
 const volatile char filter_comm[MEMTRAIL_COMM_LEN] = {};
-const volatile __u64 filter_cgroup_id = 0;
+const volatile __u64 filter_cgroup_ids[MEMTRAIL_FILTER_CGROUPS_MAX] = {};
+const volatile __u32 filter_n_cgroups = 0;
 const volatile __s32 filter_cgroup_subsys = -1;
 const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
@@ -38,15 +39,18 @@ static __always_inline struct cgroup *task_cgroup(struct task_struct *task)
 	return BPF_CORE_READ(task_css(task, filter_cgroup_subsys), cgroup);
 }
 
-/* In the filtered cgroup or any cgroup below it (ids are kernfs inode numbers). */
+/* In a filtered cgroup or any cgroup below one (ids are kernfs inode numbers). */
 static __always_inline bool cgroup_matches(struct task_struct *task)
 {
 	struct cgroup *cg = task_cgroup(task);
-	int i;
+	int i, j;
 
 	for (i = 0; i < MEMTRAIL_CGROUP_DEPTH_MAX && cg; i++) {
-		if (BPF_CORE_READ(cg, kn, id) == filter_cgroup_id)
-			return true;
+		__u64 id = BPF_CORE_READ(cg, kn, id);
+
+		for (j = 0; j < MEMTRAIL_FILTER_CGROUPS_MAX && j < filter_n_cgroups; j++)
+			if (id == filter_cgroup_ids[j])
+				return true;
 		cg = BPF_CORE_READ(cg, self.parent, cgroup);
 	}
 	return false;

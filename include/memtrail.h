@@ -26,6 +26,10 @@
 #define MEMTRAIL_PRCTL_PHASE 0x4d545048
 /* most --phase rules */
 #define MEMTRAIL_RULES_MAX 64
+/* most cgroups one filter names (watch --cgroup, repeatable) */
+#define MEMTRAIL_FILTER_CGROUPS_MAX 16
+/* least time between two pressure events of one target, in the kernel */
+#define MEMTRAIL_PRESSURE_GAP_NS 1000000000ULL
 
 /* Kinds of memory. The names (memtrail_kind_name()) are stable: trails use them. */
 enum memtrail_kind {
@@ -96,6 +100,7 @@ struct memtrail_target {
 	__u32 phase;		/* sequence number of the current phase */
 	__u32 pad;
 	__u64 mm;		/* address of its mm_struct, 0 until known */
+	__u64 pressure_ns;	/* when its last pressure event was sent */
 };
 
 /*
@@ -116,6 +121,7 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_PHASE,	/* a target entered a phase */
 	MEMTRAIL_EV_OOM,	/* the OOM killer chose a target (before the kill lands) */
 	MEMTRAIL_EV_SIGNAL,	/* SIGKILL or SIGTERM generated for a target */
+	MEMTRAIL_EV_PRESSURE,	/* a target's memory cgroup started reclaim */
 };
 
 enum memtrail_target_reason {
@@ -169,6 +175,19 @@ struct memtrail_event_oom {
 	__u64 limit;
 	__u64 memcg_id;		/* its kernfs id (the directory's inode number) */
 	char trigger_comm[MEMTRAIL_COMM_LEN];
+	/* the victim's resident memory when chosen, bytes (exact per-cpu sums) */
+	__u64 rss_anon, rss_file, rss_shmem;
+};
+
+/*
+ * Reclaim started in a target's memory cgroup because a charge hit its limit
+ * (or memory.high): the last moment before an OOM kill to look.
+ */
+struct memtrail_event_pressure {
+	struct memtrail_event_hdr hdr;	/* tgid: the target whose charge reclaims */
+	__u64 memcg_id;		/* the nearest memory cgroup near its limit, 0: none */
+	__u64 usage;		/* its usage and limit, bytes */
+	__u64 limit;
 };
 
 struct memtrail_event_signal {

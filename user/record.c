@@ -738,7 +738,8 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg,
 			return -ENOENT;
 		}
 		cfg->mode = MEMTRAIL_FILTER_CGROUP;
-		cfg->cgroup_id = cg->id;
+		cfg->cgroup_ids[0] = cg->id;
+		cfg->n_cgroups = 1;
 		cfg->cgroup_subsys = cg->subsys;
 	} else if (o->comm) {
 		cfg->mode = MEMTRAIL_FILTER_COMM;

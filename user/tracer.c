@@ -77,7 +77,8 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->filter_mode = cfg->mode;
 	if (cfg->comm)
 		strncpy((char *)s->rodata->filter_comm, cfg->comm, MEMTRAIL_COMM_LEN - 1);
-	s->rodata->filter_cgroup_id = cfg->cgroup_id;
+	memcpy((void *)s->rodata->filter_cgroup_ids, cfg->cgroup_ids, sizeof(cfg->cgroup_ids));
+	s->rodata->filter_n_cgroups = cfg->n_cgroups;
 	s->rodata->filter_cgroup_subsys = cfg->cgroup_subsys;
 	s->rodata->self_tgid = getpid();
 	s->rodata->nr_cpus = t->nr_cpus;

@@ -27,8 +27,10 @@ struct tracer_config {
 	size_t n_pids;
 	bool await_exec;	/* the PIDs are held commands: account from their exec */
 	const char *comm;	/* MEMTRAIL_FILTER_COMM */
-	uint64_t cgroup_id;	/* MEMTRAIL_FILTER_CGROUP: kernfs id of the cgroup */
-	int cgroup_subsys;	/* its v1 controller index, -1 for cgroup v2 */
+	/* MEMTRAIL_FILTER_CGROUP: kernfs ids of the cgroups, one hierarchy */
+	uint64_t cgroup_ids[MEMTRAIL_FILTER_CGROUPS_MAX];
+	size_t n_cgroups;
+	int cgroup_subsys;	/* their v1 controller index, -1 for cgroup v2 */
 	uint32_t max_targets;
 	const struct phase_rule *rules;
 	size_t n_rules;
