@@ -126,6 +126,24 @@ int phase_log__push(struct phase_log *l, const struct trail_phase *p)
 	return list_append(l, p);
 }
 
+void phase_log__fields(const struct phase_log *l, const struct memtrail_cell *cell,
+		       int64_t f[][PF_MAX])
+{
+	int k;
+
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+		const struct memtrail_level *seg = &cell->kinds[k];
+		int64_t *v = f[k], peak_here = l->cum_current[k] + seg->peak;
+
+		v[PF_ALLOCATIONS] = seg->allocated;
+		v[PF_DEALLOCATIONS] = seg->freed;
+		v[PF_SEGMENT_CHANGE] = seg->current;
+		v[PF_SEGMENT_PEAK] = seg->peak;
+		v[PF_CUMULATIVE_CURRENT] = l->cum_current[k] + seg->current;
+		v[PF_CUMULATIVE_PEAK] = l->cum_peak[k] > peak_here ? l->cum_peak[k] : peak_here;
+	}
+}
+
 int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 		     uint64_t end_ms, const struct memtrail_cell *cell)
 {
@@ -134,18 +152,10 @@ int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 	int k, f;
 
 	snprintf(p.name, sizeof(p.name), "%s", name);
+	phase_log__fields(l, cell, p.f);
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
-		const struct memtrail_level *seg = &cell->kinds[k];
-		int64_t *v = p.f[k], peak_here = l->cum_current[k] + seg->peak;
-
-		v[PF_ALLOCATIONS] = seg->allocated;
-		v[PF_DEALLOCATIONS] = seg->freed;
-		v[PF_SEGMENT_CHANGE] = seg->current;
-		v[PF_SEGMENT_PEAK] = seg->peak;
-		v[PF_CUMULATIVE_CURRENT] = l->cum_current[k] + seg->current;
-		v[PF_CUMULATIVE_PEAK] = l->cum_peak[k] > peak_here ? l->cum_peak[k] : peak_here;
-		l->cum_current[k] = v[PF_CUMULATIVE_CURRENT];
-		l->cum_peak[k] = v[PF_CUMULATIVE_PEAK];
+		l->cum_current[k] = p.f[k][PF_CUMULATIVE_CURRENT];
+		l->cum_peak[k] = p.f[k][PF_CUMULATIVE_PEAK];
 	}
 	a = phase_log__agg(l, p.name);
 	if (!a)

@@ -66,6 +66,9 @@ void phase_log__free(struct phase_log *l);
  * the cumulative fields: cumulative_current = previous + segment_change,
  * cumulative_peak = max(previous peak, previous current + segment_peak).
  */
+/* The fields of a phase whose segment is CELL, after the phases closed so far. */
+void phase_log__fields(const struct phase_log *l, const struct memtrail_cell *cell,
+		       int64_t f[][PF_MAX]);
 int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 		     uint64_t end_ms, const struct memtrail_cell *cell);
 /* Append a phase as it is (reading a trail); aggregates are read separately. */

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "phase.h"
 #include "proc.h"
+#include "session.h"
 #include "table.h"
 #include "tracer.h"
 #include "trail.h"
@@ -41,332 +42,10 @@ static void on_signal(int sig)
 }
 
 struct record {
-	struct trail trail;
-	struct tracer *tracer;
-	uint64_t t0_ns;
-	size_t live;		/* targets that have not exited */
+	struct session s;
 	bool follow_pids;	/* stop when no target is left */
 	pid_t child;		/* the command, in -- CMD mode */
-	int err;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
-static uint64_t rel_ms(const struct record *r, uint64_t ts_ns)
-{
-	return ts_ns > r->t0_ns ? (ts_ns - r->t0_ns) / 1000000 : 0;
-}
-
-static struct trail_target *live_record(struct record *r, uint32_t pid)
-{
-	struct trail_target *tt = trail__find_target(&r->trail, pid);
-
-	return tt && !tt->exited && !tt->end_ms ? tt : NULL;
-}
-
-enum sample_mode {
-	SAMPLE_CHANGED,	/* only when a level moved since the last sample */
-	SAMPLE_ALWAYS,
-};
-
-static bool same_levels(const struct trail_target *tt, const int64_t level[])
-{
-	return tt->n_samples &&
-	       !memcmp(tt->timeline[tt->n_samples - 1].level, level, sizeof(int64_t) * MEMTRAIL_KIND_MAX);
-}
-
-/*
- * The target's levels now: the closed phases folded (phase_log's cumulative
- * state) plus the open phase's cell, by the identities of the phase fields.
- * Adds a timeline sample; an idle process adds none: the timeline is a step
- * function, and a node-wide recording would otherwise grow by every idle
- * process at every interval.
- */
-static void refresh(struct record *r, struct trail_target *tt, uint64_t t_ms,
-		    enum sample_mode sample)
-{
-	const struct phase_log *l = &tt->phases;
-	struct memtrail_cell cell;
-	int64_t level[MEMTRAIL_KIND_MAX];
-	int k;
-
-	if (tracer__read_cell(r->tracer, tt->pid, tt->phase_seq, &cell))
-		memset(&cell, 0, sizeof(cell));	/* nothing accounted in this phase yet */
-	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
-		int64_t peak = l->cum_current[k] + cell.kinds[k].peak;
-
-		level[k] = l->cum_current[k] + cell.kinds[k].current;
-		tt->current[k] = level[k];
-		if (l->cum_peak[k] > peak)
-			peak = l->cum_peak[k];
-		if (peak > tt->peak[k])
-			tt->peak[k] = peak;
-	}
-	if (sample == SAMPLE_CHANGED && same_levels(tt, level))
-		return;
-	if (trail__add_sample(tt, t_ms, level))
-		r->err = -ENOMEM;
-}
-
-static struct trail_target *new_target(struct record *r, uint32_t pid, uint32_t ppid,
-				       const char *comm, uint64_t t_ms)
-{
-	struct trail_target *parent = trail__find_target(&r->trail, ppid);
-	struct trail_target *tt = trail__add_target(&r->trail, pid);
-
-	if (!tt) {
-		r->err = -ENOMEM;
-		return NULL;
-	}
-	tt->ppid = ppid;
-	tt->start_ms = t_ms;
-	tt->phase_start_ms = t_ms;
-	snprintf(tt->phase_name, sizeof(tt->phase_name), "start");
-	if (comm)
-		snprintf(tt->comm, sizeof(tt->comm), "%s", comm);
-	else if (proc__comm(pid, tt->comm, sizeof(tt->comm)))
-		snprintf(tt->comm, sizeof(tt->comm), "?");
-	tt->cmdline = proc__cmdline(pid);
-	if (!tt->cmdline && parent && parent->cmdline)
-		tt->cmdline = strdup(parent->cmdline);	/* a fork runs its parent's argv */
-	tt->cgroup = cgroup__of_pid(pid);
-	r->live++;
-	return tt;
-}
-
-static void add_event(struct record *r, json_t *e)
-{
-	if (trail__add_event(&r->trail, e))
-		r->err = -ENOMEM;
-}
-
-static void on_target(struct record *r, const struct memtrail_event_target *e)
-{
-	uint64_t t_ms = rel_ms(r, e->hdr.ts_ns);
-	char comm[MEMTRAIL_COMM_LEN];
-
-	if (live_record(r, e->hdr.tgid))
-		return;
-	memcpy(comm, e->comm, sizeof(comm));
-	comm[sizeof(comm) - 1] = '\0';
-	if (!new_target(r, e->hdr.tgid, e->ppid, comm, t_ms))
-		return;
-	add_event(r, json_pack("{s:I, s:s, s:i, s:i}", "t_ms", (json_int_t)t_ms,
-			       "type", e->reason == MEMTRAIL_REASON_FORK ? "fork" : "attach",
-			       "pid", e->hdr.tgid, "ppid", e->ppid));
-}
-
-static void on_exec(struct record *r, const struct memtrail_event_exec *e)
-{
-	struct trail_target *tt = live_record(r, e->hdr.tgid);
-	uint64_t t_ms = rel_ms(r, e->hdr.ts_ns);
-	size_t len = e->args_len < MEMTRAIL_ARGS_LEN ? e->args_len : MEMTRAIL_ARGS_LEN;
-	char *cgroup;
-
-	if (!tt)
-		return;
-	memcpy(tt->comm, e->comm, sizeof(tt->comm));
-	tt->comm[sizeof(tt->comm) - 1] = '\0';
-	if (len) {
-		free(tt->cmdline);
-		tt->cmdline = proc__join_args(e->args, len);
-	}
-	/* runtimes move a process into its container's cgroup, then exec */
-	cgroup = cgroup__of_pid(tt->pid);
-	if (cgroup) {
-		free(tt->cgroup);
-		tt->cgroup = cgroup;
-	}
-	add_event(r, json_pack("{s:I, s:s, s:i, s:s}", "t_ms", (json_int_t)t_ms, "type", "exec",
-			       "pid", e->hdr.tgid, "comm", tt->comm));
-}
-
-/*
- * Close the target's phases before sequence number UNTIL. A gap means a phase
- * event was lost: that phase's figures still count, under "(lost)".
- */
-static void close_phases(struct record *r, struct trail_target *tt, uint32_t until,
-			 uint64_t t_ms)
-{
-	struct memtrail_cell cell;
-
-	for (; tt->phase_seq < until; tt->phase_seq++) {
-		if (tracer__read_cell(r->tracer, tt->pid, tt->phase_seq, &cell))
-			memset(&cell, 0, sizeof(cell));
-		tracer__drop_cell(r->tracer, tt->pid, tt->phase_seq);
-		if (phase_log__close(&tt->phases, tt->phase_name, tt->phase_start_ms, t_ms, &cell))
-			r->err = -ENOMEM;
-		snprintf(tt->phase_name, sizeof(tt->phase_name), "(lost)");
-		tt->phase_start_ms = t_ms;
-	}
-}
-
-/* Close every phase of a target that ends, up to the kernel's current one. */
-static void close_all_phases(struct record *r, struct trail_target *tt, uint64_t t_ms)
-{
-	uint32_t seq = tt->phase_seq;
-
-	tracer__read_phase(r->tracer, tt->pid, &seq);
-	if (seq < tt->phase_seq)
-		seq = tt->phase_seq;
-	close_phases(r, tt, seq + 1, t_ms);
-}
-
-static void on_phase(struct record *r, const struct memtrail_event_phase *e)
-{
-	struct trail_target *tt = live_record(r, e->hdr.tgid);
-	uint64_t t_ms = rel_ms(r, e->hdr.ts_ns);
-
-	if (!tt || e->seq <= tt->phase_seq)
-		return;
-	close_phases(r, tt, e->seq, t_ms);
-	memcpy(tt->phase_name, e->name, sizeof(tt->phase_name));
-	tt->phase_name[sizeof(tt->phase_name) - 1] = '\0';
-	tt->phase_start_ms = t_ms;
-}
-
-static void end_target(struct record *r, struct trail_target *tt, uint64_t t_ms)
-{
-	close_all_phases(r, tt, t_ms);
-	refresh(r, tt, t_ms, SAMPLE_ALWAYS);
-	tt->end_ms = t_ms ? t_ms : 1;
-	tracer__forget(r->tracer, tt->pid);
-	if (r->live)
-		r->live--;
-}
-
-/* The OOM killer chose it: the kill follows; its memory is still intact. */
-static void on_oom(struct record *r, const struct memtrail_event_oom *e)
-{
-	struct trail_target *tt = live_record(r, e->hdr.tgid);
-	struct verdict_facts *f;
-
-	if (!tt)
-		return;
-	f = &tt->facts;
-	f->oom = true;
-	f->memcg_level = e->memcg_level;
-	f->usage = e->usage;
-	f->limit = e->limit;
-	f->trigger_pid = e->trigger_tgid;
-	memcpy(f->trigger_comm, e->trigger_comm, sizeof(f->trigger_comm));
-	f->trigger_comm[sizeof(f->trigger_comm) - 1] = '\0';
-	free(f->oom_cgroup);
-	f->oom_cgroup = e->memcg_id ? cgroup__memory_path_of_id(e->memcg_id) : NULL;
-}
-
-static void on_signal_event(struct record *r, const struct memtrail_event_signal *e)
-{
-	struct trail_target *tt = live_record(r, e->hdr.tgid);
-	uint64_t t_ms = rel_ms(r, e->hdr.ts_ns);
-	char comm[MEMTRAIL_COMM_LEN];
-	struct verdict_facts *f;
-
-	if (!tt)
-		return;
-	memcpy(comm, e->sender_comm, sizeof(comm));
-	comm[sizeof(comm) - 1] = '\0';
-	f = &tt->facts;
-	if (e->sig == SIGTERM && !f->sigterm) {
-		f->sigterm = true;
-		f->sigterm_ms = t_ms;
-	} else if (e->sig == SIGKILL && !f->sigkill) {
-		f->sigkill = true;
-		f->sigkill_ms = t_ms;
-		f->sender_pid = e->sender_tgid;
-		f->sender_ppid = e->sender_ppid;
-		memcpy(f->sender_comm, comm, sizeof(f->sender_comm));
-		/* the sender may be gone already (a kill command): then these stay unknown */
-		f->sender_cgroup = cgroup__of_pid(e->sender_tgid);
-		f->sender_cmdline = proc__cmdline(e->sender_tgid);
-	}
-	add_event(r, json_pack("{s:I, s:s, s:i, s:i, s:i, s:s}", "t_ms", (json_int_t)t_ms,
-			       "type", "signal", "pid", e->hdr.tgid, "signal", e->sig,
-			       "sender", e->sender_tgid, "sender_comm", comm));
-}
-
-static void on_exit_event(struct record *r, const struct memtrail_event_exit *e)
-{
-	struct trail_target *tt = live_record(r, e->hdr.tgid);
-	uint64_t t_ms = rel_ms(r, e->hdr.ts_ns);
-
-	if (!tt)
-		return;
-	tt->exited = true;
-	tt->exit_code = e->code;
-	tt->exit_signal = e->signal;
-	if (e->signal == SIGKILL) {
-		tt->verdict = verdict__decide(&tt->facts, tt->cgroup);
-		if (!tt->verdict)
-			r->err = -ENOMEM;
-	}
-	end_target(r, tt, t_ms);
-	add_event(r, json_pack("{s:I, s:s, s:i, s:i, s:i}", "t_ms", (json_int_t)t_ms,
-			       "type", "exit", "pid", e->hdr.tgid, "code", e->code,
-			       "signal", e->signal));
-}
-
-static int on_event(void *ctx, const void *data, size_t size)
-{
-	const struct memtrail_event_hdr *h = data;
-	struct record *r = ctx;
-
-	if (size < sizeof(*h))
-		return 0;
-	switch (h->type) {
-	case MEMTRAIL_EV_TARGET:
-		if (size >= sizeof(struct memtrail_event_target))
-			on_target(r, data);
-		break;
-	case MEMTRAIL_EV_EXEC:
-		if (size >= sizeof(struct memtrail_event_exec))
-			on_exec(r, data);
-		break;
-	case MEMTRAIL_EV_EXIT:
-		if (size >= sizeof(struct memtrail_event_exit))
-			on_exit_event(r, data);
-		break;
-	case MEMTRAIL_EV_PHASE:
-		if (size >= sizeof(struct memtrail_event_phase))
-			on_phase(r, data);
-		break;
-	case MEMTRAIL_EV_OOM:
-		if (size >= sizeof(struct memtrail_event_oom))
-			on_oom(r, data);
-		break;
-	case MEMTRAIL_EV_SIGNAL:
-		if (size >= sizeof(struct memtrail_event_signal))
-			on_signal_event(r, data);
-		break;
-	}
-	return 0;
-}
-
-static void sample_all(struct record *r, uint64_t t_ms)
-{
-	size_t i;
-
-	for (i = 0; i < r->trail.n_targets; i++) {
-		struct trail_target *tt = &r->trail.targets[i];
-
-		if (tt->exited || tt->end_ms)
-			continue;
-		refresh(r, tt, t_ms, SAMPLE_CHANGED);
-		if (proc__alive(tt->pid))
-			continue;
-		/* its exit event may still wait in the ring buffer (which may add targets) */
-		tracer__poll(r->tracer, 0);
-		tt = &r->trail.targets[i];
-		if (!tt->exited && !tt->end_ms)
-			end_target(r, tt, t_ms);	/* the exit event was lost: status unknown */
-	}
-}
 
 /* ---- the command to run ---- */
 
@@ -787,24 +466,24 @@ static void trace_loop(struct record *r, const struct record_opts *o, bool resca
 	for (;;) {
 		uint64_t now;
 
-		if (tracer__poll(r->tracer, POLL_MS) < 0 && !stop_signal) {
+		if (tracer__poll(r->s.tracer, POLL_MS) < 0 && !stop_signal) {
 			log__error("cannot read BPF events: %s", strerror(errno));
 			break;
 		}
-		now = rel_ms(r, mono_ns());
+		now = session__now_ms(&r->s);
 		if (now >= next_sample) {
-			sample_all(r, now);
+			session__sample_all(&r->s, now);
 			next_sample = now + o->interval_ms;
 		}
 		if (rescan && now >= next_scan) {
-			tracer__scan(r->tracer);
+			tracer__scan(r->s.tracer);
 			next_scan = now + SCAN_PERIOD_MS;
 		}
-		if (r->follow_pids && !r->live)
+		if (r->follow_pids && !r->s.live)
 			break;
 		if (stop_signal) {
 			/* a terminal's Ctrl-C reached the command too: let its exit land */
-			if (!r->child || !r->live)
+			if (!r->child || !r->s.live)
 				break;
 			if (!grace_end)
 				grace_end = now + GRACE_MS;
@@ -816,28 +495,20 @@ static void trace_loop(struct record *r, const struct record_opts *o, bool resca
 
 static int finish(struct record *r, const struct record_opts *o, const char *output)
 {
-	uint64_t now = rel_ms(r, mono_ns());
-	size_t i;
+	struct trail *t = &r->s.trail;
+	uint64_t now = session__now_ms(&r->s);
 	int err;
 
-	tracer__poll(r->tracer, 0);
-	for (i = 0; i < r->trail.n_targets; i++) {
-		struct trail_target *tt = &r->trail.targets[i];
-
-		if (!tt->exited && !tt->end_ms) {
-			close_all_phases(r, tt, now);
-			refresh(r, tt, now, SAMPLE_ALWAYS);
-		}
-	}
-	tracer__lost(r->tracer, r->trail.lost);
-	r->trail.duration_ms = now;
+	session__close_all(&r->s, now);
+	tracer__lost(r->s.tracer, t->lost);
+	t->duration_ms = now;
 	if (!o->quiet) {
-		table__print_summary(stdout, &r->trail);
-		table__print_phases(stdout, &r->trail);
+		table__print_summary(stdout, t);
+		table__print_phases(stdout, t);
 	}
-	table__print_verdicts(stdout, &r->trail);
+	table__print_verdicts(stdout, t);
 	fflush(stdout);
-	err = trail__write(&r->trail, output);
+	err = trail__write(t, output);
 	if (err) {
 		log__error("cannot write trail '%s': %s", output, strerror(-err));
 		return err;
@@ -866,13 +537,13 @@ int cmd_record(int argc, char **argv)
 		goto out_opts;
 	if (build_config(&o, &cfg, &cg))
 		goto out_opts;
-	if (trail__init(&r.trail))
+	if (trail__init(&r.s.trail))
 		goto out_opts;
-	r.trail.interval_ms = o.interval_ms;
-	r.trail.phase_history = o.phase_history;
-	r.trail.kinds = kind__sourced();
-	r.trail.command = describe(&o);
-	set_started(&r.trail);
+	r.s.trail.interval_ms = o.interval_ms;
+	r.s.trail.phase_history = o.phase_history;
+	r.s.trail.kinds = kind__sourced();
+	r.s.trail.command = describe(&o);
+	set_started(&r.s.trail);
 	r.follow_pids = cfg.mode == MEMTRAIL_FILTER_PID;
 
 	if (o.cmd) {
@@ -892,19 +563,20 @@ int cmd_record(int argc, char **argv)
 		cfg.await_exec = true;
 	}
 	install_signals();
-	r.t0_ns = mono_ns();
-	if (tracer__open(&r.tracer, &cfg, on_event, &r))
+	r.s.t0_ns = session__mono_ns();
+	r.s.keep_events = true;
+	if (tracer__open(&r.s.tracer, &cfg, session__on_event, &r.s))
 		goto out_child;
 	for (i = 0; i < cfg.n_pids; i++)
-		if (!new_target(&r, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0))
+		if (!session__new_target(&r.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0))
 			goto out_child;
 	/* twice: the first pass adopts children of listed PIDs, the second theirs */
-	if (tracer__scan(r.tracer) || tracer__scan(r.tracer))
+	if (tracer__scan(r.s.tracer) || tracer__scan(r.s.tracer))
 		goto out_child;
-	tracer__poll(r.tracer, 0);
+	tracer__poll(r.s.tracer, 0);
 	if (!o.cmd) {
 		for (i = 0; i < o.n_pids; i++) {
-			if (live_record(&r, o.pids[i]) && !proc__alive(o.pids[i])) {
+			if (session__live(&r.s, o.pids[i]) && !proc__alive(o.pids[i])) {
 				log__error("process %u exited while memtrail was attaching", o.pids[i]);
 				goto out_child;
 			}
@@ -919,9 +591,9 @@ int cmd_record(int argc, char **argv)
 			goto out;
 		}
 	}
-	log__info("tracing %s; Ctrl-C to stop", r.trail.command);
+	log__info("tracing %s; Ctrl-C to stop", r.s.trail.command);
 	trace_loop(&r, &o, cfg.mode != MEMTRAIL_FILTER_PID);
-	if (r.err)
+	if (r.s.err)
 		log__warn("out of memory while recording: the trail may be incomplete");
 
 	ret = 0;
@@ -939,8 +611,8 @@ out_child:
 	if (child.pid > 0)
 		abandon_child(&child);
 out:
-	tracer__destroy(r.tracer);
-	trail__free(&r.trail);
+	tracer__destroy(r.s.tracer);
+	trail__free(&r.s.trail);
 out_opts:
 	free(o.pids);
 	free(output);

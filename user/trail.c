@@ -31,18 +31,33 @@ int trail__init(struct trail *t)
 	return t->events ? 0 : -ENOMEM;
 }
 
+static void target_free(struct trail_target *tt)
+{
+	free(tt->cmdline);
+	free(tt->cgroup);
+	free(tt->timeline);
+	phase_log__free(&tt->phases);
+	json_decref(tt->verdict);
+	verdict__free_facts(&tt->facts);
+}
+
+void trail__remove_target(struct trail *t, struct trail_target *tt)
+{
+	size_t i = tt - t->targets;
+
+	if (i >= t->n_targets)
+		return;
+	target_free(tt);
+	memmove(tt, tt + 1, (t->n_targets - i - 1) * sizeof(*tt));
+	t->n_targets--;
+}
+
 void trail__free(struct trail *t)
 {
 	size_t i;
 
-	for (i = 0; i < t->n_targets; i++) {
-		free(t->targets[i].cmdline);
-		free(t->targets[i].cgroup);
-		free(t->targets[i].timeline);
-		phase_log__free(&t->targets[i].phases);
-		json_decref(t->targets[i].verdict);
-		verdict__free_facts(&t->targets[i].facts);
-	}
+	for (i = 0; i < t->n_targets; i++)
+		target_free(&t->targets[i]);
 	free(t->targets);
 	free(t->command);
 	json_decref(t->events);
@@ -99,6 +114,18 @@ int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t leve
 	s->t_ms = t_ms;
 	memcpy(s->level, level, sizeof(s->level));
 	return 0;
+}
+
+void trail__trim_timeline(struct trail_target *tt, uint64_t since_ms)
+{
+	size_t n = 0;
+
+	while (n + 1 < tt->n_samples && tt->timeline[n + 1].t_ms <= since_ms)
+		n++;
+	if (!n)
+		return;
+	memmove(tt->timeline, tt->timeline + n, (tt->n_samples - n) * sizeof(*tt->timeline));
+	tt->n_samples -= n;
 }
 
 int trail__add_event(struct trail *t, json_t *obj)
@@ -171,8 +198,8 @@ static json_t *summary_to_json(const struct trail *t, const struct phase_log *l)
 	return arr;
 }
 
-static json_t *target_to_json(const struct trail *t, const struct trail_target *tt,
-			      bool with_timeline)
+json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
+			   bool with_timeline)
 {
 	json_t *o = json_object(), *kinds = json_object();
 	size_t i;
@@ -237,7 +264,7 @@ json_t *trail__to_json(const struct trail *t, bool with_timeline)
 			json_array_append_new(kinds, json_string(kind__name(k)));
 	json_object_set_new(root, "kinds", kinds);
 	for (i = 0; i < t->n_targets; i++)
-		json_array_append_new(targets, target_to_json(t, &t->targets[i], with_timeline));
+		json_array_append_new(targets, trail__target_json(t, &t->targets[i], with_timeline));
 	json_object_set_new(root, "targets", targets);
 	if (with_timeline)
 		json_object_set(root, "events", t->events);
@@ -265,23 +292,21 @@ static int dump_cb(const char *buf, size_t size, void *data)
 	return 0;
 }
 
-int trail__write(const struct trail *t, const char *path)
+int trail__write_json(json_t *root, const char *path, mode_t mode)
 {
 	char tmp[PATH_MAX];
-	json_t *root;
 	int fd, err = 0;
 
+	if (!root)
+		return -ENOMEM;
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
-	root = trail__to_json(t, true);
-	if (!root)
-		err = -ENOMEM;
-	else if (json_dump_callback(root, dump_cb, &fd, JSON_COMPACT) || dump_cb("\n", 1, &fd))
+	errno = 0;
+	if (json_dump_callback(root, dump_cb, &fd, JSON_COMPACT) || dump_cb("\n", 1, &fd))
 		err = errno ? -errno : -EIO;
-	json_decref(root);
 	if (!err && fsync(fd))
 		err = -errno;
 	if (close(fd) && !err)
@@ -290,6 +315,15 @@ int trail__write(const struct trail *t, const char *path)
 		err = -errno;
 	if (err)
 		unlink(tmp);
+	return err;
+}
+
+int trail__write(const struct trail *t, const char *path)
+{
+	json_t *root = trail__to_json(t, true);
+	int err = trail__write_json(root, path, 0644);
+
+	json_decref(root);
 	return err;
 }
 

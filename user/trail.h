@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include <jansson.h>
 
 #include "memtrail.h"
@@ -70,6 +71,15 @@ struct trail_target *trail__add_target(struct trail *t, uint32_t pid);
 /* The most recent target with this pid, or NULL. */
 struct trail_target *trail__find_target(struct trail *t, uint32_t pid);
 int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t level[]);
+/* Drop samples before SINCE_MS but the last of them (the level at SINCE_MS). */
+void trail__trim_timeline(struct trail_target *tt, uint64_t since_ms);
+/* Remove a target (freeing what it holds); pointers into targets move. */
+void trail__remove_target(struct trail *t, struct trail_target *tt);
+/* One target as the trail writes it. */
+json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
+			   bool with_timeline);
+/* Write ROOT atomically to PATH with MODE (temporary file, fsync, rename); -errno. */
+int trail__write_json(json_t *root, const char *path, mode_t mode);
 /* Append an event; takes the reference to obj. */
 int trail__add_event(struct trail *t, json_t *obj);
 

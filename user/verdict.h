@@ -15,6 +15,7 @@
 
 struct verdict_facts {
 	bool oom;
+	uint64_t oom_ms;	/* when the OOM killer chose it */
 	int memcg_level;	/* -1: global OOM */
 	char *oom_cgroup;	/* path of the cgroup at its limit, malloc'd, or NULL */
 	uint64_t usage, limit;

@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cgroup.h"
+#include "proc.h"
+#include "session.h"
+
+/* with no ring-buffer loss, /proc is still asked this often whether targets live */
+#define LIVENESS_PERIOD_MS 5000
+
+uint64_t session__mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+uint64_t session__ms(const struct session *s, uint64_t ts_ns)
+{
+	return ts_ns > s->t0_ns ? (ts_ns - s->t0_ns) / 1000000 : 0;
+}
+
+uint64_t session__now_ms(const struct session *s)
+{
+	return session__ms(s, session__mono_ns());
+}
+
+struct trail_target *session__live(struct session *s, uint32_t pid)
+{
+	struct trail_target *tt = trail__find_target(&s->trail, pid);
+
+	return tt && !tt->exited && !tt->end_ms ? tt : NULL;
+}
+
+static bool same_levels(const struct trail_target *tt, const int64_t level[])
+{
+	return tt->n_samples &&
+	       !memcmp(tt->timeline[tt->n_samples - 1].level, level, sizeof(int64_t) * MEMTRAIL_KIND_MAX);
+}
+
+/*
+ * The target's levels now: the closed phases folded (phase_log's cumulative
+ * state) plus the open phase's cell, by the identities of the phase fields.
+ * Adds a timeline sample; an idle process adds none: the timeline is a step
+ * function, and a node-wide recording would otherwise grow by every idle
+ * process at every interval.
+ */
+void session__refresh(struct session *s, struct trail_target *tt, uint64_t t_ms, bool always)
+{
+	const struct phase_log *l = &tt->phases;
+	struct memtrail_cell cell;
+	int64_t level[MEMTRAIL_KIND_MAX];
+	int k;
+
+	if (tracer__read_cell(s->tracer, tt->pid, tt->phase_seq, &cell))
+		memset(&cell, 0, sizeof(cell));	/* nothing accounted in this phase yet */
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+		int64_t peak = l->cum_current[k] + cell.kinds[k].peak;
+
+		level[k] = l->cum_current[k] + cell.kinds[k].current;
+		tt->current[k] = level[k];
+		if (l->cum_peak[k] > peak)
+			peak = l->cum_peak[k];
+		if (peak > tt->peak[k])
+			tt->peak[k] = peak;
+	}
+	if (!always && same_levels(tt, level))
+		return;
+	if (s->keep_ms && t_ms > s->keep_ms)
+		trail__trim_timeline(tt, t_ms - s->keep_ms);
+	if (trail__add_sample(tt, t_ms, level))
+		s->err = -ENOMEM;
+}
+
+void session__open_phase(struct session *s, const struct trail_target *tt, uint64_t t_ms,
+			 struct trail_phase *p)
+{
+	struct memtrail_cell cell;
+
+	if (tracer__read_cell(s->tracer, tt->pid, tt->phase_seq, &cell))
+		memset(&cell, 0, sizeof(cell));
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", tt->phase_name);
+	p->start_ms = tt->phase_start_ms;
+	p->end_ms = t_ms;
+	phase_log__fields(&tt->phases, &cell, p->f);
+}
+
+struct trail_target *session__new_target(struct session *s, uint32_t pid, uint32_t ppid,
+					 const char *comm, uint64_t t_ms)
+{
+	struct trail_target *parent = trail__find_target(&s->trail, ppid);
+	char *parent_cmdline = parent && parent->cmdline ? strdup(parent->cmdline) : NULL;
+	struct trail_target *tt = trail__add_target(&s->trail, pid);	/* may move parent */
+
+	if (!tt) {
+		free(parent_cmdline);
+		s->err = -ENOMEM;
+		return NULL;
+	}
+	tt->ppid = ppid;
+	tt->start_ms = t_ms;
+	tt->phase_start_ms = t_ms;
+	snprintf(tt->phase_name, sizeof(tt->phase_name), "start");
+	if (comm)
+		snprintf(tt->comm, sizeof(tt->comm), "%s", comm);
+	else if (proc__comm(pid, tt->comm, sizeof(tt->comm)))
+		snprintf(tt->comm, sizeof(tt->comm), "?");
+	tt->cmdline = proc__cmdline(pid);
+	if (!tt->cmdline) {
+		tt->cmdline = parent_cmdline;	/* a fork runs its parent's argv */
+		parent_cmdline = NULL;
+	}
+	free(parent_cmdline);
+	tt->cgroup = cgroup__of_pid(pid);
+	s->live++;
+	return tt;
+}
+
+static void add_event(struct session *s, json_t *e)
+{
+	if (!s->keep_events) {
+		json_decref(e);
+		return;
+	}
+	if (trail__add_event(&s->trail, e))
+		s->err = -ENOMEM;
+}
+
+static void on_target(struct session *s, const struct memtrail_event_target *e)
+{
+	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
+	char comm[MEMTRAIL_COMM_LEN];
+
+	if (session__live(s, e->hdr.tgid))
+		return;
+	memcpy(comm, e->comm, sizeof(comm));
+	comm[sizeof(comm) - 1] = '\0';
+	if (!session__new_target(s, e->hdr.tgid, e->ppid, comm, t_ms))
+		return;
+	if (s->keep_events)
+		add_event(s, json_pack("{s:I, s:s, s:i, s:i}", "t_ms", (json_int_t)t_ms,
+				       "type", e->reason == MEMTRAIL_REASON_FORK ? "fork" : "attach",
+				       "pid", e->hdr.tgid, "ppid", e->ppid));
+}
+
+static void on_exec(struct session *s, const struct memtrail_event_exec *e)
+{
+	struct trail_target *tt = session__live(s, e->hdr.tgid);
+	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
+	size_t len = e->args_len < MEMTRAIL_ARGS_LEN ? e->args_len : MEMTRAIL_ARGS_LEN;
+	char *cgroup;
+
+	if (!tt)
+		return;
+	memcpy(tt->comm, e->comm, sizeof(tt->comm));
+	tt->comm[sizeof(tt->comm) - 1] = '\0';
+	if (len) {
+		free(tt->cmdline);
+		tt->cmdline = proc__join_args(e->args, len);
+	}
+	/* runtimes move a process into its container's cgroup, then exec */
+	cgroup = cgroup__of_pid(tt->pid);
+	if (cgroup) {
+		free(tt->cgroup);
+		tt->cgroup = cgroup;
+	}
+	if (s->keep_events)
+		add_event(s, json_pack("{s:I, s:s, s:i, s:s}", "t_ms", (json_int_t)t_ms,
+				       "type", "exec", "pid", e->hdr.tgid, "comm", tt->comm));
+}
+
+/*
+ * Close the target's phases before sequence number UNTIL. A gap means a phase
+ * event was lost: that phase's figures still count, under "(lost)".
+ */
+static void close_phases(struct session *s, struct trail_target *tt, uint32_t until,
+			 uint64_t t_ms)
+{
+	struct memtrail_cell cell;
+
+	for (; tt->phase_seq < until; tt->phase_seq++) {
+		if (tracer__read_cell(s->tracer, tt->pid, tt->phase_seq, &cell))
+			memset(&cell, 0, sizeof(cell));
+		tracer__drop_cell(s->tracer, tt->pid, tt->phase_seq);
+		if (phase_log__close(&tt->phases, tt->phase_name, tt->phase_start_ms, t_ms, &cell))
+			s->err = -ENOMEM;
+		snprintf(tt->phase_name, sizeof(tt->phase_name), "(lost)");
+		tt->phase_start_ms = t_ms;
+	}
+}
+
+/* Close every phase of a target that ends, up to the kernel's current one. */
+static void close_all_phases(struct session *s, struct trail_target *tt, uint64_t t_ms)
+{
+	uint32_t seq = tt->phase_seq;
+
+	tracer__read_phase(s->tracer, tt->pid, &seq);
+	if (seq < tt->phase_seq)
+		seq = tt->phase_seq;
+	close_phases(s, tt, seq + 1, t_ms);
+}
+
+static void on_phase(struct session *s, const struct memtrail_event_phase *e)
+{
+	struct trail_target *tt = session__live(s, e->hdr.tgid);
+	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
+
+	if (!tt || e->seq <= tt->phase_seq)
+		return;
+	close_phases(s, tt, e->seq, t_ms);
+	memcpy(tt->phase_name, e->name, sizeof(tt->phase_name));
+	tt->phase_name[sizeof(tt->phase_name) - 1] = '\0';
+	tt->phase_start_ms = t_ms;
+}
+
+static void end_target(struct session *s, struct trail_target *tt, uint64_t t_ms)
+{
+	close_all_phases(s, tt, t_ms);
+	session__refresh(s, tt, t_ms, true);
+	tt->end_ms = t_ms ? t_ms : 1;
+	tracer__forget(s->tracer, tt->pid);
+	if (s->live)
+		s->live--;
+	if (s->hooks && s->hooks->ended)
+		s->hooks->ended(s, tt);
+}
+
+/* The OOM killer chose it: the kill follows; its memory is still intact. */
+static void on_oom(struct session *s, const struct memtrail_event_oom *e)
+{
+	struct trail_target *tt = session__live(s, e->hdr.tgid);
+	struct verdict_facts *f;
+
+	if (!tt)
+		return;
+	f = &tt->facts;
+	f->oom = true;
+	f->oom_ms = session__ms(s, e->hdr.ts_ns);
+	f->memcg_level = e->memcg_level;
+	f->usage = e->usage;
+	f->limit = e->limit;
+	f->trigger_pid = e->trigger_tgid;
+	memcpy(f->trigger_comm, e->trigger_comm, sizeof(f->trigger_comm));
+	f->trigger_comm[sizeof(f->trigger_comm) - 1] = '\0';
+	free(f->oom_cgroup);
+	f->oom_cgroup = e->memcg_id ? cgroup__memory_path_of_id(e->memcg_id) : NULL;
+	if (s->hooks && s->hooks->oom) {
+		session__refresh(s, tt, f->oom_ms, true);
+		s->hooks->oom(s, tt, e);
+	}
+}
+
+static void on_pressure(struct session *s, const struct memtrail_event_pressure *e)
+{
+	struct trail_target *tt = session__live(s, e->hdr.tgid);
+
+	if (tt && s->hooks && s->hooks->pressure)
+		s->hooks->pressure(s, tt, e);
+}
+
+static void on_signal_event(struct session *s, const struct memtrail_event_signal *e)
+{
+	struct trail_target *tt = session__live(s, e->hdr.tgid);
+	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
+	char comm[MEMTRAIL_COMM_LEN];
+	struct verdict_facts *f;
+
+	if (!tt)
+		return;
+	memcpy(comm, e->sender_comm, sizeof(comm));
+	comm[sizeof(comm) - 1] = '\0';
+	f = &tt->facts;
+	if (e->sig == SIGTERM && !f->sigterm) {
+		f->sigterm = true;
+		f->sigterm_ms = t_ms;
+	} else if (e->sig == SIGKILL && !f->sigkill) {
+		f->sigkill = true;
+		f->sigkill_ms = t_ms;
+		f->sender_pid = e->sender_tgid;
+		f->sender_ppid = e->sender_ppid;
+		memcpy(f->sender_comm, comm, sizeof(f->sender_comm));
+		/* the sender may be gone already (a kill command): then these stay unknown */
+		f->sender_cgroup = cgroup__of_pid(e->sender_tgid);
+		f->sender_cmdline = proc__cmdline(e->sender_tgid);
+	}
+	if (s->keep_events)
+		add_event(s, json_pack("{s:I, s:s, s:i, s:i, s:i, s:s}", "t_ms", (json_int_t)t_ms,
+				       "type", "signal", "pid", e->hdr.tgid, "signal", e->sig,
+				       "sender", e->sender_tgid, "sender_comm", comm));
+}
+
+static void on_exit_event(struct session *s, const struct memtrail_event_exit *e)
+{
+	struct trail_target *tt = session__live(s, e->hdr.tgid);
+	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
+	uint32_t pid = e->hdr.tgid;
+
+	if (!tt)
+		return;
+	tt->exited = true;
+	tt->exit_code = e->code;
+	tt->exit_signal = e->signal;
+	if (e->signal == SIGKILL) {
+		tt->verdict = verdict__decide(&tt->facts, tt->cgroup);
+		if (!tt->verdict)
+			s->err = -ENOMEM;
+	}
+	if (s->keep_events)
+		add_event(s, json_pack("{s:I, s:s, s:i, s:i, s:i}", "t_ms", (json_int_t)t_ms,
+				       "type", "exit", "pid", pid, "code", e->code,
+				       "signal", e->signal));
+	end_target(s, tt, t_ms);	/* last: its hook may remove the target */
+}
+
+int session__on_event(void *ctx, const void *data, size_t size)
+{
+	const struct memtrail_event_hdr *h = data;
+	struct session *s = ctx;
+
+	if (size < sizeof(*h))
+		return 0;
+	switch (h->type) {
+	case MEMTRAIL_EV_TARGET:
+		if (size >= sizeof(struct memtrail_event_target))
+			on_target(s, data);
+		break;
+	case MEMTRAIL_EV_EXEC:
+		if (size >= sizeof(struct memtrail_event_exec))
+			on_exec(s, data);
+		break;
+	case MEMTRAIL_EV_EXIT:
+		if (size >= sizeof(struct memtrail_event_exit))
+			on_exit_event(s, data);
+		break;
+	case MEMTRAIL_EV_PHASE:
+		if (size >= sizeof(struct memtrail_event_phase))
+			on_phase(s, data);
+		break;
+	case MEMTRAIL_EV_OOM:
+		if (size >= sizeof(struct memtrail_event_oom))
+			on_oom(s, data);
+		break;
+	case MEMTRAIL_EV_SIGNAL:
+		if (size >= sizeof(struct memtrail_event_signal))
+			on_signal_event(s, data);
+		break;
+	case MEMTRAIL_EV_PRESSURE:
+		if (size >= sizeof(struct memtrail_event_pressure))
+			on_pressure(s, data);
+		break;
+	}
+	return 0;
+}
+
+/*
+ * Whether to ask /proc which targets still live: their exit events normally
+ * say so, so only after the ring buffer dropped events, and now and then.
+ */
+static bool check_liveness(struct session *s, uint64_t t_ms)
+{
+	uint64_t lost[MEMTRAIL_LOST_MAX];
+
+	tracer__lost(s->tracer, lost);
+	if (lost[MEMTRAIL_LOST_RINGBUF] == s->lost_seen && t_ms < s->next_liveness_ms)
+		return false;
+	s->lost_seen = lost[MEMTRAIL_LOST_RINGBUF];
+	s->next_liveness_ms = t_ms + LIVENESS_PERIOD_MS;
+	return true;
+}
+
+void session__sample_all(struct session *s, uint64_t t_ms)
+{
+	bool liveness = check_liveness(s, t_ms);
+	size_t i;
+
+	for (i = 0; i < s->trail.n_targets; i++) {
+		struct trail_target *tt = &s->trail.targets[i];
+		uint32_t pid = tt->pid;
+
+		if (tt->exited || tt->end_ms)
+			continue;
+		session__refresh(s, tt, t_ms, false);
+		if (!liveness || proc__alive(pid))
+			continue;
+		/* its exit event may still wait in the ring buffer (which may add targets) */
+		tracer__poll(s->tracer, 0);
+		tt = session__live(s, pid);
+		if (tt)
+			end_target(s, tt, t_ms);	/* the exit event was lost: status unknown */
+	}
+}
+
+void session__close_all(struct session *s, uint64_t t_ms)
+{
+	size_t i;
+
+	tracer__poll(s->tracer, 0);
+	for (i = 0; i < s->trail.n_targets; i++) {
+		struct trail_target *tt = &s->trail.targets[i];
+
+		if (!tt->exited && !tt->end_ms) {
+			close_all_phases(s, tt, t_ms);
+			session__refresh(s, tt, t_ms, true);
+		}
+	}
+}

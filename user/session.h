@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * What record and watch share: the tracer's events turned into targets,
+ * phases, verdict facts and a timeline per target, kept in a trail.
+ * record keeps everything until it stops; watch keeps a window of each
+ * timeline and lets its hooks write snapshots and verdicts, then forgets.
+ */
+#ifndef MEMTRAIL_SESSION_H
+#define MEMTRAIL_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "phase.h"
+#include "tracer.h"
+#include "trail.h"
+
+struct session;
+
+struct session_hooks {
+	/* The OOM killer chose TT (its facts are set, its levels fresh); it dies next. */
+	void (*oom)(struct session *s, struct trail_target *tt,
+		    const struct memtrail_event_oom *e);
+	/* TT's memory cgroup started reclaim. */
+	void (*pressure)(struct session *s, struct trail_target *tt,
+			 const struct memtrail_event_pressure *e);
+	/*
+	 * TT ended; tt->verdict is set when it died by SIGKILL. Hooks must not
+	 * remove targets (callers hold indexes): remove them after a poll.
+	 */
+	void (*ended)(struct session *s, struct trail_target *tt);
+};
+
+struct session {
+	struct trail trail;
+	struct tracer *tracer;
+	uint64_t t0_ns;		/* CLOCK_MONOTONIC at t_ms 0 */
+	size_t live;		/* targets that have not exited */
+	bool keep_events;	/* keep the trail's event list (record) */
+	uint64_t keep_ms;	/* timeline window per target; 0 keeps all */
+	const struct session_hooks *hooks;
+	void *ctx;		/* for the hooks */
+	int err;		/* -ENOMEM once something could not be kept */
+	/* exits the ring buffer may have dropped: check /proc for those gone */
+	uint64_t lost_seen;
+	uint64_t next_liveness_ms;
+};
+
+uint64_t session__mono_ns(void);
+/* Milliseconds since the session started, of a CLOCK_MONOTONIC time. */
+uint64_t session__ms(const struct session *s, uint64_t ts_ns);
+uint64_t session__now_ms(const struct session *s);
+
+/* The tracer's event callback; CTX is the session. */
+int session__on_event(void *ctx, const void *data, size_t size);
+
+struct trail_target *session__live(struct session *s, uint32_t pid);
+struct trail_target *session__new_target(struct session *s, uint32_t pid, uint32_t ppid,
+					 const char *comm, uint64_t t_ms);
+/* Levels now into tt->current/peak; a timeline sample when they moved (or ALWAYS). */
+void session__refresh(struct session *s, struct trail_target *tt, uint64_t t_ms, bool always);
+/* Every live target's levels; ends those found gone whose exit was lost. */
+void session__sample_all(struct session *s, uint64_t t_ms);
+/* The open phase of a live target, as the closed ones are reported. */
+void session__open_phase(struct session *s, const struct trail_target *tt, uint64_t t_ms,
+			 struct trail_phase *p);
+/* At the end: every live target's phases closed and levels final. */
+void session__close_all(struct session *s, uint64_t t_ms);
+
+#endif
