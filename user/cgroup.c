@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 #include <bpf/btf.h>
 #include <linux/magic.h>
 
@@ -219,4 +221,223 @@ char *cgroup__memory_path_of_id(uint64_t id)
 		return strdup(found[n] ? found + n : "/");
 	}
 	return NULL;
+}
+
+/* ---- memory files ---- */
+
+/* A v1 limit this large, or v2's "max", is no limit (PAGE_COUNTER_MAX pages). */
+#define UNLIMITED_BYTES (1LL << 60)
+
+char *cgroup__memory_dir(const char *path)
+{
+	static const char *const mounts[] = { "/sys/fs/cgroup/memory", "/sys/fs/cgroup" };
+	char dir[PATH_MAX];
+	struct statfs sfs;
+	size_t i;
+
+	if (!path)
+		return NULL;
+	for (i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
+		if (statfs(mounts[i], &sfs) ||
+		    (sfs.f_type != CGROUP_SUPER_MAGIC && sfs.f_type != CGROUP2_SUPER_MAGIC))
+			continue;
+		if (snprintf(dir, sizeof(dir), "%s%s", mounts[i], strcmp(path, "/") ? path : "")
+		    >= (int)sizeof(dir))
+			return NULL;
+		return strdup(dir);
+	}
+	return NULL;
+}
+
+static ssize_t read_small(const char *dir, const char *name, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+	ssize_t n;
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return n;
+}
+
+/* A byte count, or -1 for "max", a v1 "unlimited" or a missing file. */
+static int64_t read_bytes(const char *dir, const char *name)
+{
+	char buf[64];
+	long long v;
+
+	if (read_small(dir, name, buf, sizeof(buf)) <= 0 || !strncmp(buf, "max", 3))
+		return -1;
+	v = strtoll(buf, NULL, 10);
+	return v >= UNLIMITED_BYTES ? -1 : v;
+}
+
+static int64_t keyed(const char *text, const char *key)
+{
+	size_t n = strlen(key);
+	const char *p = text;
+
+	while (p && *p) {
+		if (!strncmp(p, key, n) && p[n] == ' ')
+			return strtoll(p + n + 1, NULL, 10);
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return -1;
+}
+
+int cgroup__read_memory(const char *dir, struct cgroup_memory *m)
+{
+	char buf[1024];
+	const char *p;
+
+	memset(m, 0, sizeof(*m));
+	m->high = m->ev_high = m->ev_max = m->ev_oom = m->ev_oom_kill = m->failcnt = -1;
+	m->psi_some_avg10 = -1;
+	m->usage = read_bytes(dir, "memory.current");
+	if (m->usage >= 0) {
+		m->v2 = true;
+		m->limit = read_bytes(dir, "memory.max");
+		m->high = read_bytes(dir, "memory.high");
+		if (read_small(dir, "memory.events", buf, sizeof(buf)) > 0) {
+			m->ev_high = keyed(buf, "high");
+			m->ev_max = keyed(buf, "max");
+			m->ev_oom = keyed(buf, "oom");
+			m->ev_oom_kill = keyed(buf, "oom_kill");
+		}
+		if (read_small(dir, "memory.pressure", buf, sizeof(buf)) > 0 &&
+		    (p = strstr(buf, "some avg10=")))
+			m->psi_some_avg10 = strtod(p + 11, NULL);
+		return 0;
+	}
+	m->usage = read_bytes(dir, "memory.usage_in_bytes");
+	if (m->usage < 0)
+		return -ENOENT;
+	m->limit = read_bytes(dir, "memory.limit_in_bytes");
+	m->failcnt = read_bytes(dir, "memory.failcnt");
+	if (read_small(dir, "memory.oom_control", buf, sizeof(buf)) > 0)
+		m->ev_oom_kill = keyed(buf, "oom_kill");
+	return 0;
+}
+
+char *cgroup__limited(const char *path)
+{
+	char *p = path ? strdup(path) : NULL;
+
+	while (p) {
+		struct cgroup_memory m;
+		char *dir = cgroup__memory_dir(p), *slash;
+		int err = dir ? cgroup__read_memory(dir, &m) : -ENOENT;
+
+		free(dir);
+		if (!err && (m.limit >= 0 || m.high >= 0))
+			return p;
+		slash = strrchr(p, '/');
+		if (!slash || !strcmp(p, "/"))
+			break;
+		if (slash == p)
+			slash[1] = '\0';	/* up to the root */
+		else
+			*slash = '\0';
+	}
+	free(p);
+	return NULL;
+}
+
+static json_t *int_or_null(int64_t v)
+{
+	return v >= 0 ? json_integer(v) : json_null();
+}
+
+json_t *cgroup__memory_json(const char *path)
+{
+	char *dir = cgroup__memory_dir(path), *buf = NULL, *line, *save;
+	struct cgroup_memory m;
+	json_t *o, *stat;
+	ssize_t n;
+
+	if (!dir || cgroup__read_memory(dir, &m)) {
+		free(dir);
+		return json_pack("{s:s, s:b}", "path", path ? path : "?", "gone", 1);
+	}
+	o = json_pack("{s:s, s:s, s:I, s:o, s:o}", "path", path, "version", m.v2 ? "v2" : "v1",
+		      "usage", (json_int_t)m.usage, "limit", int_or_null(m.limit),
+		      "high", int_or_null(m.high));
+	if (m.v2)
+		json_object_set_new(o, "events",
+			json_pack("{s:o, s:o, s:o, s:o}", "high", int_or_null(m.ev_high),
+				  "max", int_or_null(m.ev_max), "oom", int_or_null(m.ev_oom),
+				  "oom_kill", int_or_null(m.ev_oom_kill)));
+	else
+		json_object_set_new(o, "events",
+			json_pack("{s:o, s:o}", "failcnt", int_or_null(m.failcnt),
+				  "oom_kill", int_or_null(m.ev_oom_kill)));
+	json_object_set_new(o, "psi_some_avg10",
+			    m.psi_some_avg10 >= 0 ? json_real(m.psi_some_avg10) : json_null());
+	stat = json_object();
+	buf = malloc(16384);
+	if (buf && (n = read_small(dir, "memory.stat", buf, 16384)) > 0) {
+		for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char *sp = strchr(line, ' ');
+
+			if (sp) {
+				*sp = '\0';
+				json_object_set_new(stat, line, json_integer(strtoll(sp + 1, NULL, 10)));
+			}
+		}
+	}
+	json_object_set_new(o, "stat", stat);
+	free(buf);
+	free(dir);
+	return o;
+}
+
+struct procs_walk {
+	uint32_t *pids;
+	size_t n, max;
+};
+
+static struct procs_walk procs_walk;
+
+static int collect_procs(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	char buf[PATH_MAX];
+	FILE *f;
+	unsigned int pid;
+
+	(void)st;
+	(void)ftw;
+	if (type != FTW_D || snprintf(buf, sizeof(buf), "%s/cgroup.procs", path) >= (int)sizeof(buf))
+		return 0;
+	f = fopen(buf, "r");
+	if (!f)
+		return 0;
+	while (procs_walk.n < procs_walk.max && fscanf(f, "%u", &pid) == 1)
+		procs_walk.pids[procs_walk.n++] = pid;
+	fclose(f);
+	return procs_walk.n < procs_walk.max ? 0 : 1;
+}
+
+uint32_t *cgroup__procs(const char *path, size_t max, size_t *n)
+{
+	char *dir = cgroup__memory_dir(path);
+
+	*n = 0;
+	procs_walk.pids = dir ? calloc(max ? max : 1, sizeof(uint32_t)) : NULL;
+	procs_walk.n = 0;
+	procs_walk.max = max;
+	if (procs_walk.pids)
+		nftw(dir, collect_procs, 16, FTW_PHYS | FTW_MOUNT);
+	free(dir);
+	*n = procs_walk.n;
+	return procs_walk.pids;
 }

@@ -4,6 +4,7 @@
 #define MEMTRAIL_COMMANDS_H
 
 int cmd_record(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_mark(int argc, char **argv);

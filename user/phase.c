@@ -68,7 +68,7 @@ struct phase_agg *phase_log__agg(struct phase_log *l, const char *name)
 	for (i = 0; i < l->n_aggs; i++)
 		if (!strcmp(l->aggs[i].name, name))
 			return &l->aggs[i];
-	if (l->n_aggs >= PHASE_NAMES_MAX && strcmp(name, "(other)"))
+	if (l->n_aggs >= (l->max_names ? l->max_names : PHASE_NAMES_MAX) && strcmp(name, "(other)"))
 		return phase_log__agg(l, "(other)");
 	if (l->n_aggs == l->cap_aggs) {
 		size_t cap = l->cap_aggs ? l->cap_aggs * 2 : 8;

@@ -46,6 +46,7 @@ struct phase_log {
 	struct trail_phase *recent;	/* a ring of the latest keep_recent phases */
 	size_t n_recent, head;
 	size_t keep_first, keep_recent;	/* 0: unbounded (a trail read back) */
+	size_t max_names;		/* aggregates kept by name; 0: PHASE_NAMES_MAX */
 	uint64_t folded;		/* phases in neither list */
 	struct phase_agg *aggs;
 	size_t n_aggs, cap_aggs;

@@ -102,3 +102,28 @@ char *proc__cmdline(uint32_t pid)
 		return NULL;
 	return proc__join_args(buf, n);
 }
+
+static int64_t status_kb(const char *buf, const char *key)
+{
+	const char *p = strstr(buf, key);
+
+	return p ? strtoll(p + strlen(key), NULL, 10) * 1024 : -1;
+}
+
+int proc__status(uint32_t pid, struct proc_status *st)
+{
+	char buf[4096];
+	const char *p;
+
+	memset(st, 0, sizeof(*st));
+	if (read_file(pid, "status", buf, sizeof(buf)) <= 0)
+		return -ESRCH;
+	p = strstr(buf, "\nState:");
+	st->state = p ? p[strspn(p + 7, " \t") + 7] : '?';
+	st->vm_rss = status_kb(buf, "\nVmRSS:");
+	st->rss_anon = status_kb(buf, "\nRssAnon:");
+	st->rss_file = status_kb(buf, "\nRssFile:");
+	st->rss_shmem = status_kb(buf, "\nRssShmem:");
+	st->vm_data = status_kb(buf, "\nVmData:");
+	return 0;
+}

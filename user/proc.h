@@ -18,4 +18,13 @@ char *proc__cmdline(uint32_t pid);
 /* argv as the kernel stores it (NUL-separated) joined by spaces (malloc'd). */
 char *proc__join_args(const char *args, size_t len);
 
+/* What /proc/PID/status shows of a process's memory; kB fields in bytes, -1 absent. */
+struct proc_status {
+	char state;		/* 'R', 'S', 'D', 'Z', ... */
+	int64_t vm_rss, rss_anon, rss_file, rss_shmem, vm_data;
+};
+
+/* 0, or -ESRCH when the process is gone. */
+int proc__status(uint32_t pid, struct proc_status *st);
+
 #endif

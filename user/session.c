@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cgroup.h"
+#include "container.h"
 #include "proc.h"
 #include "session.h"
 
@@ -296,6 +297,20 @@ static void on_signal_event(struct session *s, const struct memtrail_event_signa
 				       "sender", e->sender_tgid, "sender_comm", comm));
 }
 
+/* Containers and pods of the cgroups a verdict names: the sender's, the OOM's. */
+static void attribute(struct session *s, json_t *v)
+{
+	const char *pods = s->pods_dir ? s->pods_dir : DEFAULT_PODS_DIR;
+	json_t *sender = json_object_get(v, "sender");
+	json_t *holder = sender ? sender : v;
+	json_t *a = container__json(json_string_value(json_object_get(holder, "cgroup")), pods);
+
+	json_object_set_new(holder, "container", a ? json_incref(json_object_get(a, "container"))
+						   : json_null());
+	json_object_set_new(holder, "pod", a ? json_incref(json_object_get(a, "pod")) : json_null());
+	json_decref(a);
+}
+
 static void on_exit_event(struct session *s, const struct memtrail_event_exit *e)
 {
 	struct trail_target *tt = session__live(s, e->hdr.tgid);
@@ -311,6 +326,8 @@ static void on_exit_event(struct session *s, const struct memtrail_event_exit *e
 		tt->verdict = verdict__decide(&tt->facts, tt->cgroup);
 		if (!tt->verdict)
 			s->err = -ENOMEM;
+		else
+			attribute(s, tt->verdict);
 	}
 	if (s->keep_events)
 		add_event(s, json_pack("{s:I, s:s, s:i, s:i, s:i}", "t_ms", (json_int_t)t_ms,

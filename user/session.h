@@ -40,6 +40,7 @@ struct session {
 	uint64_t keep_ms;	/* timeline window per target; 0 keeps all */
 	const struct session_hooks *hooks;
 	void *ctx;		/* for the hooks */
+	const char *pods_dir;	/* the kubelet's pod log directory, NULL: the default */
 	int err;		/* -ENOMEM once something could not be kept */
 	/* exits the ring buffer may have dropped: check /proc for those gone */
 	uint64_t lost_seen;

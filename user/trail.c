@@ -91,6 +91,7 @@ struct trail_target *trail__add_target(struct trail *t, uint32_t pid)
 	memset(tt, 0, sizeof(*tt));
 	tt->pid = pid;
 	phase_log__init(&tt->phases, t->phase_history);
+	tt->phases.max_names = t->phase_names;
 	return tt;
 }
 
@@ -153,19 +154,19 @@ static json_t *fields_to_json(const struct trail *t, const int64_t f[][PF_MAX])
 	return kinds;
 }
 
+json_t *trail__phase_json(const struct trail *t, const struct trail_phase *p)
+{
+	return json_pack("{s:s, s:I, s:I, s:o}", "name", p->name, "start", (json_int_t)p->start_ms,
+			 "end", (json_int_t)p->end_ms, "kinds", fields_to_json(t, p->f));
+}
+
 static json_t *phases_to_json(const struct trail *t, const struct phase_log *l)
 {
 	json_t *arr = json_array();
 	size_t i;
 
-	for (i = 0; i < phase_log__count(l); i++) {
-		const struct trail_phase *p = phase_log__at(l, i);
-
-		json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:o}", "name", p->name,
-						     "start", (json_int_t)p->start_ms,
-						     "end", (json_int_t)p->end_ms,
-						     "kinds", fields_to_json(t, p->f)));
-	}
+	for (i = 0; i < phase_log__count(l); i++)
+		json_array_append_new(arr, trail__phase_json(t, phase_log__at(l, i)));
 	return arr;
 }
 

@@ -55,6 +55,7 @@ struct trail {
 	uint32_t interval_ms;
 	uint32_t kinds;		/* bit per kind that had a source */
 	uint32_t phase_history;	/* phases listed per target; 0 unbounded */
+	uint32_t phase_names;	/* names aggregated per target; 0: PHASE_NAMES_MAX */
 	char *command;		/* how targets were chosen, for people */
 	struct trail_target *targets;
 	size_t n_targets;
@@ -75,6 +76,8 @@ int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t leve
 void trail__trim_timeline(struct trail_target *tt, uint64_t since_ms);
 /* Remove a target (freeing what it holds); pointers into targets move. */
 void trail__remove_target(struct trail *t, struct trail_target *tt);
+/* One phase as the trail writes it. */
+json_t *trail__phase_json(const struct trail *t, const struct trail_phase *p);
 /* One target as the trail writes it. */
 json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 			   bool with_timeline);

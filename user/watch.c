@@ -1,0 +1,965 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * memtrail watch: a node-wide flight recorder. Every target's recent
+ * timeline is kept in a bounded window; a snapshot file is written when its
+ * memory cgroup comes under pressure and the moment the OOM killer chooses
+ * it, and a verdict file when it dies by SIGKILL. Runs until stopped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "commands.h"
+#include "container.h"
+#include "format.h"
+#include "kinds.h"
+#include "log.h"
+#include "proc.h"
+#include "session.h"
+#include "verdict.h"
+
+#define DEFAULT_DIR "memtrail-snapshots"
+#define DEFAULT_INTERVAL_MS 1000
+#define DEFAULT_KEEP_S 60
+#define DEFAULT_PRESSURE_PCT 90
+#define DEFAULT_PRESSURE_EVERY_S 30
+#define DEFAULT_PENDING 64
+#define DEFAULT_MAX_TARGETS 8192
+/* per target: phases listed (first and latest half) and phase names aggregated */
+#define WATCH_PHASE_HISTORY 8
+#define WATCH_PHASE_NAMES 8
+/* memory.pressure "some avg10" at or above this, percent, is pressure */
+#define PSI_SOME_PCT 10.0
+#define CGROUPS_REFRESH_MS 5000
+#define SCAN_PERIOD_MS 2000
+#define RETRY_MS 1000
+#define POLL_MS 50
+#define TOP_PROCS 10
+#define PROCS_MAX 4096
+#define OOM_NAMES 64
+/* bytes per target besides its timeline window and phases (struct trail_target, strings) */
+#define TARGET_BYTES 1024
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+struct watch_opts {
+	const char *dir;
+	const char *cgroups[MEMTRAIL_FILTER_CGROUPS_MAX];
+	size_t n_cgroups;
+	uint32_t interval_ms;
+	uint32_t keep_s;
+	uint32_t pressure_pct;
+	uint32_t pressure_every_s;
+	uint32_t pending;
+	uint32_t max_targets;
+	const char *pods_dir;
+};
+
+/* A memory cgroup with a limit that holds targets: watched for pressure. */
+struct watched {
+	char *path;
+	int64_t ev_max, ev_high, failcnt;	/* last seen; -1 unknown */
+	uint64_t snapshot_ms;			/* last pressure snapshot; 0 none */
+	bool used;
+};
+
+/* A target's cgroup and the limited cgroup above it (NULL: none has a limit). */
+struct limit_of {
+	char *path;
+	char *limited;
+	bool used;
+};
+
+struct pending {
+	char *name;
+	json_t *doc;
+};
+
+struct watch {
+	struct session s;
+	const struct watch_opts *o;
+	struct watched *cg;
+	size_t n_cg, cap_cg;
+	struct limit_of *lim;
+	size_t n_lim, cap_lim;
+	struct pending *pend;
+	size_t n_pend;
+	bool failing;		/* the last write failed: pending ones wait */
+	uint64_t snapshots, verdicts, dropped;
+	/* the OOM snapshot of each recent victim, for its verdict */
+	struct { uint32_t pid; char name[128]; } oom_names[OOM_NAMES];
+	size_t oom_next;
+};
+
+/* ---- writing files: atomically, 0600, kept in memory while the dir fails ---- */
+
+static void utc_stamp(char *buf, size_t len, bool for_file)
+{
+	struct timespec ts;
+	struct tm tm;
+	char base[40];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(base, sizeof(base), for_file ? "%Y%m%dT%H%M%S" : "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, len, "%.31s.%03dZ", base, (int)(ts.tv_nsec / 1000000) % 1000);
+}
+
+static int write_one(struct watch *w, const struct pending *p)
+{
+	char path[PATH_MAX];
+	int err;
+
+	if (snprintf(path, sizeof(path), "%s/%s", w->o->dir, p->name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	err = trail__write_json(p->doc, path, 0600);
+	if (err == -ENOENT && !mkdir(w->o->dir, 0700))
+		err = trail__write_json(p->doc, path, 0600);	/* the dir was removed */
+	return err;
+}
+
+/* Write what waits, oldest first; stop at the first failure. */
+static void flush_pending(struct watch *w)
+{
+	size_t done = 0;
+	int err = 0;
+
+	while (done < w->n_pend) {
+		err = write_one(w, &w->pend[done]);
+		if (err)
+			break;
+		log__info("wrote '%s/%s'", w->o->dir, w->pend[done].name);
+		free(w->pend[done].name);
+		json_decref(w->pend[done].doc);
+		done++;
+	}
+	if (done) {
+		memmove(w->pend, w->pend + done, (w->n_pend - done) * sizeof(*w->pend));
+		w->n_pend -= done;
+	}
+	if (err && !w->failing)
+		log__error("cannot write '%s/%s': %s; kept in memory (%zu waiting, at most %u), "
+			   "retrying every second", w->o->dir, w->pend[0].name, strerror(-err),
+			   w->n_pend, w->o->pending);
+	else if (!err && w->failing)
+		log__info("'%s' is writable again: every kept file is written", w->o->dir);
+	w->failing = err != 0;
+}
+
+/* Queue DOC (taking its reference) as DIR/NAME and write what can be written. */
+static void emit(struct watch *w, const char *name, json_t *doc)
+{
+	if (!doc) {
+		w->dropped++;
+		log__error("out of memory: '%s' is lost", name);
+		return;
+	}
+	if (w->n_pend == w->o->pending) {
+		log__error("too many files waiting to be written: '%s' is dropped",
+			   w->pend[0].name);
+		free(w->pend[0].name);
+		json_decref(w->pend[0].doc);
+		memmove(w->pend, w->pend + 1, (w->n_pend - 1) * sizeof(*w->pend));
+		w->n_pend--;
+		w->dropped++;
+	}
+	w->pend[w->n_pend].name = strdup(name);
+	w->pend[w->n_pend].doc = doc;
+	if (!w->pend[w->n_pend].name) {
+		json_decref(doc);
+		w->dropped++;
+		return;
+	}
+	w->n_pend++;
+	flush_pending(w);
+}
+
+/* ---- snapshots ---- */
+
+static json_t *bytes_or_null(int64_t v)
+{
+	return v >= 0 ? json_integer(v) : json_null();
+}
+
+/* What /proc shows of PID now; the fields are null once its memory is gone. */
+static json_t *status_json(uint32_t pid)
+{
+	struct proc_status st;
+
+	if (proc__status(pid, &st))
+		return json_null();	/* gone already */
+	return json_pack("{s:s#, s:o, s:o, s:o, s:o, s:o}", "state", &st.state, 1,
+			 "vm_rss", bytes_or_null(st.vm_rss), "rss_anon", bytes_or_null(st.rss_anon),
+			 "rss_file", bytes_or_null(st.rss_file),
+			 "rss_shmem", bytes_or_null(st.rss_shmem), "vm_data", bytes_or_null(st.vm_data));
+}
+
+struct proc_rss {
+	uint32_t pid;
+	int64_t rss;
+};
+
+static int by_rss_desc(const void *a, const void *b)
+{
+	const struct proc_rss *x = a, *y = b;
+
+	return x->rss < y->rss ? 1 : x->rss > y->rss ? -1 : 0;
+}
+
+/* The largest processes in cgroup PATH and below, by VmRSS from /proc. */
+static json_t *top_processes(const char *path)
+{
+	json_t *arr = json_array();
+	struct proc_rss *v;
+	uint32_t *pids;
+	size_t n, i, m = 0;
+
+	if (!path)
+		return arr;
+	pids = cgroup__procs(path, PROCS_MAX, &n);
+	v = pids ? calloc(n ? n : 1, sizeof(*v)) : NULL;
+	for (i = 0; v && i < n; i++) {
+		struct proc_status st;
+
+		if (!proc__status(pids[i], &st) && st.vm_rss >= 0)
+			v[m++] = (struct proc_rss){ pids[i], st.vm_rss };
+	}
+	if (v)
+		qsort(v, m, sizeof(*v), by_rss_desc);
+	for (i = 0; v && i < m && i < TOP_PROCS; i++) {
+		char comm[MEMTRAIL_COMM_LEN] = "?";
+		char *cmdline = proc__cmdline(v[i].pid);
+
+		proc__comm(v[i].pid, comm, sizeof(comm));
+		json_array_append_new(arr, json_pack("{s:i, s:s, s:o, s:I}", "pid", v[i].pid,
+						     "comm", comm,
+						     "cmdline", cmdline ? json_string(cmdline) : json_null(),
+						     "vm_rss", (json_int_t)v[i].rss));
+		free(cmdline);
+	}
+	free(v);
+	free(pids);
+	return arr;
+}
+
+static void set_attribution(json_t *o, const char *cgroup, const char *pods_dir)
+{
+	json_t *a = container__json(cgroup, pods_dir);
+
+	json_object_set_new(o, "container", a ? json_incref(json_object_get(a, "container"))
+					      : json_null());
+	json_object_set_new(o, "pod", a ? json_incref(json_object_get(a, "pod")) : json_null());
+	json_decref(a);
+}
+
+/*
+ * A snapshot is a trail of one target (memtrail report reads it) with a
+ * "snapshot" object: why and when, the target's container and pod, its
+ * cgroup's figures, what /proc still shows, the largest processes there.
+ * The target's phases end with the open one, marked "open".
+ */
+static json_t *snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_ms,
+			    const char *cgroup, json_t *snap)
+{
+	struct trail view = w->s.trail;
+	struct trail_phase open;
+	json_t *root, *target, *phase;
+	char stamp[40];
+
+	view.targets = tt;
+	view.n_targets = 1;
+	view.events = json_array();
+	view.duration_ms = t_ms;
+	tracer__lost(w->s.tracer, view.lost);
+	root = trail__to_json(&view, true);
+	json_decref(view.events);
+	if (!root || !snap) {
+		json_decref(root);
+		json_decref(snap);
+		return NULL;
+	}
+	target = json_array_get(json_object_get(root, "targets"), 0);
+	session__open_phase(&w->s, tt, t_ms, &open);
+	phase = trail__phase_json(&w->s.trail, &open);
+	json_object_set_new(phase, "open", json_true());
+	json_array_append_new(json_object_get(target, "phases"), phase);
+	utc_stamp(stamp, sizeof(stamp), false);
+	json_object_set_new(snap, "time", json_string(stamp));
+	json_object_set_new(snap, "t_ms", json_integer(t_ms));
+	json_object_set_new(snap, "pid", json_integer(tt->pid));
+	json_object_set_new(snap, "comm", json_string(tt->comm));
+	json_object_set_new(snap, "phase", json_string(tt->phase_name));
+	json_object_set_new(snap, "keep_ms", json_integer(w->s.keep_ms));
+	set_attribution(snap, tt->cgroup, w->o->pods_dir);
+	if (!json_object_get(snap, "proc"))
+		json_object_set_new(snap, "proc", status_json(tt->pid));
+	json_object_set_new(snap, "cgroup", cgroup__memory_json(cgroup ? cgroup : tt->cgroup));
+	json_object_set_new(snap, "top_processes", top_processes(cgroup ? cgroup : tt->cgroup));
+	json_object_set_new(root, "snapshot", snap);
+	return root;
+}
+
+static void file_name(char *buf, size_t len, const char *what, uint32_t pid)
+{
+	char stamp[40];
+
+	utc_stamp(stamp, sizeof(stamp), true);
+	snprintf(buf, len, "%s-%u-%s.json", what, pid, stamp);
+}
+
+static void on_oom(struct session *s, struct trail_target *tt, const struct memtrail_event_oom *e)
+{
+	struct watch *w = s->ctx;
+	const struct verdict_facts *f = &tt->facts;
+	char name[128], *cgroup;
+	json_t *snap;
+
+	json_t *proc = status_json(tt->pid);	/* first: the victim is dying */
+
+	/* the cgroup at its limit, or (global OOM) the victim's own */
+	cgroup = f->oom_cgroup ? f->oom_cgroup :
+		 f->memcg_level >= 0 ? verdict__cgroup_up(tt->cgroup, f->memcg_level) : NULL;
+	snap = json_pack("{s:s, s:{s:s, s:o, s:I, s:I, s:{s:i, s:s}, s:{s:I, s:I, s:I}}}",
+			 "trigger", "oom_kill",
+			 "oom", "scope", f->memcg_level >= 0 ? "cgroup" : "global",
+			 "cgroup", cgroup ? json_string(cgroup) : json_null(),
+			 "usage", (json_int_t)f->usage, "limit", (json_int_t)f->limit,
+			 "trigger", "pid", f->trigger_pid, "comm", f->trigger_comm,
+			 "victim_rss", "anon", (json_int_t)e->rss_anon, "file", (json_int_t)e->rss_file,
+			 "shmem", (json_int_t)e->rss_shmem);
+	if (snap)
+		json_object_set_new(snap, "proc", proc);
+	else
+		json_decref(proc);
+	file_name(name, sizeof(name), "oom", tt->pid);
+	emit(w, name, snapshot_doc(w, tt, f->oom_ms, cgroup, snap));
+	w->snapshots++;
+	w->oom_names[w->oom_next].pid = tt->pid;
+	snprintf(w->oom_names[w->oom_next].name, sizeof(w->oom_names[0].name), "%s", name);
+	w->oom_next = (w->oom_next + 1) % OOM_NAMES;
+	if (cgroup != f->oom_cgroup)
+		free(cgroup);
+}
+
+/* ---- pressure ---- */
+
+static struct watched *watched_get(struct watch *w, const char *path)
+{
+	struct watched *c;
+	size_t i;
+
+	for (i = 0; i < w->n_cg; i++)
+		if (!strcmp(w->cg[i].path, path))
+			return &w->cg[i];
+	if (w->n_cg == w->cap_cg) {
+		size_t cap = w->cap_cg ? w->cap_cg * 2 : 16;
+
+		c = realloc(w->cg, cap * sizeof(*c));
+		if (!c)
+			return NULL;
+		w->cg = c;
+		w->cap_cg = cap;
+	}
+	c = &w->cg[w->n_cg];
+	memset(c, 0, sizeof(*c));
+	c->path = strdup(path);
+	if (!c->path)
+		return NULL;
+	c->ev_max = c->ev_high = c->failcnt = -1;
+	w->n_cg++;
+	return c;
+}
+
+/* The limited cgroup above a target's cgroup, remembered per path. */
+static const char *limited_of(struct watch *w, const char *path)
+{
+	struct limit_of *l;
+	size_t i;
+
+	if (!path)
+		return NULL;
+	for (i = 0; i < w->n_lim; i++) {
+		if (!strcmp(w->lim[i].path, path)) {
+			w->lim[i].used = true;
+			return w->lim[i].limited;
+		}
+	}
+	if (w->n_lim == w->cap_lim) {
+		size_t cap = w->cap_lim ? w->cap_lim * 2 : 16;
+
+		l = realloc(w->lim, cap * sizeof(*l));
+		if (!l)
+			return NULL;
+		w->lim = l;
+		w->cap_lim = cap;
+	}
+	l = &w->lim[w->n_lim];
+	l->path = strdup(path);
+	if (!l->path)
+		return NULL;
+	l->limited = cgroup__limited(path);
+	l->used = true;
+	w->n_lim++;
+	return l->limited;
+}
+
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (!path)
+		return false;
+	if (!strcmp(dir, "/"))
+		return true;
+	return !strncmp(path, dir, n) && (path[n] == '/' || !path[n]);
+}
+
+/* The set of limited cgroups that hold live targets, anew. */
+static void refresh_cgroups(struct watch *w)
+{
+	size_t i, j;
+
+	for (i = 0; i < w->n_lim; i++)
+		w->lim[i].used = false;
+	for (i = 0; i < w->n_cg; i++)
+		w->cg[i].used = false;
+	for (i = 0; i < w->s.trail.n_targets; i++) {
+		const struct trail_target *tt = &w->s.trail.targets[i];
+		const char *lim;
+		struct watched *c;
+
+		if (tt->end_ms || !(lim = limited_of(w, tt->cgroup)))
+			continue;
+		c = watched_get(w, lim);
+		if (c)
+			c->used = true;
+	}
+	for (i = j = 0; i < w->n_lim; i++) {
+		if (w->lim[i].used) {
+			w->lim[j++] = w->lim[i];
+		} else {
+			free(w->lim[i].path);
+			free(w->lim[i].limited);
+		}
+	}
+	w->n_lim = j;
+	for (i = j = 0; i < w->n_cg; i++) {
+		if (w->cg[i].used)
+			w->cg[j++] = w->cg[i];
+		else
+			free(w->cg[i].path);
+	}
+	w->n_cg = j;
+}
+
+static int64_t resident(const struct trail_target *tt)
+{
+	return tt->current[MEMTRAIL_KIND_RSS_ANON] + tt->current[MEMTRAIL_KIND_RSS_FILE] +
+	       tt->current[MEMTRAIL_KIND_RSS_SHMEM];
+}
+
+/* The live target with the most resident memory in cgroup PATH or below. */
+static struct trail_target *largest_in(struct watch *w, const char *path)
+{
+	struct trail_target *best = NULL;
+	size_t i;
+
+	for (i = 0; i < w->s.trail.n_targets; i++) {
+		struct trail_target *tt = &w->s.trail.targets[i];
+
+		if (!tt->end_ms && under(tt->cgroup, path) && (!best || resident(tt) > resident(best)))
+			best = tt;
+	}
+	return best;
+}
+
+static void pressure_snapshot(struct watch *w, struct watched *c, struct trail_target *tt,
+			      uint64_t t_ms, const char *reason, int64_t usage, int64_t limit)
+{
+	char name[128];
+	json_t *snap;
+
+	if (c->snapshot_ms && t_ms - c->snapshot_ms < w->o->pressure_every_s * 1000ULL)
+		return;
+	c->snapshot_ms = t_ms ? t_ms : 1;
+	snap = json_pack("{s:s, s:{s:s, s:s, s:I, s:o}}", "trigger", "pressure",
+			 "pressure", "reason", reason, "cgroup", c->path, "usage", (json_int_t)usage,
+			 "limit", limit >= 0 ? json_integer(limit) : json_null());
+	file_name(name, sizeof(name), "pressure", tt->pid);
+	emit(w, name, snapshot_doc(w, tt, t_ms, c->path, snap));
+	w->snapshots++;
+}
+
+static void on_pressure(struct session *s, struct trail_target *tt,
+			const struct memtrail_event_pressure *e)
+{
+	struct watch *w = s->ctx;
+	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
+	const char *lim = limited_of(w, tt->cgroup);
+	struct watched *c = lim ? watched_get(w, lim) : NULL;
+
+	if (!c || !w->o->pressure_pct)
+		return;
+	session__refresh(s, tt, t_ms, true);
+	pressure_snapshot(w, c, tt, t_ms, "reclaim", e->usage, e->limit ? (int64_t)e->limit : -1);
+}
+
+/* Usage near the limit, memory.events or failcnt growth, PSI: per limited cgroup. */
+static void check_pressure(struct watch *w, uint64_t t_ms)
+{
+	size_t i;
+
+	for (i = 0; i < w->n_cg; i++) {
+		struct watched *c = &w->cg[i];
+		char *dir = cgroup__memory_dir(c->path);
+		struct cgroup_memory m;
+		const char *reason = NULL;
+		struct trail_target *tt;
+		int err = dir ? cgroup__read_memory(dir, &m) : -ENOENT;
+
+		free(dir);
+		if (err)
+			continue;
+		if (m.limit > 0 && m.usage * 100 >= m.limit * (int64_t)w->o->pressure_pct)
+			reason = "usage";
+		else if ((c->ev_max >= 0 && m.ev_max > c->ev_max) ||
+			 (c->ev_high >= 0 && m.ev_high > c->ev_high) ||
+			 (c->failcnt >= 0 && m.failcnt > c->failcnt))
+			reason = "memory_events";
+		else if (m.psi_some_avg10 >= PSI_SOME_PCT)
+			reason = "psi";
+		c->ev_max = m.ev_max;
+		c->ev_high = m.ev_high;
+		c->failcnt = m.failcnt;
+		if (!reason || !(tt = largest_in(w, c->path)))
+			continue;
+		pressure_snapshot(w, c, tt, t_ms, reason, m.usage, m.limit >= 0 ? m.limit : m.high);
+	}
+}
+
+/* ---- verdicts ---- */
+
+static const char *oom_snapshot_of(struct watch *w, uint32_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < OOM_NAMES; i++)
+		if (w->oom_names[i].pid == pid && w->oom_names[i].name[0])
+			return w->oom_names[i].name;
+	return NULL;
+}
+
+static void on_ended(struct session *s, struct trail_target *tt)
+{
+	struct watch *w = s->ctx;
+	const struct trail_phase *last;
+	char name[128], stamp[40], line[1024], who[600];
+	const char *snapshot;
+	json_t *doc, *peaks;
+	size_t n;
+	int k;
+
+	if (!tt->verdict)
+		return;
+	n = phase_log__count(&tt->phases);
+	last = n ? phase_log__at(&tt->phases, n - 1) : NULL;
+	snapshot = oom_snapshot_of(w, tt->pid);
+	utc_stamp(stamp, sizeof(stamp), false);
+	peaks = json_object();
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+		if (w->s.trail.kinds & (1U << k))
+			json_object_set_new(peaks, kind__name(k), json_integer(tt->peak[k]));
+	doc = json_pack("{s:i, s:s, s:s, s:I, s:i, s:s, s:o, s:o, s:{s:i}, s:o, s:O, s:o, s:o}",
+			"memtrail", MEMTRAIL_TRAIL_VERSION, "type", "verdict", "time", stamp,
+			"t_ms", (json_int_t)tt->end_ms, "pid", tt->pid, "comm", tt->comm,
+			"cmdline", tt->cmdline ? json_string(tt->cmdline) : json_null(),
+			"cgroup", tt->cgroup ? json_string(tt->cgroup) : json_null(),
+			"exit", "signal", tt->exit_signal,
+			"phase", last ? json_string(last->name) : json_null(),
+			"verdict", tt->verdict,
+			"peaks", peaks,
+			"snapshot", snapshot ? json_string(snapshot) : json_null());
+	if (doc)
+		set_attribution(doc, tt->cgroup, w->o->pods_dir);
+	verdict__line(line, sizeof(line), tt->verdict);
+	container__describe(who, sizeof(who), doc ? doc : tt->verdict);
+	printf("verdict: %u (%s)%s%s: %s\n", tt->pid, tt->comm, who[0] ? " " : "", who, line);
+	fflush(stdout);
+	file_name(name, sizeof(name), "verdict", tt->pid);
+	emit(w, name, doc);
+	w->verdicts++;
+}
+
+/* Forget targets that ended: watch keeps only the living. */
+static void sweep(struct watch *w)
+{
+	size_t i = 0;
+
+	while (i < w->s.trail.n_targets) {
+		if (w->s.trail.targets[i].end_ms)
+			trail__remove_target(&w->s.trail, &w->s.trail.targets[i]);
+		else
+			i++;
+	}
+}
+
+/* ---- options ---- */
+
+static double memory_bound_mib(const struct watch_opts *o)
+{
+	double samples = (double)o->keep_s * 1000 / o->interval_ms + 2;
+	double per = TARGET_BYTES + samples * sizeof(struct trail_sample) +
+		     WATCH_PHASE_HISTORY * sizeof(struct trail_phase) +
+		     (WATCH_PHASE_NAMES + 1) * sizeof(struct phase_agg);
+
+	return per * o->max_targets / (1024.0 * 1024.0);
+}
+
+static void usage(FILE *f)
+{
+	struct watch_opts d = { .interval_ms = DEFAULT_INTERVAL_MS, .keep_s = DEFAULT_KEEP_S,
+				.max_targets = DEFAULT_MAX_TARGETS };
+
+	fprintf(f,
+"usage: memtrail watch [options] [--cgroup PATH ...]\n"
+"\n"
+"A flight recorder for the node (or the given cgroups), until Ctrl-C/SIGTERM.\n"
+"It keeps each process's recent memory timeline and writes, to DIR, one JSON\n"
+"file each (atomically, mode 0600):\n"
+"  pressure-PID-TIME.json  a cgroup nears its limit: reclaim started, usage at\n"
+"                          --pressure percent of the limit, memory.events\n"
+"                          high/max or failcnt grew, or PSI some avg10 >= %.0f%%;\n"
+"                          of the cgroup's largest process, once per --pressure-every\n"
+"  oom-PID-TIME.json       the OOM killer chose PID, written before it dies\n"
+"  verdict-PID-TIME.json   PID died by SIGKILL: why (oom_cgroup, oom_global,\n"
+"                          signal with its sender, unknown); also a line on stdout\n"
+"Snapshots read back with 'memtrail report FILE'. Containers and pods are named\n"
+"from cgroup paths and the kubelet's log directory.\n"
+"\n"
+"options:\n"
+"  -o, --output DIR        where files go, created if missing (default %s)\n"
+"  -c, --cgroup PATH       only processes in this cgroup or below (v1 or v2, one\n"
+"                          hierarchy); repeatable, at most %d (default: all)\n"
+"  -i, --interval MS       sample interval, 10..60000 (default %d)\n"
+"  -k, --keep SECONDS      timeline kept per process, 1..3600 (default %d)\n"
+"      --pressure PCT      usage/limit that counts as pressure, 1..100; 0 turns\n"
+"                          pressure snapshots off (default %d)\n"
+"      --pressure-every S  least time between two pressure snapshots of one cgroup,\n"
+"                          1..86400 (default %d)\n"
+"      --pods-dir DIR      the kubelet's pod log directory (default %s)\n"
+"      --pending N         files kept in memory while DIR cannot be written,\n"
+"                          1..10000 (default %d); beyond, the oldest are dropped\n"
+"      --max-targets N     most processes traced at once, 16..1048576 (default %d)\n"
+"  -v, --verbose           debug messages\n"
+"  -h, --help              this help\n"
+"\n"
+"Memory: bounded by --max-targets, --keep and --interval: in the kernel about\n"
+"800 bytes per process; in memtrail at most about %.0f MiB at the defaults\n"
+"(1 KiB + 88 bytes per kept sample + %d phases per process), far less for idle\n"
+"processes, which store a sample only when a level changes. Needs root and BTF.\n",
+		PSI_SOME_PCT, DEFAULT_DIR, MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_INTERVAL_MS,
+		DEFAULT_KEEP_S, DEFAULT_PRESSURE_PCT, DEFAULT_PRESSURE_EVERY_S, DEFAULT_PODS_DIR,
+		DEFAULT_PENDING, DEFAULT_MAX_TARGETS, memory_bound_mib(&d), WATCH_PHASE_HISTORY);
+}
+
+static int parse_num(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint32_t *out)
+{
+	uint64_t v;
+
+	if (format__parse_u64(arg, lo, hi, &v)) {
+		log__error("invalid %s '%s': give %llu to %llu", opt, arg,
+			   (unsigned long long)lo, (unsigned long long)hi);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct watch_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "cgroup", required_argument, NULL, 'c' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "keep", required_argument, NULL, 'k' },
+		{ "pressure", required_argument, NULL, 'R' },
+		{ "pressure-every", required_argument, NULL, 'E' },
+		{ "pods-dir", required_argument, NULL, 'D' },
+		{ "pending", required_argument, NULL, 'N' },
+		{ "max-targets", required_argument, NULL, 'M' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c, err = 0;
+
+	o->dir = DEFAULT_DIR;
+	o->interval_ms = DEFAULT_INTERVAL_MS;
+	o->keep_s = DEFAULT_KEEP_S;
+	o->pressure_pct = DEFAULT_PRESSURE_PCT;
+	o->pressure_every_s = DEFAULT_PRESSURE_EVERY_S;
+	o->pending = DEFAULT_PENDING;
+	o->max_targets = DEFAULT_MAX_TARGETS;
+	o->pods_dir = DEFAULT_PODS_DIR;
+	optind = 1;
+	opterr = 0;
+	while (!err && (c = getopt_long(argc, argv, ":o:c:i:k:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o->dir = optarg;
+			break;
+		case 'c':
+			if (o->n_cgroups == MEMTRAIL_FILTER_CGROUPS_MAX) {
+				log__error("too many --cgroup: the most is %d", MEMTRAIL_FILTER_CGROUPS_MAX);
+				return -EINVAL;
+			}
+			o->cgroups[o->n_cgroups++] = optarg;
+			break;
+		case 'i':
+			err = parse_num("--interval", optarg, 10, 60000, &o->interval_ms);
+			break;
+		case 'k':
+			err = parse_num("--keep", optarg, 1, 3600, &o->keep_s);
+			break;
+		case 'R':
+			err = parse_num("--pressure", optarg, 0, 100, &o->pressure_pct);
+			break;
+		case 'E':
+			err = parse_num("--pressure-every", optarg, 1, 86400, &o->pressure_every_s);
+			break;
+		case 'D':
+			o->pods_dir = optarg;
+			break;
+		case 'N':
+			err = parse_num("--pending", optarg, 1, 10000, &o->pending);
+			break;
+		case 'M':
+			err = parse_num("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
+			break;
+		case 'v':
+			log__set_verbose(true);
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			log__error("option '%s' needs a value", argv[optind - 1]);
+			fprintf(stderr, "Try 'memtrail watch --help'.\n");
+			return -EINVAL;
+		default:
+			log__error("unknown option '%s'", argv[optind - 1]);
+			fprintf(stderr, "Try 'memtrail watch --help'.\n");
+			return -EINVAL;
+		}
+	}
+	if (err)
+		return err;
+	if (optind < argc) {
+		log__error("unexpected argument '%s'", argv[optind]);
+		fprintf(stderr, "Try 'memtrail watch --help'.\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The output directory exists (made 0700 when missing) and takes a file. */
+static int check_dir(const char *dir)
+{
+	char probe[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		log__error("cannot create snapshot directory '%s': %s", dir, strerror(errno));
+		return -1;
+	}
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		log__error("snapshot directory '%s' is not a directory", dir);
+		return -1;
+	}
+	snprintf(probe, sizeof(probe), "%s/.memtrail-probe.%d", dir, (int)getpid());
+	fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		log__error("cannot write to snapshot directory '%s': %s", dir, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	unlink(probe);
+	return 0;
+}
+
+static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
+{
+	struct cgroup_ref ref;
+	char err[512];
+	size_t i;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_targets = o->max_targets;
+	cfg->cgroup_subsys = -1;
+	cfg->mode = o->n_cgroups ? MEMTRAIL_FILTER_CGROUP : MEMTRAIL_FILTER_ALL;
+	for (i = 0; i < o->n_cgroups; i++) {
+		if (cgroup__resolve(o->cgroups[i], &ref, err, sizeof(err))) {
+			log__error("%s", err);
+			return -ENOENT;
+		}
+		if (i && ref.subsys != cfg->cgroup_subsys) {
+			log__error("--cgroup '%s' is in another hierarchy than '%s': give cgroups "
+				   "of one (v2, or one v1 controller)", o->cgroups[i], o->cgroups[0]);
+			return -EINVAL;
+		}
+		cfg->cgroup_ids[i] = ref.id;
+		cfg->cgroup_subsys = ref.subsys;
+	}
+	cfg->n_cgroups = o->n_cgroups;
+	return 0;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static void watch_loop(struct watch *w)
+{
+	const struct watch_opts *o = w->o;
+	uint64_t next_sample = 0, next_scan = SCAN_PERIOD_MS, next_cgroups = 0, next_retry = 0;
+
+	while (!stop_signal) {
+		uint64_t now;
+
+		if (tracer__poll(w->s.tracer, POLL_MS) < 0 && !stop_signal) {
+			log__error("cannot read BPF events: %s", strerror(errno));
+			break;
+		}
+		now = session__now_ms(&w->s);
+		if (now >= next_sample) {
+			session__sample_all(&w->s, now);
+			next_sample = now + o->interval_ms;
+			if (now >= next_cgroups) {
+				refresh_cgroups(w);
+				next_cgroups = now + CGROUPS_REFRESH_MS;
+			}
+			if (o->pressure_pct)
+				check_pressure(w, now);
+		}
+		if (o->n_cgroups && now >= next_scan) {
+			tracer__scan(w->s.tracer);	/* processes moved into a watched cgroup */
+			next_scan = now + SCAN_PERIOD_MS;
+		}
+		if (w->n_pend && now >= next_retry) {
+			flush_pending(w);
+			next_retry = now + RETRY_MS;
+		}
+		sweep(w);
+	}
+}
+
+static void free_watch(struct watch *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->n_cg; i++)
+		free(w->cg[i].path);
+	for (i = 0; i < w->n_lim; i++) {
+		free(w->lim[i].path);
+		free(w->lim[i].limited);
+	}
+	for (i = 0; i < w->n_pend; i++) {
+		free(w->pend[i].name);
+		json_decref(w->pend[i].doc);
+	}
+	free(w->cg);
+	free(w->lim);
+	free(w->pend);
+	tracer__destroy(w->s.tracer);
+	trail__free(&w->s.trail);
+}
+
+int cmd_watch(int argc, char **argv)
+{
+	static const struct session_hooks hooks = {
+		.oom = on_oom, .pressure = on_pressure, .ended = on_ended,
+	};
+	struct watch_opts o = { 0 };
+	struct tracer_config cfg;
+	struct watch w = { 0 };
+	uint64_t lost[MEMTRAIL_LOST_MAX];
+	int ret = 1, k;
+
+	if (parse_opts(argc, argv, &o))
+		return 2;
+	if (check_dir(o.dir) || build_config(&o, &cfg))
+		return 1;
+	w.o = &o;
+	w.pend = calloc(o.pending, sizeof(*w.pend));
+	if (!w.pend || trail__init(&w.s.trail)) {
+		log__error("out of memory");
+		free(w.pend);
+		return 1;
+	}
+	w.s.trail.interval_ms = o.interval_ms;
+	w.s.trail.phase_history = WATCH_PHASE_HISTORY;
+	w.s.trail.phase_names = WATCH_PHASE_NAMES;
+	w.s.trail.kinds = kind__sourced();
+	w.s.trail.command = strdup(o.n_cgroups ? "watch cgroups" : "watch all");
+	w.s.keep_ms = o.keep_s * 1000ULL;
+	w.s.hooks = &hooks;
+	w.s.ctx = &w;
+	w.s.pods_dir = o.pods_dir;
+	install_signals();
+	w.s.t0_ns = session__mono_ns();
+	{
+		time_t now = time(NULL);
+		struct tm tm;
+
+		gmtime_r(&now, &tm);
+		strftime(w.s.trail.started, sizeof(w.s.trail.started), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	}
+	if (tracer__open(&w.s.tracer, &cfg, session__on_event, &w.s))
+		goto out;
+	if (tracer__scan(w.s.tracer))
+		goto out;
+	tracer__poll(w.s.tracer, 0);
+	log__info("tracing %s (%zu processes); snapshots and verdicts to '%s'; Ctrl-C to stop",
+		  o.n_cgroups ? "the given cgroups" : "all processes", w.s.live, o.dir);
+	watch_loop(&w);
+	if (w.n_pend)
+		flush_pending(&w);
+	tracer__lost(w.s.tracer, lost);
+	ret = 0;
+	log__info("stopped: %llu snapshots, %llu verdicts; %zu not written, %llu dropped",
+		  (unsigned long long)w.snapshots, (unsigned long long)w.verdicts, w.n_pend,
+		  (unsigned long long)w.dropped);
+	for (k = 0; k < MEMTRAIL_LOST_MAX; k++)
+		if (lost[k])
+			log__warn("lost %s: %llu", trail__lost_name(k), (unsigned long long)lost[k]);
+	if (w.n_pend || w.dropped) {
+		log__error("%zu snapshot or verdict files could not be written to '%s'",
+			   w.n_pend + (size_t)w.dropped, o.dir);
+		ret = 1;
+	}
+out:
+	free_watch(&w);
+	return ret;
+}
