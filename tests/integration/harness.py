@@ -8,6 +8,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import uuid
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MEMTRAIL = os.path.join(ROOT, "memtrail")
@@ -155,6 +156,36 @@ def remove_cgroup(path):
             if time.time() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def new_pod_ids():
+    """A pod UID and a container ID as Kubernetes and the runtimes make them."""
+    return str(uuid.uuid4()), uuid.uuid4().hex + uuid.uuid4().hex
+
+
+def kubelet_memcg(limit, ids=None, runtime="cri-containerd"):
+    """A v1 memory cgroup shaped like the kubelet's (kubepods/burstable/pod<uid>/
+    <runtime>-<id>) with LIMIT on the container; (directory, cgroup path, limit
+    as the kernel set it, pod uid, container id)."""
+    uid, cid = ids or new_pod_ids()
+    rel = f"memtrail-test-{os.getpid()}/kubepods/burstable/pod{uid}/{runtime}-{cid}"
+    path = memcg_v1(rel)
+    with open(os.path.join(path, "memory.limit_in_bytes"), "w") as f:
+        f.write(str(limit))
+    with open(os.path.join(path, "memory.limit_in_bytes")) as f:
+        real = int(f.read())
+    return path, "/" + rel, real, uid, cid
+
+
+def remove_tree(path):
+    """Remove a test's cgroup tree from its top (the child of the hierarchy's root)."""
+    top = path
+    while os.path.basename(os.path.dirname(top)) != "memory":
+        top = os.path.dirname(top)
+    for d in sorted((os.path.join(r, x) for r, ds, _ in os.walk(top) for x in ds),
+                    key=len, reverse=True):
+        remove_cgroup(d)
+    remove_cgroup(top)
 
 
 def in_cgroup(path, cmd):

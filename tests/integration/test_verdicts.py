@@ -6,40 +6,15 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
-from harness import (MEMTRAIL, MiB, Background, check, check_eq, in_cgroup, load_trail,
-                     memcg_v1, record, remove_cgroup, target, tmpdir, workload,
-                     no_programs_left)
+from harness import (MiB, Background, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
+                     record, remove_tree, target, tmpdir, workload, no_programs_left)
 
 LIMIT = 64 * MiB
 
 
-def kubelet_memcg():
-    """A v1 memory cgroup shaped like the kubelet's, with a limit on the container."""
-    pod = f"pod{uuid.uuid4()}"
-    container = "cri-containerd-" + uuid.uuid4().hex
-    rel = f"memtrail-test-{os.getpid()}/kubepods/burstable/{pod}/{container}"
-    path = memcg_v1(rel)
-    with open(os.path.join(path, "memory.limit_in_bytes"), "w") as f:
-        f.write(str(LIMIT))
-    with open(os.path.join(path, "memory.limit_in_bytes")) as f:
-        limit = int(f.read())
-    return path, "/" + rel, limit
-
-
-def remove_tree(path):
-    top = path
-    while os.path.basename(os.path.dirname(top)) != "memory":
-        top = os.path.dirname(top)
-    for d in sorted((os.path.join(r, x) for r, ds, _ in os.walk(top) for x in ds),
-                    key=len, reverse=True):
-        remove_cgroup(d)
-    remove_cgroup(top)
-
-
 def check_oom_verdict(cmd, comm_prefix):
-    path, rel, limit = kubelet_memcg()
+    path, rel, limit, _, _ = kubelet_memcg(LIMIT)
     try:
         p, trail, _ = record(in_cgroup(path, cmd))
     finally:
