@@ -39,7 +39,8 @@
 #define WATCH_PHASE_NAMES 8
 /* memory.pressure "some avg10" at or above this, percent, is pressure */
 #define PSI_SOME_PCT 10.0
-#define CGROUPS_REFRESH_MS 5000
+/* how long a cgroup's nearest limit is taken as known */
+#define LIMITS_TTL_MS 10000
 #define SCAN_PERIOD_MS 2000
 #define RETRY_MS 1000
 #define POLL_MS 50
@@ -81,6 +82,7 @@ struct watched {
 struct limit_of {
 	char *path;
 	char *limited;
+	uint64_t until_ms;	/* looked up again after, limits may change */
 	bool used;
 };
 
@@ -384,8 +386,8 @@ static struct watched *watched_get(struct watch *w, const char *path)
 	return c;
 }
 
-/* The limited cgroup above a target's cgroup, remembered per path. */
-static const char *limited_of(struct watch *w, const char *path)
+/* The limited cgroup above a target's cgroup, remembered per path a while. */
+static const char *limited_of(struct watch *w, const char *path, uint64_t t_ms)
 {
 	struct limit_of *l;
 	size_t i;
@@ -393,10 +395,16 @@ static const char *limited_of(struct watch *w, const char *path)
 	if (!path)
 		return NULL;
 	for (i = 0; i < w->n_lim; i++) {
-		if (!strcmp(w->lim[i].path, path)) {
-			w->lim[i].used = true;
-			return w->lim[i].limited;
+		l = &w->lim[i];
+		if (strcmp(l->path, path))
+			continue;
+		if (t_ms >= l->until_ms) {
+			free(l->limited);
+			l->limited = cgroup__limited(path);
+			l->until_ms = t_ms + LIMITS_TTL_MS;
 		}
+		l->used = true;
+		return l->limited;
 	}
 	if (w->n_lim == w->cap_lim) {
 		size_t cap = w->cap_lim ? w->cap_lim * 2 : 16;
@@ -412,6 +420,7 @@ static const char *limited_of(struct watch *w, const char *path)
 	if (!l->path)
 		return NULL;
 	l->limited = cgroup__limited(path);
+	l->until_ms = t_ms + LIMITS_TTL_MS;
 	l->used = true;
 	w->n_lim++;
 	return l->limited;
@@ -429,7 +438,7 @@ static bool under(const char *path, const char *dir)
 }
 
 /* The set of limited cgroups that hold live targets, anew. */
-static void refresh_cgroups(struct watch *w)
+static void refresh_cgroups(struct watch *w, uint64_t t_ms)
 {
 	size_t i, j;
 
@@ -442,7 +451,7 @@ static void refresh_cgroups(struct watch *w)
 		const char *lim;
 		struct watched *c;
 
-		if (tt->end_ms || !(lim = limited_of(w, tt->cgroup)))
+		if (tt->end_ms || !(lim = limited_of(w, tt->cgroup, t_ms)))
 			continue;
 		c = watched_get(w, lim);
 		if (c)
@@ -509,7 +518,7 @@ static void on_pressure(struct session *s, struct trail_target *tt,
 {
 	struct watch *w = s->ctx;
 	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
-	const char *lim = limited_of(w, tt->cgroup);
+	const char *lim = limited_of(w, tt->cgroup, t_ms);
 	struct watched *c = lim ? watched_get(w, lim) : NULL;
 
 	if (!c || !w->o->pressure_pct)
@@ -843,7 +852,7 @@ static void install_signals(void)
 static void watch_loop(struct watch *w)
 {
 	const struct watch_opts *o = w->o;
-	uint64_t next_sample = 0, next_scan = SCAN_PERIOD_MS, next_cgroups = 0, next_retry = 0;
+	uint64_t next_sample = 0, next_scan = SCAN_PERIOD_MS, next_retry = 0;
 
 	while (!stop_signal) {
 		uint64_t now;
@@ -856,12 +865,10 @@ static void watch_loop(struct watch *w)
 		if (now >= next_sample) {
 			session__sample_all(&w->s, now);
 			next_sample = now + o->interval_ms;
-			if (now >= next_cgroups) {
-				refresh_cgroups(w);
-				next_cgroups = now + CGROUPS_REFRESH_MS;
-			}
-			if (o->pressure_pct)
+			if (o->pressure_pct) {
+				refresh_cgroups(w, now);
 				check_pressure(w, now);
+			}
 		}
 		if (o->n_cgroups && now >= next_scan) {
 			tracer__scan(w->s.tracer);	/* processes moved into a watched cgroup */

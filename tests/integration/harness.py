@@ -101,7 +101,8 @@ def no_programs_left():
         if not loaded_programs():
             return
         time.sleep(0.1)
-    raise TestFailure(f"BPF programs left behind: {loaded_programs()}")
+    left = [(x["id"], x["name"]) for x in loaded_programs()]
+    raise TestFailure(f"BPF programs left behind: {left}")
 
 
 class Background:

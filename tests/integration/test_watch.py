@@ -7,6 +7,7 @@ import ctypes
 import glob
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -152,3 +153,214 @@ while True:
 def test_oom_python_workload():
     check_oom_snapshot([os.path.realpath(sys.executable), "-c", PY_HOG,
                         os.path.join(ROOT, "include")], "python")
+
+
+KILLER = """
+import ctypes, os, signal, sys, time
+ctypes.CDLL(None).prctl(15, b"containerd-shim", 0, 0, 0)   # PR_SET_NAME
+pid = int(sys.argv[1])
+os.kill(pid, signal.SIGTERM)
+time.sleep(0.4)
+os.kill(pid, signal.SIGKILL)
+"""
+
+
+def test_signal_verdict_names_runtime_sender():
+    """SIGTERM, a grace period, SIGKILL, from a process named like a runtime."""
+    ids = new_pod_ids()
+    w = Watch(["--pods-dir", pods_dir(ids[0])])
+    path, rel, _, uid, cid = kubelet_memcg(LIMIT, ids)
+    try:
+        victim = subprocess.Popen(in_cgroup(path, ["sh", "-c", "trap '' TERM; exec sleep 60"]))
+        time.sleep(0.5)
+        killer = subprocess.Popen([os.path.realpath(sys.executable), "-c", KILLER,
+                                   str(victim.pid)])
+        killer.wait(timeout=30)
+        check_eq(victim.wait(timeout=30), -signal.SIGKILL, "the victim's end")
+        verdicts = wait_files(w.dir, "verdict-*.json", 1)
+    finally:
+        rc, out, err = w.stop()
+        remove_tree(path)
+    check_eq(rc, 0, f"watch's status ({err!r})")
+    check_eq(len(verdicts), 1, "verdict files")
+    v = load(verdicts[0])
+    check_eq(v["pid"], victim.pid, "the victim")
+    vd = v["verdict"]
+    check_eq(vd["cause"], "signal", "cause")
+    check_eq(vd["sender"]["pid"], killer.pid, "the sender")
+    check_eq(vd["sender"]["comm"], "containerd-shim", "the sender's name")
+    check_eq(vd["sigterm_first"], True, "SIGTERM came first")
+    check(350 <= vd["sigterm_before_ms"] <= 3000,
+          f"grace period {vd['sigterm_before_ms']} ms, the sender slept 400")
+    check_eq(v["pod"]["name"], "llama-7b", "the victim's pod")
+    check_eq(v["snapshot"], None, "no OOM snapshot for a signal")
+    check(f"verdict: {victim.pid} (sleep) pod serving/llama-7b container model-server: "
+          f"signal: SIGKILL sent by {killer.pid} (containerd-shim" in out,
+          f"verdict line: {out!r}")
+    no_programs_left()
+
+
+def test_twenty_oom_kills_in_a_row():
+    """20 kills under one watch: 20 snapshots, 20 verdicts, nothing lost,
+    memtrail alive and its memory flat."""
+    w = Watch()
+    path, rel, limit, _, _ = kubelet_memcg(LIMIT)
+    rss = []
+    try:
+        for i in range(20):
+            p = subprocess.run(in_cgroup(path, [workload("hog")]), timeout=60)
+            check_eq(p.returncode, -signal.SIGKILL, f"kill {i + 1}")
+            check(w.proc.poll() is None, f"memtrail died after kill {i + 1}")
+            wait_files(w.dir, "verdict-*.json", i + 1)
+            if i in (4, 19):
+                rss.append(rss_kib_of(w.proc.pid))
+        snaps = wait_files(w.dir, "oom-*.json", 20)
+        verdicts = wait_files(w.dir, "verdict-*.json", 20)
+    finally:
+        rc, out, err = w.stop()
+        remove_tree(path)
+    check_eq(rc, 0, f"watch's status ({err!r})")
+    check_eq(len(snaps), 20, "OOM snapshots")
+    check_eq(len(verdicts), 20, "verdict files")
+    check_eq(out.count(": oom_cgroup: "), 20, "verdict lines")
+    pids = set()
+    for f in verdicts:
+        v = load(f)
+        check_eq(v["verdict"]["cause"], "oom_cgroup", f"cause in {f}")
+        check(v["snapshot"] and os.path.exists(os.path.join(w.dir, v["snapshot"])),
+              f"{f} names its snapshot")
+        pids.add(v["pid"])
+    check_eq(len(pids), 20, "20 distinct victims")
+    for f in snaps:
+        check_eq(load(f)["lost"], {k: 0 for k in load(f)["lost"]}, f"nothing lost in {f}")
+    check("lost" not in err, f"nothing lost: {err!r}")
+    check(rss[1] - rss[0] < 1024, f"memtrail's VmRSS grew from {rss[0]} to {rss[1]} KiB "
+          "between kill 5 and kill 20")
+    no_programs_left()
+
+
+def test_pressure_snapshot_before_oom():
+    """A workload growing 1 MiB per 40 ms towards the limit: a pressure snapshot
+    first (usage over 90% of the limit, or reclaim), then the OOM snapshot."""
+    w = Watch(["-i", "100"])
+    path, rel, limit, _, _ = kubelet_memcg(LIMIT)
+    try:
+        p = subprocess.run(in_cgroup(path, [workload("slowhog"), "40"]), timeout=60)
+        check_eq(p.returncode, -signal.SIGKILL, "the workload's end")
+        verdicts = wait_files(w.dir, "verdict-*.json", 1)
+    finally:
+        rc, out, err = w.stop()
+        remove_tree(path)
+    check_eq(rc, 0, f"watch's status ({err!r})")
+    pid = load(verdicts[0])["pid"]
+    pressure = glob.glob(os.path.join(w.dir, f"pressure-{pid}-*.json"))
+    oom = glob.glob(os.path.join(w.dir, f"oom-{pid}-*.json"))
+    check_eq((len(pressure), len(oom)), (1, 1), "one pressure and one OOM snapshot")
+    ps, os_ = load(pressure[0])["snapshot"], load(oom[0])["snapshot"]
+    check_eq(ps["trigger"], "pressure", "trigger")
+    check(ps["pressure"]["reason"] in ("usage", "reclaim", "memory_events"),
+          f"reason {ps['pressure']['reason']}")
+    check_eq(ps["pressure"]["cgroup"], rel, "the limited cgroup")
+    check_eq(ps["pressure"]["limit"], limit, "its limit")
+    check(ps["pressure"]["usage"] >= limit * 0.9 or ps["pressure"]["reason"] != "usage",
+          f"usage {ps['pressure']['usage']} vs 90% of {limit}")
+    check(ps["t_ms"] < os_["t_ms"], f"pressure at {ps['t_ms']} ms, OOM at {os_['t_ms']} ms")
+    check(os.path.getmtime(pressure[0]) <= os.path.getmtime(oom[0]), "written first")
+    check_eq(ps["phase"], "grow", "phase")
+    grown = load(pressure[0])["targets"][0]["phases"][-1]["kinds"]["rss_anon"]["segment_change"]
+    check(limit * 0.8 <= grown <= limit, f"grown {grown} when the pressure snapshot was taken")
+    top = ps["top_processes"]
+    check(top and top[0]["pid"] == pid, f"the workload is the cgroup's largest: {top}")
+    no_programs_left()
+
+
+def test_output_dir_errors():
+    # missing: made, 0700
+    d = os.path.join(tmpdir(), "new", "snapshots")
+    p = run([MEMTRAIL, "watch", "-o", d, "--bogus"])
+    check_eq(p.returncode, 2, "a wrong option")
+    one_line_error(subprocess.run([MEMTRAIL, "watch", "-o", "/proc/memtrail/x"],
+                                  capture_output=True, text=True, timeout=30),
+                   "cannot create snapshot directory '/proc/memtrail/x'")
+    f = os.path.join(tmpdir(), "file")
+    open(f, "w").close()
+    one_line_error(subprocess.run([MEMTRAIL, "watch", "-o", f], capture_output=True,
+                                  text=True, timeout=30), "is not a directory")
+    ro = tmpdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", ro], check=True)
+    try:
+        one_line_error(subprocess.run([MEMTRAIL, "watch", "-o", ro], capture_output=True,
+                                      text=True, timeout=30),
+                       f"cannot write to snapshot directory '{ro}'", "Read-only")
+    finally:
+        subprocess.run(["umount", ro], check=True)
+    os.makedirs(os.path.dirname(d))
+    w = Watch(out=d)
+    rc, _, err = w.stop()
+    check_eq(rc, 0, f"status ({err!r})")
+    check_eq(stat.S_IMODE(os.stat(d).st_mode), 0o700, "a new directory's mode")
+    no_programs_left()
+
+
+def fill(d):
+    """Fill the filesystem of D; returns the filler's path."""
+    filler = os.path.join(d, f"filler{len(os.listdir(d))}")
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_full_disk_keeps_snapshots_until_space():
+    """A tiny tmpfs, full: the snapshot and verdict wait in memory, an error
+    says so, and they are written once space is freed."""
+    d = tmpdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k,mode=0700", "tmpfs", d], check=True)
+    path, rel, limit, _, _ = kubelet_memcg(LIMIT)
+    w = None
+    try:
+        w = Watch(out=d)
+        filler = fill(d)
+        p = subprocess.run(in_cgroup(path, [workload("hog")]), timeout=60)
+        check_eq(p.returncode, -signal.SIGKILL, "the workload's end")
+        time.sleep(1.5)
+        check_eq(glob.glob(os.path.join(d, "*.json")), [], "nothing written on a full disk")
+        check(w.proc.poll() is None, "memtrail still runs")
+        os.unlink(filler)
+        wait_files(d, "verdict-*.json", 1, timeout=10)
+        written = glob.glob(os.path.join(d, "*.json"))
+        rc, out, err = w.stop()
+        w = None
+        check_eq(rc, 0, f"status once all was written ({err!r})")
+        check("No space left on device; kept in memory" in err, f"the error: {err!r}")
+        kinds = sorted(os.path.basename(f).split("-")[0] for f in written)
+        check(kinds in (["oom", "verdict"], ["oom", "pressure", "verdict"]),
+              f"the kept files, written: {kinds}")
+        v = [f for f in written if os.path.basename(f).startswith("verdict-")][0]
+        check_eq(load(v)["verdict"]["cause"], "oom_cgroup", "the kept verdict")
+
+        # full until the end, with room for one file in memory: dropped, counted, status 1
+        w = Watch(["--pending", "1"], out=d)
+        for f in written:
+            os.unlink(f)
+        fill(d)
+        p = subprocess.run(in_cgroup(path, [workload("hog")]), timeout=60)
+        check_eq(p.returncode, -signal.SIGKILL, "the workload's end")
+        time.sleep(1)
+        rc, out, err = w.stop()
+        w = None
+        check_eq(rc, 1, f"status with files unwritten ({err!r})")
+        check("too many files waiting to be written" in err, f"drop reported: {err!r}")
+        m = re.search(r"(\d+) snapshot or verdict files could not be written", err)
+        check(m and int(m.group(1)) >= 2, f"the unwritten ones counted: {err!r}")
+    finally:
+        if w:
+            w.stop()
+        remove_tree(path)
+        subprocess.run(["umount", d], check=True)
+    no_programs_left()
