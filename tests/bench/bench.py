@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """make bench: memtrail's overhead on two workloads, measured in one run
 against the same workloads untraced, as ratios of the workloads' own
-elapsed time (median of interleaved runs). Not a test: it asserts nothing,
-it prints the figures and the targets they are held to."""
+elapsed time (median of interleaved runs); then memtrail watch's own CPU use
+with 2,000 idle processes on the node. Not a test: it asserts nothing, it
+prints the figures and the targets they are held to."""
 
 import json
 import os
@@ -30,13 +31,18 @@ def elapsed(cmd):
     return json.loads(line)["ns"] / 1e9
 
 
-def with_all(fn):
-    """Run fn() while 'memtrail record --all' traces the whole node."""
-    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
-    m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--all"],
+def start(args):
+    m = subprocess.Popen([MEMTRAIL, *args], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
     while "tracing" not in (m.stderr.readline() or "tracing"):
         pass
+    return m
+
+
+def with_all(fn):
+    """Run fn() while 'memtrail record --all' traces the whole node."""
+    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
+    m = start(["record", "-q", "-o", out, "--all"])
     try:
         return fn()
     finally:
@@ -46,6 +52,47 @@ def with_all(fn):
             os.unlink(out)
 
 
+def with_watch(fn):
+    """Run fn() under 'memtrail watch', node-wide, at its defaults."""
+    d = tempfile.mkdtemp(prefix="memtrail-bench-")
+    m = start(["watch", "-o", d])
+    try:
+        return fn()
+    finally:
+        m.send_signal(2)
+        m.communicate()
+        subprocess.run(["rm", "-rf", d])
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def watch_idle_cpu(n=2000, seconds=30):
+    """memtrail watch's CPU use with N idle processes on the node."""
+    idle = [subprocess.Popen(["sleep", "3600"]) for _ in range(n)]
+    d = tempfile.mkdtemp(prefix="memtrail-bench-")
+    try:
+        m = start(["watch", "-o", d])
+        time.sleep(3)	# past the start-up scan
+        c0, t0 = cpu_seconds(m.pid), time.monotonic()
+        time.sleep(seconds)
+        c1, t1 = cpu_seconds(m.pid), time.monotonic()
+        with open(f"/proc/{m.pid}/status") as f:
+            rss = [l.split()[1] for l in f if l.startswith("VmRSS:")][0]
+        m.send_signal(2)
+        m.communicate()
+        return (c1 - c0) / (t1 - t0), int(rss)
+    finally:
+        for p in idle:
+            p.kill()
+        for p in idle:
+            p.wait()
+        subprocess.run(["rm", "-rf", d])
+
+
 def main():
     if os.geteuid() != 0:
         print("make bench needs root (it loads BPF)")
@@ -53,17 +100,23 @@ def main():
     out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
     print(f"memtrail overhead: median of {RUNS} interleaved runs each, workload time only")
     print(f"{'workload':18} {'untraced':>10} {'--all':>10} {'ratio':>7} "
-          f"{'-- CMD':>10} {'ratio':>7} {'target':>8}")
+          f"{'-- CMD':>10} {'ratio':>7} {'target':>8} {'watch':>10} {'ratio':>7} "
+          f"{'/--all':>7} {'target':>8}")
     for label, name, target in WORKLOADS:
         cmd = [os.path.join(WL, name)]
-        base, all_, rec = [], [], []
+        base, all_, rec, wat = [], [], [], []
         for _ in range(RUNS):
             base.append(elapsed(cmd))
             all_.append(with_all(lambda: elapsed(cmd)))
             rec.append(elapsed([MEMTRAIL, "record", "-q", "-o", out, "--", *cmd]))
-        b, a, r = (statistics.median(x) for x in (base, all_, rec))
+            wat.append(with_watch(lambda: elapsed(cmd)))
+        b, a, r, w = (statistics.median(x) for x in (base, all_, rec, wat))
         print(f"{label:18} {b:9.3f}s {a:9.3f}s {a / b:6.3f}x {r:9.3f}s {r / b:6.3f}x "
-              f"{'<=' + format(target, '.2f') + 'x':>8}", flush=True)
+              f"{'<=' + format(target, '.2f') + 'x':>8} {w:9.3f}s {w / b:6.3f}x "
+              f"{w / a:6.3f}x {'<=1.03x':>8}", flush=True)
+    cpu, rss = watch_idle_cpu()
+    print(f"memtrail watch with 2000 idle processes: {cpu * 100:.2f}% of one core "
+          f"(target < 2%), VmRSS {rss / 1024:.1f} MiB")
     if os.path.exists(out):
         os.unlink(out)
     return 0
