@@ -916,7 +916,7 @@ int cmd_watch(int argc, char **argv)
 
 	if (parse_opts(argc, argv, &o))
 		return 2;
-	if (check_dir(o.dir) || build_config(&o, &cfg))
+	if (build_config(&o, &cfg) || check_dir(o.dir))
 		return 1;
 	w.o = &o;
 	w.pend = calloc(o.pending, sizeof(*w.pend));

@@ -364,3 +364,24 @@ def test_full_disk_keeps_snapshots_until_space():
         remove_tree(path)
         subprocess.run(["umount", d], check=True)
     no_programs_left()
+
+
+def test_cgroup_filter():
+    """--cgroup twice: kills inside either are judged, a kill outside is not seen."""
+    a = kubelet_memcg(LIMIT)
+    b = kubelet_memcg(LIMIT)
+    c = kubelet_memcg(LIMIT)
+    w = Watch(["-c", a[1], "-c", b[0]])	# a cgroup path, and a directory
+    try:
+        for path in (a[0], c[0], b[0]):
+            p = subprocess.run(in_cgroup(path, [workload("hog")]), timeout=60)
+            check_eq(p.returncode, -signal.SIGKILL, "the workload's end")
+        verdicts = wait_files(w.dir, "verdict-*.json", 2)
+        time.sleep(0.5)
+        verdicts = glob.glob(os.path.join(w.dir, "verdict-*.json"))
+    finally:
+        w.stop()
+        remove_tree(a[0])
+    got = sorted(load(f)["verdict"]["cgroup"] for f in verdicts)
+    check_eq(got, sorted([a[1], b[1]]), "verdicts for the two watched cgroups only")
+    no_programs_left()
