@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "phase.h"
 
 static const char *const field_names[PF_MAX] = {
@@ -70,15 +71,8 @@ struct phase_agg *phase_log__agg(struct phase_log *l, const char *name)
 			return &l->aggs[i];
 	if (l->n_aggs >= (l->max_names ? l->max_names : PHASE_NAMES_MAX) && strcmp(name, "(other)"))
 		return phase_log__agg(l, "(other)");
-	if (l->n_aggs == l->cap_aggs) {
-		size_t cap = l->cap_aggs ? l->cap_aggs * 2 : 8;
-
-		a = realloc(l->aggs, cap * sizeof(*a));
-		if (!a)
-			return NULL;
-		l->aggs = a;
-		l->cap_aggs = cap;
-	}
+	if (array__grow((void **)&l->aggs, &l->cap_aggs, l->n_aggs + 1, sizeof(*a)))
+		return NULL;
 	a = &l->aggs[l->n_aggs++];
 	memset(a, 0, sizeof(*a));
 	snprintf(a->name, sizeof(a->name), "%s", name);

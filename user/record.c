@@ -34,13 +34,6 @@
 #define POLL_MS 50
 #define GRACE_MS 1000
 
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-	stop_signal = sig;
-}
-
 struct record {
 	struct session s;
 	bool follow_pids;	/* stop when no target is left */
@@ -391,15 +384,6 @@ static char *describe(const struct record_opts *o)
 	return strdup(buf);
 }
 
-static void set_started(struct trail *t)
-{
-	time_t now = time(NULL);
-	struct tm tm;
-
-	gmtime_r(&now, &tm);
-	strftime(t->started, sizeof(t->started), "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static int build_config(const struct record_opts *o, struct tracer_config *cfg,
 			struct cgroup_ref *cg)
 {
@@ -448,17 +432,6 @@ static int exit_status_of(int wstatus)
 	return 1;
 }
 
-static void install_signals(void)
-{
-	struct sigaction sa = { .sa_handler = on_signal };
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-}
-
 static void trace_loop(struct record *r, const struct record_opts *o, bool rescan)
 {
 	uint64_t next_sample = 0, next_scan = SCAN_PERIOD_MS, grace_end = 0;
@@ -466,7 +439,7 @@ static void trace_loop(struct record *r, const struct record_opts *o, bool resca
 	for (;;) {
 		uint64_t now;
 
-		if (tracer__poll(r->s.tracer, POLL_MS) < 0 && !stop_signal) {
+		if (tracer__poll(r->s.tracer, POLL_MS) < 0 && !session__stop_signal) {
 			log__error("cannot read BPF events: %s", strerror(errno));
 			break;
 		}
@@ -481,7 +454,7 @@ static void trace_loop(struct record *r, const struct record_opts *o, bool resca
 		}
 		if (r->follow_pids && !r->s.live)
 			break;
-		if (stop_signal) {
+		if (session__stop_signal) {
 			/* a terminal's Ctrl-C reached the command too: let its exit land */
 			if (!r->child || !r->s.live)
 				break;
@@ -543,7 +516,7 @@ int cmd_record(int argc, char **argv)
 	r.s.trail.phase_history = o.phase_history;
 	r.s.trail.kinds = kind__sourced();
 	r.s.trail.command = describe(&o);
-	set_started(&r.s.trail);
+	trail__set_started(&r.s.trail);
 	r.follow_pids = cfg.mode == MEMTRAIL_FILTER_PID;
 
 	if (o.cmd) {
@@ -562,7 +535,7 @@ int cmd_record(int argc, char **argv)
 		cfg.n_pids = 1;
 		cfg.await_exec = true;
 	}
-	install_signals();
+	session__install_signals();
 	r.s.t0_ns = session__mono_ns();
 	r.s.keep_events = true;
 	if (tracer__open(&r.s.tracer, &cfg, session__on_event, &r.s))
@@ -598,9 +571,9 @@ int cmd_record(int argc, char **argv)
 
 	ret = 0;
 	if (o.cmd) {
-		pid_t w = waitpid(child.pid, &wstatus, stop_signal ? WNOHANG : 0);
+		pid_t w = waitpid(child.pid, &wstatus, session__stop_signal ? WNOHANG : 0);
 
-		ret = w == child.pid ? exit_status_of(wstatus) : 128 + stop_signal;
+		ret = w == child.pid ? exit_status_of(wstatus) : 128 + session__stop_signal;
 		child.pid = 0;
 	}
 	if (finish(&r, &o, output))

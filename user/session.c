@@ -14,6 +14,24 @@
 /* with no ring-buffer loss, /proc is still asked this often whether targets live */
 #define LIVENESS_PERIOD_MS 5000
 
+volatile sig_atomic_t session__stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	session__stop_signal = sig;
+}
+
+void session__install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 uint64_t session__mono_ns(void)
 {
 	struct timespec ts;

@@ -8,6 +8,7 @@
 #ifndef MEMTRAIL_SESSION_H
 #define MEMTRAIL_SESSION_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -46,6 +47,11 @@ struct session {
 	uint64_t lost_seen;
 	uint64_t next_liveness_ms;
 };
+
+/* The signal (INT, TERM, HUP) that asked to stop, 0 until one did. */
+extern volatile sig_atomic_t session__stop_signal;
+/* Stop on SIGINT, SIGTERM and SIGHUP (session__stop_signal); ignore SIGPIPE. */
+void session__install_signals(void);
 
 uint64_t session__mono_ns(void);
 /* Milliseconds since the session started, of a CLOCK_MONOTONIC time. */

@@ -5,8 +5,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "kinds.h"
 #include "trail.h"
 
@@ -52,6 +54,15 @@ void trail__remove_target(struct trail *t, struct trail_target *tt)
 	t->n_targets--;
 }
 
+void trail__set_started(struct trail *t)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&now, &tm);
+	strftime(t->started, sizeof(t->started), "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
 void trail__free(struct trail *t)
 {
 	size_t i;
@@ -64,28 +75,11 @@ void trail__free(struct trail *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t size)
-{
-	size_t ncap = *cap ? *cap : 16;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	p = realloc(*arr, ncap * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
 struct trail_target *trail__add_target(struct trail *t, uint32_t pid)
 {
 	struct trail_target *tt;
 
-	if (grow((void **)&t->targets, &t->cap_targets, t->n_targets + 1, sizeof(*tt)))
+	if (array__grow((void **)&t->targets, &t->cap_targets, t->n_targets + 1, sizeof(*tt)))
 		return NULL;
 	tt = &t->targets[t->n_targets++];
 	memset(tt, 0, sizeof(*tt));
@@ -109,7 +103,7 @@ int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t leve
 {
 	struct trail_sample *s;
 
-	if (grow((void **)&tt->timeline, &tt->cap_samples, tt->n_samples + 1, sizeof(*s)))
+	if (array__grow((void **)&tt->timeline, &tt->cap_samples, tt->n_samples + 1, sizeof(*s)))
 		return -ENOMEM;
 	s = &tt->timeline[tt->n_samples++];
 	s->t_ms = t_ms;

@@ -65,6 +65,8 @@ struct trail {
 };
 
 int trail__init(struct trail *t);
+/* started: now, UTC. */
+void trail__set_started(struct trail *t);
 void trail__free(struct trail *t);
 
 /* A new target, zeroed but for pid; NULL when out of memory. */

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "cgroup.h"
 #include "commands.h"
 #include "container.h"
@@ -50,13 +51,6 @@
 /* bytes per target besides its timeline window and phases (struct trail_target, strings) */
 #define TARGET_BYTES 1024
 
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-	stop_signal = sig;
-}
-
 struct watch_opts {
 	const char *dir;
 	const char *cgroups[MEMTRAIL_FILTER_CGROUPS_MAX];
@@ -73,6 +67,7 @@ struct watch_opts {
 /* A memory cgroup with a limit that holds targets: watched for pressure. */
 struct watched {
 	char *path;
+	char *dir;				/* its directory, NULL if unknown */
 	int64_t ev_max, ev_high, failcnt;	/* last seen; -1 unknown */
 	uint64_t snapshot_ms;			/* last pressure snapshot; 0 none */
 	bool used;
@@ -367,20 +362,14 @@ static struct watched *watched_get(struct watch *w, const char *path)
 	for (i = 0; i < w->n_cg; i++)
 		if (!strcmp(w->cg[i].path, path))
 			return &w->cg[i];
-	if (w->n_cg == w->cap_cg) {
-		size_t cap = w->cap_cg ? w->cap_cg * 2 : 16;
-
-		c = realloc(w->cg, cap * sizeof(*c));
-		if (!c)
-			return NULL;
-		w->cg = c;
-		w->cap_cg = cap;
-	}
+	if (array__grow((void **)&w->cg, &w->cap_cg, w->n_cg + 1, sizeof(*c)))
+		return NULL;
 	c = &w->cg[w->n_cg];
 	memset(c, 0, sizeof(*c));
 	c->path = strdup(path);
 	if (!c->path)
 		return NULL;
+	c->dir = cgroup__memory_dir(path);
 	c->ev_max = c->ev_high = c->failcnt = -1;
 	w->n_cg++;
 	return c;
@@ -406,15 +395,8 @@ static const char *limited_of(struct watch *w, const char *path, uint64_t t_ms)
 		l->used = true;
 		return l->limited;
 	}
-	if (w->n_lim == w->cap_lim) {
-		size_t cap = w->cap_lim ? w->cap_lim * 2 : 16;
-
-		l = realloc(w->lim, cap * sizeof(*l));
-		if (!l)
-			return NULL;
-		w->lim = l;
-		w->cap_lim = cap;
-	}
+	if (array__grow((void **)&w->lim, &w->cap_lim, w->n_lim + 1, sizeof(*l)))
+		return NULL;
 	l = &w->lim[w->n_lim];
 	l->path = strdup(path);
 	if (!l->path)
@@ -467,10 +449,12 @@ static void refresh_cgroups(struct watch *w, uint64_t t_ms)
 	}
 	w->n_lim = j;
 	for (i = j = 0; i < w->n_cg; i++) {
-		if (w->cg[i].used)
+		if (w->cg[i].used) {
 			w->cg[j++] = w->cg[i];
-		else
+		} else {
 			free(w->cg[i].path);
+			free(w->cg[i].dir);
+		}
 	}
 	w->n_cg = j;
 }
@@ -534,14 +518,11 @@ static void check_pressure(struct watch *w, uint64_t t_ms)
 
 	for (i = 0; i < w->n_cg; i++) {
 		struct watched *c = &w->cg[i];
-		char *dir = cgroup__memory_dir(c->path);
 		struct cgroup_memory m;
 		const char *reason = NULL;
 		struct trail_target *tt;
-		int err = dir ? cgroup__read_memory(dir, &m) : -ENOENT;
 
-		free(dir);
-		if (err)
+		if (!c->dir || cgroup__read_memory(c->dir, &m))
 			continue;
 		if (m.limit > 0 && m.usage * 100 >= m.limit * (int64_t)w->o->pressure_pct)
 			reason = "usage";
@@ -838,26 +819,15 @@ static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 	return 0;
 }
 
-static void install_signals(void)
-{
-	struct sigaction sa = { .sa_handler = on_signal };
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-}
-
 static void watch_loop(struct watch *w)
 {
 	const struct watch_opts *o = w->o;
 	uint64_t next_sample = 0, next_scan = SCAN_PERIOD_MS, next_retry = 0;
 
-	while (!stop_signal) {
+	while (!session__stop_signal) {
 		uint64_t now;
 
-		if (tracer__poll(w->s.tracer, POLL_MS) < 0 && !stop_signal) {
+		if (tracer__poll(w->s.tracer, POLL_MS) < 0 && !session__stop_signal) {
 			log__error("cannot read BPF events: %s", strerror(errno));
 			break;
 		}
@@ -886,8 +856,10 @@ static void free_watch(struct watch *w)
 {
 	size_t i;
 
-	for (i = 0; i < w->n_cg; i++)
+	for (i = 0; i < w->n_cg; i++) {
 		free(w->cg[i].path);
+		free(w->cg[i].dir);
+	}
 	for (i = 0; i < w->n_lim; i++) {
 		free(w->lim[i].path);
 		free(w->lim[i].limited);
@@ -934,15 +906,9 @@ int cmd_watch(int argc, char **argv)
 	w.s.hooks = &hooks;
 	w.s.ctx = &w;
 	w.s.pods_dir = o.pods_dir;
-	install_signals();
+	session__install_signals();
 	w.s.t0_ns = session__mono_ns();
-	{
-		time_t now = time(NULL);
-		struct tm tm;
-
-		gmtime_r(&now, &tm);
-		strftime(w.s.trail.started, sizeof(w.s.trail.started), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	}
+	trail__set_started(&w.s.trail);
 	if (tracer__open(&w.s.tracer, &cfg, session__on_event, &w.s))
 		goto out;
 	if (tracer__scan(w.s.tracer))
