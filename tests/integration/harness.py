@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -187,6 +188,23 @@ def remove_tree(path):
                     key=len, reverse=True):
         remove_cgroup(d)
     remove_cgroup(top)
+
+
+PY_HOG = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import memtrail_marker
+memtrail_marker.phase("grow")
+hold = []
+while True:
+    hold.append(b"x" * (4 << 20))
+"""
+
+
+def py_hog():
+    """A python3 command that enters phase "grow" (the Python marker) and takes
+    4 MiB at a time until the kernel stops it."""
+    return [os.path.realpath(sys.executable), "-c", PY_HOG, os.path.join(ROOT, "include")]
 
 
 def in_cgroup(path, cmd):

@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 from harness import (MiB, Background, check, check_eq, cgroup_v2_root, in_cgroup, level,
-                     load_trail, memcg_v1, remove_cgroup, target, tmpdir, workload,
+                     load_trail, memcg_v1, remove_cgroup, tmpdir, workload,
                      no_programs_left)
 
 

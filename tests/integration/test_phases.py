@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Per-phase tables against the workloads' arithmetic and /proc."""
 
-import ctypes
 import json
 import os
 import subprocess

@@ -2,12 +2,10 @@
 """Exit-137 verdicts for record's targets: real OOM kills, real senders."""
 
 import os
-import signal
 import subprocess
-import sys
 import time
 
-from harness import (MiB, Background, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
+from harness import (py_hog, MiB, Background, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
                      record, remove_tree, target, tmpdir, workload, no_programs_left)
 
 LIMIT = 64 * MiB
@@ -44,21 +42,8 @@ def test_oom_cgroup_c_workload():
     check_oom_verdict([workload("hog")], "hog")
 
 
-PY_HOG = """
-import sys
-sys.path.insert(0, sys.argv[1])
-import memtrail_marker
-memtrail_marker.phase("grow")
-hold = []
-while True:
-    hold.append(b"x" * (4 << 20))
-"""
-
-
 def test_oom_cgroup_python_workload():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    check_oom_verdict([os.path.realpath(sys.executable), "-c", PY_HOG,
-                       os.path.join(root, "include")], "python")
+    check_oom_verdict(py_hog(), "python")
 
 
 def test_sigkill_sender_after_sigterm():

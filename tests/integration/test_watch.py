@@ -3,7 +3,6 @@
 kubelet pod log directory, real senders, a full disk; snapshots and verdicts
 checked against the workloads' arithmetic and the cgroup files."""
 
-import ctypes
 import glob
 import json
 import os
@@ -14,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from harness import (ROOT, MiB, Background, check, check_eq, in_cgroup, kubelet_memcg,
+from harness import (py_hog, MiB, Background, check, check_eq, in_cgroup, kubelet_memcg,
                      new_pod_ids, no_programs_left, remove_tree, run, MEMTRAIL,
                      one_line_error, tmpdir, workload)
 
@@ -139,20 +138,8 @@ def test_oom_c_workload():
     check_oom_snapshot([workload("hog")], "hog")
 
 
-PY_HOG = """
-import sys
-sys.path.insert(0, sys.argv[1])
-import memtrail_marker
-memtrail_marker.phase("grow")
-hold = []
-while True:
-    hold.append(b"x" * (4 << 20))
-"""
-
-
 def test_oom_python_workload():
-    check_oom_snapshot([os.path.realpath(sys.executable), "-c", PY_HOG,
-                        os.path.join(ROOT, "include")], "python")
+    check_oom_snapshot(py_hog(), "python")
 
 
 KILLER = """
