@@ -163,6 +163,9 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		bpf_probe_read_kernel_str(&phase[5], MEMTRAIL_COMM_LEN, &p->comm);
 		phase_switch(tgid, phase);
 	}
+	/* a new program has not called any accelerator runtime yet */
+	t->device_flags = 0;
+	t->auto_phase = MEMTRAIL_AUTO_NONE;
 	/* the old address space is gone: take back all it still contributes */
 	if (t->mm)
 		mm_forget(t, t->mm, tgid);

@@ -61,6 +61,7 @@ enum memtrail_lost {
 	MEMTRAIL_LOST_CELLS,		/* cells map full: a delta was dropped */
 	MEMTRAIL_LOST_MM,		/* mm_state map full: a delta was dropped */
 	MEMTRAIL_LOST_PHASE_NAMES,	/* a marker call with an invalid phase name */
+	MEMTRAIL_LOST_DEVICE,		/* device map full: an allocation went uncounted */
 	MEMTRAIL_LOST_MAX,
 };
 
@@ -93,14 +94,28 @@ struct memtrail_cell {
 /* a command memtrail started: accounting begins at its exec */
 #define MEMTRAIL_TARGET_AWAIT_EXEC	(1U << 1)
 
+/* device_flags of a target: what its accelerator runtime has done so far */
+#define MEMTRAIL_DEV_INIT	(1U << 0)	/* called into a runtime */
+#define MEMTRAIL_DEV_EXECUTED	(1U << 1)	/* launched a kernel or executed a model */
+
+/* The automatic phases the accelerator runtimes start. */
+enum memtrail_auto_phase {
+	MEMTRAIL_AUTO_NONE = 0,
+	MEMTRAIL_AUTO_INIT,	/* "runtime_init": first call into a runtime */
+	MEMTRAIL_AUTO_LOAD,	/* "model_load": nrt_load*, cuModuleLoad*, cuLibraryLoad* */
+	MEMTRAIL_AUTO_EXECUTE,	/* "execute": first launch or execution after a load */
+};
+
 /* A traced process, keyed by tgid. */
 struct memtrail_target {
 	__u32 ppid;
 	__u32 flags;		/* MEMTRAIL_TARGET_* */
 	__u32 phase;		/* sequence number of the current phase */
-	__u32 pad;
+	__u32 device_flags;	/* MEMTRAIL_DEV_* */
 	__u64 mm;		/* address of its mm_struct, 0 until known */
 	__u64 pressure_ns;	/* when its last pressure event was sent */
+	__u32 auto_phase;	/* enum memtrail_auto_phase of the last automatic phase */
+	__u32 auto_seq;		/* and its sequence number */
 };
 
 /*
@@ -122,6 +137,8 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_OOM,	/* the OOM killer chose a target (before the kill lands) */
 	MEMTRAIL_EV_SIGNAL,	/* SIGKILL or SIGTERM generated for a target */
 	MEMTRAIL_EV_PRESSURE,	/* a target's memory cgroup started reclaim */
+	MEMTRAIL_EV_DEVICE_FAIL, /* a device runtime call of a target failed */
+	MEMTRAIL_EV_LIBS,	/* a target's dynamic linker changed its libraries */
 };
 
 enum memtrail_target_reason {
@@ -197,6 +214,90 @@ struct memtrail_event_signal {
 	__u32 sender_ppid;
 	__s32 result;			/* TRACE_SIGNAL_*: 0 delivered */
 	char sender_comm[MEMTRAIL_COMM_LEN];
+};
+
+/*
+ * Device runtimes. Every probed function's uprobe cookie says what it does
+ * (MEMTRAIL_COOKIE_*): an operation, the kind it allocates, the runtime, an
+ * argument index, and the index of its name in user space's table.
+ */
+enum memtrail_runtime {
+	MEMTRAIL_RT_CUDA = 0,
+	MEMTRAIL_RT_NEURON,
+	MEMTRAIL_RT_LOADER,	/* the dynamic linker's debugger hook */
+};
+
+enum memtrail_dev_op {
+	MEMTRAIL_OP_INIT = 1,	/* entry: first call into the runtime */
+	MEMTRAIL_OP_ALLOC,	/* (T **out, size_t size, ...): *out at return */
+	MEMTRAIL_OP_ALLOC_PITCH,/* (T **out, size_t *pitch, width, height, ...) */
+	MEMTRAIL_OP_FREE,	/* entry: (T *ptr, ...) */
+	MEMTRAIL_OP_VMM_CREATE,	/* cuMemCreate(handle *out, size, prop *, flags) */
+	MEMTRAIL_OP_VMM_RELEASE,/* entry: cuMemRelease(handle) */
+	MEMTRAIL_OP_VMM_MAP,	/* cuMemMap(va, size, offset, handle, flags) */
+	MEMTRAIL_OP_VMM_UNMAP,	/* entry: cuMemUnmap(va, size) */
+	MEMTRAIL_OP_VMM_RETAIN,	/* cuMemRetainAllocationHandle(handle *out, va) */
+	MEMTRAIL_OP_LOAD,	/* entry: model_load phase; return: failure */
+	MEMTRAIL_OP_LAUNCH,	/* entry: execute phase */
+	MEMTRAIL_OP_CTX,	/* (CUcontext *out, ..., device in argument ARG) */
+	MEMTRAIL_OP_CTX_SET,	/* entry: (CUcontext) current for the thread */
+	MEMTRAIL_OP_SET_DEVICE,	/* entry: cudaSetDevice(int) */
+	MEMTRAIL_OP_NRT_ALLOC,	/* nrt_tensor_allocate(placement, vnc, size, name, out) */
+	MEMTRAIL_OP_NRT_FREE,	/* entry: nrt_tensor_free(nrt_tensor_t **) */
+	MEMTRAIL_OP_LIBS,	/* entry: _dl_debug_state() */
+};
+
+#define MEMTRAIL_COOKIE(op, kind, rt, arg, name) \
+	((__u64)(op) | (__u64)(kind) << 8 | (__u64)(rt) << 16 | (__u64)(arg) << 20 | \
+	 (__u64)(name) << 32)
+#define MEMTRAIL_COOKIE_OP(c)	((__u32)(c) & 0xff)
+#define MEMTRAIL_COOKIE_KIND(c)	((__u32)((c) >> 8) & 0xff)
+#define MEMTRAIL_COOKIE_RT(c)	((__u32)((c) >> 16) & 0xf)
+#define MEMTRAIL_COOKIE_ARG(c)	((__u32)((c) >> 20) & 0xf)
+#define MEMTRAIL_COOKIE_NAME(c)	((__u32)((c) >> 32))
+
+/* out-of-memory return codes: CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation; NRT_RESOURCE */
+#define MEMTRAIL_CUDA_OOM 2
+#define MEMTRAIL_NRT_OOM 4
+
+/* A live device allocation of a target, keyed by its address (or tensor). */
+struct memtrail_dev_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 addr;
+};
+
+struct memtrail_dev_alloc {
+	__u64 size;
+	__u32 kind;
+	__s32 device;	/* -1: unknown */
+	__u32 phase;	/* sequence number of the phase it was made in */
+	__u32 name;	/* the function that made it, an index in user space's table */
+};
+
+/* A cuMemCreate handle: physical memory, counted once, freed with its last reference. */
+struct memtrail_vmm_handle {
+	__u64 size;
+	__u32 kind;
+	__s32 device;
+	__u32 phase;
+	__u32 refs;	/* 1 until cuMemRelease, plus one per live mapping or retain */
+};
+
+#define MEMTRAIL_STACK_DEPTH 16
+
+struct memtrail_event_device {
+	struct memtrail_event_hdr hdr;
+	__u32 name;	/* function, an index in user space's table */
+	__u32 runtime;	/* enum memtrail_runtime */
+	__s32 rc;	/* what it returned */
+	__s32 device;	/* -1: unknown */
+	__u64 size;	/* bytes asked for; 0 when the call names none */
+	__u32 kind;
+	__u32 phase;	/* sequence number of the target's phase */
+	__u32 n_frames;
+	__u32 pad;
+	__u64 frames[MEMTRAIL_STACK_DEPTH];	/* the caller's user stack, call site first */
 };
 
 /* Context of the mt_mark program, which 'memtrail mark' runs. */

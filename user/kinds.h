@@ -11,5 +11,7 @@ const char *kind__name(int kind);
 int kind__from_name(const char *name);
 /* Kinds that have a source in this build (bit per enum memtrail_kind). */
 uint32_t kind__sourced(void);
+/* The accelerator kinds. */
+uint32_t kind__device(void);
 
 #endif

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -126,4 +127,25 @@ int proc__status(uint32_t pid, struct proc_status *st)
 	st->rss_shmem = status_kb(buf, "\nRssShmem:");
 	st->vm_data = status_kb(buf, "\nVmData:");
 	return 0;
+}
+
+char *proc__which(const char *name)
+{
+	const char *path = getenv("PATH"), *p, *end;
+	char buf[4096];
+	struct stat st;
+
+	if (strchr(name, '/'))
+		return strdup(name);
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; *p; p = *end ? end + 1 : end) {
+		end = strchrnul(p, ':');
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)(end - p), end == p ? "." : p, name);
+		if (end == p)
+			snprintf(buf, sizeof(buf), "./%s", name);
+		if (!stat(buf, &st) && S_ISREG(st.st_mode) && !access(buf, X_OK))
+			return strdup(buf);
+	}
+	return NULL;
 }

@@ -9,6 +9,8 @@
 
 /* Running (not a zombie, not gone). */
 bool proc__alive(uint32_t pid);
+/* The file execvp would run for NAME (searching PATH), malloc'ed; NULL if none. */
+char *proc__which(const char *name);
 /* Parent's PID, or 0 when unknown. */
 uint32_t proc__ppid(uint32_t pid);
 /* 0 and the comm in buf, or -errno. */

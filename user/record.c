@@ -131,6 +131,7 @@ struct record_opts {
 	bool all;
 	char **cmd;
 	bool quiet;
+	bool no_devices;
 	struct phase_rule rules[MEMTRAIL_RULES_MAX];
 	size_t n_rules;
 	uint32_t phase_history;
@@ -166,17 +167,23 @@ static void usage(FILE *f)
 "      --phase-history N phases listed per target, the first N/2 and the latest\n"
 "                        N/2, 2..1000000 (default %d); all are in the summary\n"
 "                        by name\n"
+"      --no-devices      do not probe CUDA and Neuron runtimes\n"
 "  -q, --quiet           no summary table on stdout\n"
 "  -v, --verbose         debug messages\n"
 "  -h, --help            this help\n"
 "\n"
 "Stops when every target has exited (--pid, CMD) or on Ctrl-C/SIGTERM (all modes).\n"
 "Kinds recorded: mapped (private writable mappings, VmData), rss_anon, rss_file,\n"
-"rss_shmem (resident memory). Needs root and a kernel with BTF.\n"
+"rss_shmem (resident memory); cuda_device, cuda_host, cuda_managed,\n"
+"neuron_device, neuron_host (the runtimes' allocation calls, found in every\n"
+"target's libraries, also inside containers and when loaded later). Needs root\n"
+"and a kernel with BTF.\n"
 "\n"
 "Phases: every target starts in 'start'; an exec starts 'exec:COMM'; --phase\n"
 "rules, 'memtrail mark PID NAME' and the in-program marker (memtrail_marker.h,\n"
-"memtrail_marker.py) start named phases. Names: printable, at most 63 bytes.\n",
+"memtrail_marker.py) start named phases. Names: printable, at most 63 bytes.\n"
+"Accelerator runtimes start 'runtime_init' (first call), 'model_load' (nrt_load,\n"
+"cuModuleLoad*, cuLibraryLoad*) and 'execute' (first launch after a load).\n",
 		DEFAULT_INTERVAL_MS, DEFAULT_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT);
 }
 
@@ -215,6 +222,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "max-targets", required_argument, NULL, 'M' },
 		{ "phase", required_argument, NULL, 'P' },
 		{ "phase-history", required_argument, NULL, 'H' },
+		{ "no-devices", no_argument, NULL, 'D' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -232,6 +240,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		switch (c) {
 		case 'o':
 			o->output = optarg;
+			break;
+		case 'D':
+			o->no_devices = true;
 			break;
 		case 'i':
 			if (format__parse_u64(optarg, 10, 60000, &v)) {
@@ -448,6 +459,7 @@ static void trace_loop(struct record *r, const struct record_opts *o, bool resca
 			session__sample_all(&r->s, now);
 			next_sample = now + o->interval_ms;
 		}
+		session__tick(&r->s, now);
 		if (rescan && now >= next_scan) {
 			tracer__scan(r->s.tracer);
 			next_scan = now + SCAN_PERIOD_MS;
@@ -547,6 +559,16 @@ int cmd_record(int argc, char **argv)
 	if (tracer__scan(r.s.tracer) || tracer__scan(r.s.tracer))
 		goto out_child;
 	tracer__poll(r.s.tracer, 0);
+	if (!o.no_devices && session__open_devices(&r.s))
+		goto out_child;
+	if (o.cmd && r.s.devices) {
+		char *path = proc__which(o.cmd[0]);
+
+		/* its libraries are probed before it runs: it may call them at once */
+		if (path)
+			devices__prepare_command(r.s.devices, path);
+		free(path);
+	}
 	if (!o.cmd) {
 		for (i = 0; i < o.n_pids; i++) {
 			if (session__live(&r.s, o.pids[i]) && !proc__alive(o.pids[i])) {
@@ -584,6 +606,7 @@ out_child:
 	if (child.pid > 0)
 		abandon_child(&child);
 out:
+	devices__destroy(r.s.devices);
 	tracer__destroy(r.s.tracer);
 	trail__free(&r.s.trail);
 out_opts:

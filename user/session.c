@@ -6,13 +6,21 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "cgroup.h"
 #include "container.h"
+#include "format.h"
+#include "kinds.h"
+#include "log.h"
 #include "proc.h"
 #include "session.h"
 
 /* with no ring-buffer loss, /proc is still asked this often whether targets live */
 #define LIVENESS_PERIOD_MS 5000
+/* after an exec, the target's libraries are looked at again this much later */
+#define EXEC_RESCAN_MS 500
+/* live device allocations listed by size in a device OOM event */
+#define DEVICE_LARGEST 32
 
 volatile sig_atomic_t session__stop_signal;
 
@@ -190,6 +198,11 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 		free(tt->cgroup);
 		tt->cgroup = cgroup;
 	}
+	if (s->devices) {
+		/* a runtime linked in, then what its dynamic linker loads */
+		devices__scan(s->devices, tt->pid);
+		devices__schedule(s->devices, tt->pid, session__now_ms(s), EXEC_RESCAN_MS);
+	}
 	if (s->keep_events)
 		add_event(s, json_pack("{s:I, s:s, s:i, s:s}", "t_ms", (json_int_t)t_ms,
 				       "type", "exec", "pid", e->hdr.tgid, "comm", tt->comm));
@@ -237,12 +250,27 @@ static void on_phase(struct session *s, const struct memtrail_event_phase *e)
 	memcpy(tt->phase_name, e->name, sizeof(tt->phase_name));
 	tt->phase_name[sizeof(tt->phase_name) - 1] = '\0';
 	tt->phase_start_ms = t_ms;
+	if (s->devices)
+		devices__on_phase(s->devices, tt->pid, tt->phase_name);
+}
+
+static bool used_device(const struct trail_target *tt)
+{
+	int k;
+
+	for (k = MEMTRAIL_KIND_CUDA_DEVICE; k <= MEMTRAIL_KIND_NEURON_HOST; k++)
+		if (tt->peak[k])
+			return true;
+	return false;
 }
 
 static void end_target(struct session *s, struct trail_target *tt, uint64_t t_ms)
 {
 	close_all_phases(s, tt, t_ms);
 	session__refresh(s, tt, t_ms, true);
+	/* the kernel's records of its device memory: walked only when there are some */
+	if (s->devices)
+		devices__forget(s->devices, tt->pid, used_device(tt));
 	tt->end_ms = t_ms ? t_ms : 1;
 	tracer__forget(s->tracer, tt->pid);
 	if (s->live)
@@ -354,6 +382,189 @@ static void on_exit_event(struct session *s, const struct memtrail_event_exit *e
 	end_target(s, tt, t_ms);	/* last: its hook may remove the target */
 }
 
+const char *session__phase_name(const struct trail_target *tt, uint32_t seq, char *buf,
+				size_t len)
+{
+	const struct phase_log *l = &tt->phases;
+	const struct trail_phase *p = NULL;
+	size_t n = phase_log__count(l);
+
+	if (seq == tt->phase_seq)
+		return tt->phase_name;
+	if (seq < tt->phase_seq) {
+		if (!l->folded || seq < l->n_first)
+			p = phase_log__at(l, seq);
+		else if (tt->phase_seq - seq <= l->n_recent)
+			p = phase_log__at(l, n - (tt->phase_seq - seq));
+	}
+	if (p)
+		return p->name;
+	snprintf(buf, len, "#%u", seq);
+	return buf;
+}
+
+struct live_list {
+	const struct trail_target *tt;
+	struct live_alloc {
+		uint64_t addr;
+		struct memtrail_dev_alloc a;
+	} *v;
+	size_t n, cap;
+};
+
+static void collect_alloc(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a)
+{
+	struct live_list *l = ctx;
+
+	if (array__grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+		return;
+	l->v[l->n].addr = addr;
+	l->v[l->n++].a = *a;
+}
+
+static int by_size_desc(const void *x, const void *y)
+{
+	const struct live_alloc *a = x, *b = y;
+
+	return a->a.size < b->a.size ? 1 : a->a.size > b->a.size ? -1 : 0;
+}
+
+static json_t *device_or_null(int32_t device)
+{
+	return device < 0 ? json_null() : json_integer(device);
+}
+
+/*
+ * The target's live device allocations when one failed for lack of memory:
+ * totals per (phase, kind) and the largest, with the phase each was made in.
+ */
+static json_t *live_allocations(struct session *s, const struct trail_target *tt)
+{
+	struct live_list l = { .tt = tt };
+	json_t *by = json_array(), *largest = json_array(), *o;
+	uint64_t bytes = 0;
+	char buf[32];
+	size_t i, j;
+
+	tracer__device_allocs(s->tracer, tt->pid, collect_alloc, &l);
+	qsort(l.v, l.n, sizeof(*l.v), by_size_desc);
+	for (i = 0; i < l.n; i++) {
+		const struct memtrail_dev_alloc *a = &l.v[i].a;
+		const char *phase = session__phase_name(tt, a->phase, buf, sizeof(buf));
+		json_t *row = NULL;
+
+		bytes += a->size;
+		for (j = 0; j < json_array_size(by); j++) {
+			json_t *r = json_array_get(by, j);
+
+			if (!strcmp(json_string_value(json_object_get(r, "phase")), phase) &&
+			    !strcmp(json_string_value(json_object_get(r, "kind")),
+				    kind__name(a->kind))) {
+				row = r;
+				break;
+			}
+		}
+		if (!row) {
+			row = json_pack("{s:s, s:s, s:I, s:I}", "phase", phase, "kind",
+					kind__name(a->kind), "count", (json_int_t)0, "bytes",
+					(json_int_t)0);
+			json_array_append_new(by, row);
+		}
+		json_object_set_new(row, "count", json_integer(json_integer_value(
+					json_object_get(row, "count")) + 1));
+		json_object_set_new(row, "bytes", json_integer(json_integer_value(
+					json_object_get(row, "bytes")) + (json_int_t)a->size));
+		if (i < DEVICE_LARGEST) {
+			char addr[24];
+
+			snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)l.v[i].addr);
+			json_array_append_new(largest, json_pack(
+				"{s:s, s:I, s:s, s:o, s:s, s:s}", "address", addr,
+				"size", (json_int_t)a->size, "kind", kind__name(a->kind),
+				"device", device_or_null(a->device), "phase", phase, "function",
+				a->name == UINT32_MAX ? "cuMemCreate" : devices__fn_name(a->name)));
+		}
+	}
+	free(l.v);
+	o = json_pack("{s:I, s:I, s:o, s:o}", "count", (json_int_t)l.n, "bytes", (json_int_t)bytes,
+		      "by_phase", by, "largest", largest);
+	return o;
+}
+
+static void on_device_fail(struct session *s, const struct memtrail_event_device *e)
+{
+	struct trail_target *tt = session__live(s, e->hdr.tgid);
+	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
+	const char *fn = devices__fn_name(e->name), *err, *phase;
+	bool oom = devices__is_oom(e->runtime, e->rc);
+	char buf[32], size[32];
+	json_t *ev, *site;
+	uint32_t i;
+
+	if (!tt)
+		return;
+	err = devices__error_name(e->runtime, fn, e->rc);
+	phase = session__phase_name(tt, e->phase, buf, sizeof(buf));
+	site = json_array();
+	for (i = 0; i < e->n_frames && i < MEMTRAIL_STACK_DEPTH; i++)
+		json_array_append_new(site, devices__site(tt->pid, e->frames[i]));
+	ev = json_pack("{s:I, s:s, s:i, s:s, s:s, s:s, s:i, s:s?, s:s, s:o, s:I, s:s, s:o}",
+		       "t_ms", (json_int_t)t_ms, "type", oom ? "device_oom" : "device_error",
+		       "pid", tt->pid, "comm", tt->comm, "function", fn,
+		       "runtime", devices__runtime_name(e->runtime), "code", e->rc, "error", err,
+		       "kind", kind__name(e->kind), "device", device_or_null(e->device),
+		       "size", (json_int_t)e->size, "phase", phase, "site", site);
+	if (!ev) {
+		s->err = -ENOMEM;
+		return;
+	}
+	format__bytes(size, sizeof(size), e->size);
+	if (oom) {
+		json_object_set_new(ev, "live_allocations", live_allocations(s, tt));
+		log__warn("device out of memory: %u (%s) %s of %s on %s device %d failed with %s "
+			  "in phase '%s'", tt->pid, tt->comm, fn, size,
+			  devices__runtime_name(e->runtime), e->device, err ? err : "?", phase);
+		if (s->hooks && s->hooks->device_oom) {
+			session__refresh(s, tt, t_ms, true);
+			s->hooks->device_oom(s, tt, ev);
+		}
+	} else {
+		log__info("device call failed: %u (%s) %s returned %d (%s) in phase '%s'", tt->pid,
+			  tt->comm, fn, e->rc, err ? err : "?", phase);
+	}
+	if (s->keep_events)
+		add_event(s, ev);
+	else
+		json_decref(ev);
+}
+
+static void on_libs(struct session *s, const struct memtrail_event_hdr *e)
+{
+	if (s->devices && session__live(s, e->tgid))
+		devices__schedule(s->devices, e->tgid, session__now_ms(s), 0);
+}
+
+int session__open_devices(struct session *s)
+{
+	size_t i;
+	int err = devices__open(&s->devices, s->tracer);
+
+	if (err)
+		return err;
+	for (i = 0; i < s->trail.n_targets; i++)
+		if (session__live(s, s->trail.targets[i].pid))
+			devices__scan(s->devices, s->trail.targets[i].pid);
+	s->trail.kinds |= kind__device();
+	return 0;
+}
+
+void session__tick(struct session *s, uint64_t t_ms)
+{
+	(void)t_ms;
+	if (s->devices)
+		devices__tick(s->devices, session__now_ms(s));
+}
+
 int session__on_event(void *ctx, const void *data, size_t size)
 {
 	const struct memtrail_event_hdr *h = data;
@@ -389,6 +600,13 @@ int session__on_event(void *ctx, const void *data, size_t size)
 	case MEMTRAIL_EV_PRESSURE:
 		if (size >= sizeof(struct memtrail_event_pressure))
 			on_pressure(s, data);
+		break;
+	case MEMTRAIL_EV_DEVICE_FAIL:
+		if (size >= sizeof(struct memtrail_event_device))
+			on_device_fail(s, data);
+		break;
+	case MEMTRAIL_EV_LIBS:
+		on_libs(s, data);
 		break;
 	}
 	return 0;

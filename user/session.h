@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "devices.h"
 #include "phase.h"
 #include "tracer.h"
 #include "trail.h"
@@ -30,11 +31,14 @@ struct session_hooks {
 	 * remove targets (callers hold indexes): remove them after a poll.
 	 */
 	void (*ended)(struct session *s, struct trail_target *tt);
+	/* A device allocation of TT ran out of memory; EV is the event as the trail has it. */
+	void (*device_oom)(struct session *s, struct trail_target *tt, json_t *ev);
 };
 
 struct session {
 	struct trail trail;
 	struct tracer *tracer;
+	struct devices *devices;	/* accelerator runtimes; NULL: not probed */
 	uint64_t t0_ns;		/* CLOCK_MONOTONIC at t_ms 0 */
 	size_t live;		/* targets that have not exited */
 	bool keep_events;	/* keep the trail's event list (record) */
@@ -71,6 +75,13 @@ void session__sample_all(struct session *s, uint64_t t_ms);
 /* The open phase of a live target, as the closed ones are reported. */
 void session__open_phase(struct session *s, const struct trail_target *tt, uint64_t t_ms,
 			 struct trail_phase *p);
+/* Probe accelerator runtimes: the libraries every target maps, from now on. */
+int session__open_devices(struct session *s);
+/* Periodic work besides sampling: libraries to look at. */
+void session__tick(struct session *s, uint64_t t_ms);
+/* The name of phase SEQ of TT, into BUF. */
+const char *session__phase_name(const struct trail_target *tt, uint32_t seq, char *buf,
+				size_t len);
 /* At the end: every live target's phases closed and levels final. */
 void session__close_all(struct session *s, uint64_t t_ms);
 

@@ -41,6 +41,9 @@ void table__print_summary(FILE *f, const struct trail *t)
 		for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
 			if (!(t->kinds & (1U << k)))
 				continue;
+			/* an accelerator kind only where the target used it */
+			if ((kind__device() & (1U << k)) && !tt->peak[k] && !tt->current[k])
+				continue;
 			if (first)
 				fprintf(f, "%8u  %-16s %-10s ", tt->pid, tt->comm,
 					exit_text(ex, sizeof(ex), tt));

@@ -84,6 +84,9 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->nr_cpus = t->nr_cpus;
 	/* rules attach one by one, with a cookie naming their phase */
 	bpf_program__set_autoattach(s->progs.mt_phase_rule, false);
+	/* device probes attach per library, as libraries are found */
+	bpf_program__set_autoattach(s->progs.mt_dev_entry, false);
+	bpf_program__set_autoattach(s->progs.mt_dev_return, false);
 	if (bpf_map__set_max_entries(s->maps.targets, n) ||
 	    bpf_map__set_max_entries(s->maps.cells, n) ||
 	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n))
@@ -286,6 +289,88 @@ void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX])
 			lost[k] += vals[c];
 	}
 	free(vals);
+}
+
+struct bpf_link *tracer__attach_device(struct tracer *t, bool ret, int pid, const char *path,
+				       uint64_t offset, uint64_t cookie)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = cookie);
+	struct bpf_program *p = ret ? t->skel->progs.mt_dev_return : t->skel->progs.mt_dev_entry;
+
+	return bpf_program__attach_uprobe_opts(p, pid, path, offset, &opts);
+}
+
+/* Keys of one (tgid, address) map that belong to TGID, into a new array. */
+static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
+{
+	struct memtrail_dev_key key, next, *keys = NULL, *grown;
+	size_t cap = 0;
+	void *prev = NULL;
+
+	*n = 0;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (key.tgid != tgid)
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 64;
+			grown = realloc(keys, cap * sizeof(*keys));
+			if (!grown)
+				break;
+			keys = grown;
+		}
+		keys[(*n)++] = key;
+	}
+	return keys;
+}
+
+int tracer__device_allocs(struct tracer *t, uint32_t tgid, tracer_alloc_fn fn, void *ctx)
+{
+	int afd = bpf_map__fd(t->skel->maps.dev_allocs);
+	int hfd = bpf_map__fd(t->skel->maps.vmm_handles);
+	struct memtrail_dev_key *keys;
+	size_t i, n;
+
+	keys = keys_of(afd, tgid, &n);
+	for (i = 0; i < n; i++) {
+		struct memtrail_dev_alloc a;
+
+		if (!bpf_map_lookup_elem(afd, &keys[i], &a))
+			fn(ctx, keys[i].addr, &a);
+	}
+	free(keys);
+	keys = keys_of(hfd, tgid, &n);
+	for (i = 0; i < n; i++) {
+		struct memtrail_vmm_handle h;
+		struct memtrail_dev_alloc a;
+
+		if (bpf_map_lookup_elem(hfd, &keys[i], &h))
+			continue;
+		a = (struct memtrail_dev_alloc){ .size = h.size, .kind = h.kind,
+						 .device = h.device, .phase = h.phase,
+						 .name = UINT32_MAX };
+		fn(ctx, keys[i].addr, &a);
+	}
+	free(keys);
+	return 0;
+}
+
+void tracer__device_forget(struct tracer *t, uint32_t tgid)
+{
+	int fds[] = {
+		bpf_map__fd(t->skel->maps.dev_allocs), bpf_map__fd(t->skel->maps.vmm_handles),
+		bpf_map__fd(t->skel->maps.vmm_maps), bpf_map__fd(t->skel->maps.ctx_device),
+	};
+	struct memtrail_dev_key *keys;
+	size_t f, i, n;
+
+	for (f = 0; f < sizeof(fds) / sizeof(fds[0]); f++) {
+		keys = keys_of(fds[f], tgid, &n);
+		for (i = 0; i < n; i++)
+			bpf_map_delete_elem(fds[f], &keys[i]);
+		free(keys);
+	}
 }
 
 void tracer__destroy(struct tracer *t)

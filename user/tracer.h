@@ -56,6 +56,18 @@ void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase);
 /* Drop a target from the kernel's maps once its final levels were read. */
 void tracer__forget(struct tracer *t, uint32_t tgid);
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
+/*
+ * A device-runtime probe at OFFSET of PATH: the entry program, or the return
+ * program when RET. PID -1 probes every process; COOKIE is MEMTRAIL_COOKIE.
+ * NULL with errno set when it cannot attach.
+ */
+struct bpf_link *tracer__attach_device(struct tracer *t, bool ret, int pid, const char *path,
+				       uint64_t offset, uint64_t cookie);
+typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a);
+/* Each live device allocation of TGID (VMM handles too); 0 or -errno. */
+int tracer__device_allocs(struct tracer *t, uint32_t tgid, tracer_alloc_fn fn, void *ctx);
+/* Drop what the kernel keeps of TGID's device memory (it ended or exec'd). */
+void tracer__device_forget(struct tracer *t, uint32_t tgid);
 /* Detach and free everything; NULL is fine. */
 void tracer__destroy(struct tracer *t);
 

@@ -18,6 +18,7 @@ static const char *const lost_names[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_CELLS] = "cells",
 	[MEMTRAIL_LOST_MM] = "mm",
 	[MEMTRAIL_LOST_PHASE_NAMES] = "phase_names",
+	[MEMTRAIL_LOST_DEVICE] = "device",
 };
 
 const char *trail__lost_name(int why)

@@ -45,6 +45,8 @@
 #define SCAN_PERIOD_MS 2000
 #define RETRY_MS 1000
 #define POLL_MS 50
+/* least time between two device OOM snapshots of one process */
+#define DEVICE_OOM_GAP_MS 1000
 #define TOP_PROCS 10
 #define PROCS_MAX 4096
 #define OOM_NAMES 64
@@ -62,6 +64,7 @@ struct watch_opts {
 	uint32_t pending;
 	uint32_t max_targets;
 	const char *pods_dir;
+	bool no_devices;
 };
 
 /* A memory cgroup with a limit that holds targets: watched for pressure. */
@@ -99,6 +102,9 @@ struct watch {
 	uint64_t snapshots, verdicts, dropped;
 	/* the OOM snapshot of each recent victim, for its verdict */
 	struct { uint32_t pid; char name[128]; } oom_names[OOM_NAMES];
+	/* the latest device OOM snapshots: one per process per DEVICE_OOM_GAP_MS */
+	struct { uint32_t pid; uint64_t t_ms; } device_ooms[OOM_NAMES];
+	size_t device_next;
 	size_t oom_next;
 };
 
@@ -350,6 +356,31 @@ static void on_oom(struct session *s, struct trail_target *tt, const struct memt
 	w->oom_next = (w->oom_next + 1) % OOM_NAMES;
 	if (cgroup != f->oom_cgroup)
 		free(cgroup);
+}
+
+/*
+ * A device allocation failed for lack of memory: the process lives on (or
+ * aborts), so the snapshot shows its device memory by phase, host beside it.
+ */
+static void on_device_oom(struct session *s, struct trail_target *tt, json_t *ev)
+{
+	struct watch *w = s->ctx;
+	uint64_t t_ms = json_integer_value(json_object_get(ev, "t_ms"));
+	char name[128];
+	json_t *snap;
+	size_t i;
+
+	for (i = 0; i < OOM_NAMES; i++)
+		if (w->device_ooms[i].pid == tt->pid &&
+		    t_ms < w->device_ooms[i].t_ms + DEVICE_OOM_GAP_MS)
+			return;	/* a retry loop: one snapshot says it */
+	w->device_ooms[w->device_next].pid = tt->pid;
+	w->device_ooms[w->device_next].t_ms = t_ms;
+	w->device_next = (w->device_next + 1) % OOM_NAMES;
+	snap = json_pack("{s:s, s:O}", "trigger", "device_oom", "device_oom", ev);
+	file_name(name, sizeof(name), "device-oom", tt->pid);
+	emit(w, name, snapshot_doc(w, tt, t_ms, NULL, snap));
+	w->snapshots++;
 }
 
 /* ---- pressure ---- */
@@ -635,6 +666,8 @@ static void usage(FILE *f)
 "                          high/max or failcnt grew, or PSI some avg10 >= %.0f%%;\n"
 "                          of the cgroup's largest process, once per --pressure-every\n"
 "  oom-PID-TIME.json       the OOM killer chose PID, written before it dies\n"
+"  device-oom-PID-TIME.json a CUDA or Neuron allocation of PID ran out of device\n"
+"                          memory: the call, its site, live device allocations\n"
 "  verdict-PID-TIME.json   PID died by SIGKILL: why (oom_cgroup, oom_global,\n"
 "                          signal with its sender, unknown); also a line on stdout\n"
 "Snapshots read back with 'memtrail report FILE'. Containers and pods are named\n"
@@ -654,6 +687,7 @@ static void usage(FILE *f)
 "      --pending N         files kept in memory while DIR cannot be written,\n"
 "                          1..10000 (default %d); beyond, the oldest are dropped\n"
 "      --max-targets N     most processes traced at once, 16..1048576 (default %d)\n"
+"      --no-devices        do not probe CUDA and Neuron runtimes\n"
 "  -v, --verbose           debug messages\n"
 "  -h, --help              this help\n"
 "\n"
@@ -691,6 +725,7 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 		{ "pods-dir", required_argument, NULL, 'D' },
 		{ "pending", required_argument, NULL, 'N' },
 		{ "max-targets", required_argument, NULL, 'M' },
+		{ "no-devices", no_argument, NULL, 'X' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -739,6 +774,9 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 			break;
 		case 'M':
 			err = parse_num("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
+			break;
+		case 'X':
+			o->no_devices = true;
 			break;
 		case 'v':
 			log__set_verbose(true);
@@ -848,6 +886,7 @@ static void watch_loop(struct watch *w)
 			flush_pending(w);
 			next_retry = now + RETRY_MS;
 		}
+		session__tick(&w->s, now);
 		sweep(w);
 	}
 }
@@ -871,6 +910,7 @@ static void free_watch(struct watch *w)
 	free(w->cg);
 	free(w->lim);
 	free(w->pend);
+	devices__destroy(w->s.devices);
 	tracer__destroy(w->s.tracer);
 	trail__free(&w->s.trail);
 }
@@ -879,6 +919,7 @@ int cmd_watch(int argc, char **argv)
 {
 	static const struct session_hooks hooks = {
 		.oom = on_oom, .pressure = on_pressure, .ended = on_ended,
+		.device_oom = on_device_oom,
 	};
 	struct watch_opts o = { 0 };
 	struct tracer_config cfg;
@@ -914,6 +955,8 @@ int cmd_watch(int argc, char **argv)
 	if (tracer__scan(w.s.tracer))
 		goto out;
 	tracer__poll(w.s.tracer, 0);
+	if (!o.no_devices && session__open_devices(&w.s))
+		goto out;
 	log__info("tracing %s (%zu processes); snapshots and verdicts to '%s'; Ctrl-C to stop",
 		  o.n_cgroups ? "the given cgroups" : "all processes", w.s.live, o.dir);
 	watch_loop(&w);

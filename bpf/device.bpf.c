@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Accelerator memory: uprobes and uretprobes on the CUDA driver and runtime
+ * and the Neuron runtime. Two programs serve every function; the uprobe
+ * cookie (MEMTRAIL_COOKIE) says what the function does with its arguments.
+ *
+ * Live allocations are kept by (target, address) so that a free learns its
+ * size, and so that an allocation seen twice (a runtime calling its driver,
+ * both probed) is counted once: the second insert finds the first. VMM
+ * handles (cuMemCreate) are counted once, when created, and leave with their
+ * last reference: cuMemRelease and the unmapping of every mapping.
+ */
+#include "memtrail.bpf.h"
+
+#define MT_DEV_FRAMES 4		/* nested probed calls per thread */
+#define MT_UNMAP_SPAN 32	/* mappings one cuMemUnmap may remove */
+
+#if defined(__TARGET_ARCH_x86)
+#define MT_RET_SP_ADJ 8		/* ret pops the return address */
+#else
+#define MT_RET_SP_ADJ 0		/* the return address is in a register */
+#endif
+
+/* Live allocations by (tgid, address); no prealloc: memory follows use. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 20);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct memtrail_dev_key);
+	__type(value, struct memtrail_dev_alloc);
+} dev_allocs SEC(".maps");
+
+/* VMM handles by (tgid, handle). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 18);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct memtrail_dev_key);
+	__type(value, struct memtrail_vmm_handle);
+} vmm_handles SEC(".maps");
+
+struct vmm_mapping {
+	__u64 handle;
+	__u64 size;
+};
+
+/* VMM mappings by (tgid, virtual address). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 18);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct memtrail_dev_key);
+	__type(value, struct vmm_mapping);
+} vmm_maps SEC(".maps");
+
+/* A probed call in progress: its arguments, kept until it returns. */
+struct dev_frame {
+	__u64 sp;	/* stack pointer at entry: finds the frame again at return */
+	__u64 cookie;
+	__u64 arg[4];
+};
+
+struct dev_calls {
+	__u32 depth;
+	__u32 pad;
+	struct dev_frame f[MT_DEV_FRAMES];
+};
+
+/* Calls in progress per thread; threads that vanish age out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct dev_calls);
+} dev_calls SEC(".maps");
+
+/* The device of each CUDA context seen created, by (tgid, context). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct memtrail_dev_key);
+	__type(value, __s32);
+} ctx_device SEC(".maps");
+
+/* The current device per thread (cudaSetDevice, cuCtxSetCurrent). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __s32);
+} thread_device SEC(".maps");
+
+static const char phase_init[] = "runtime_init";
+static const char phase_load[] = "model_load";
+static const char phase_execute[] = "execute";
+
+static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
+{
+	__u64 a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx), a3 = PT_REGS_PARM4(ctx);
+	__u64 a4 = PT_REGS_PARM5(ctx);
+
+	/* each read at its fixed offset: the verifier refuses a computed one */
+	barrier_var(a1);
+	barrier_var(a2);
+	barrier_var(a3);
+	barrier_var(a4);
+	switch (n) {
+	case 1: return a1;
+	case 2: return a2;
+	case 3: return a3;
+	case 4: return a4;
+	default: return 0;
+	}
+}
+
+/*
+ * Start an automatic phase: runtime_init once, model_load unless the target
+ * is already in the model_load phase this started, execute at the first
+ * launch and at the first after each model_load.
+ */
+static __always_inline void auto_phase(struct memtrail_target *t, __u32 tgid, __u32 which)
+{
+	bool in_load = t->auto_phase == MEMTRAIL_AUTO_LOAD && t->auto_seq == t->phase;
+	const char *name;
+	__u32 old;
+
+	old = __sync_fetch_and_or(&t->device_flags, MEMTRAIL_DEV_INIT);
+	switch (which) {
+	case MEMTRAIL_AUTO_INIT:
+		if (old & MEMTRAIL_DEV_INIT)
+			return;
+		name = phase_init;
+		break;
+	case MEMTRAIL_AUTO_LOAD:
+		if (in_load)
+			return;
+		name = phase_load;
+		break;
+	default:
+		old = __sync_fetch_and_or(&t->device_flags, MEMTRAIL_DEV_EXECUTED);
+		if ((old & MEMTRAIL_DEV_EXECUTED) && !in_load)
+			return;
+		name = phase_execute;
+		break;
+	}
+	if (phase_switch(tgid, name)) {
+		t->auto_phase = which;
+		t->auto_seq = t->phase;
+	}
+}
+
+/* The calling thread's device: set by cudaSetDevice or its current context. */
+static __always_inline __s32 current_device(__u32 tid)
+{
+	__s32 *d = bpf_map_lookup_elem(&thread_device, &tid);
+
+	return d ? *d : -1;
+}
+
+static __always_inline void account_free(struct memtrail_target *t, __u32 tgid, __u64 addr)
+{
+	struct memtrail_dev_key key = { .tgid = tgid, .addr = addr };
+	struct memtrail_dev_alloc *a = bpf_map_lookup_elem(&dev_allocs, &key);
+	__u64 size;
+	__u32 kind;
+
+	if (!a)
+		return;
+	size = a->size;
+	kind = a->kind;
+	/* of two racing frees of one address, the one that deletes accounts */
+	if (!bpf_map_delete_elem(&dev_allocs, &key))
+		account(t, tgid, kind, -(__s64)size);
+}
+
+static __always_inline void account_alloc(struct memtrail_target *t, __u32 tgid, __u64 cookie,
+					  __u64 addr, __u64 size, __u32 kind, __s32 device)
+{
+	struct memtrail_dev_key key = { .tgid = tgid, .addr = addr };
+	struct memtrail_dev_alloc a = {
+		.size = size, .kind = kind, .device = device, .phase = t->phase,
+		.name = MEMTRAIL_COOKIE_NAME(cookie),
+	};
+	long err;
+
+	if (!addr || !size)
+		return;
+	err = bpf_map_update_elem(&dev_allocs, &key, &a, BPF_NOEXIST);
+	if (err == -17 /* EEXIST: the same allocation, seen by an outer or inner layer */)
+		return;
+	if (err) {
+		count_lost(MEMTRAIL_LOST_DEVICE);
+		return;
+	}
+	account(t, tgid, kind, size);
+}
+
+/* A handle loses one reference; its memory leaves with the last. */
+static __always_inline void vmm_unref(struct memtrail_target *t, __u32 tgid, __u64 handle)
+{
+	struct memtrail_dev_key key = { .tgid = tgid, .addr = handle };
+	struct memtrail_vmm_handle *h = bpf_map_lookup_elem(&vmm_handles, &key);
+	__u64 size;
+	__u32 kind;
+
+	if (!h)
+		return;		/* imported, or created before memtrail looked */
+	if (__sync_sub_and_fetch(&h->refs, 1))
+		return;
+	size = h->size;
+	kind = h->kind;
+	if (!bpf_map_delete_elem(&vmm_handles, &key))
+		account(t, tgid, kind, -(__s64)size);
+}
+
+static __always_inline void vmm_ref(__u32 tgid, __u64 handle)
+{
+	struct memtrail_dev_key key = { .tgid = tgid, .addr = handle };
+	struct memtrail_vmm_handle *h = bpf_map_lookup_elem(&vmm_handles, &key);
+
+	if (h)
+		__sync_fetch_and_add(&h->refs, 1);
+}
+
+/* cuMemUnmap(va, size): every mapping inside the range goes. */
+static __always_inline void vmm_unmap(struct memtrail_target *t, __u32 tgid, __u64 va, __u64 len)
+{
+	struct memtrail_dev_key key = { .tgid = tgid };
+	struct vmm_mapping *m;
+	__u64 end = va + len, handle, size;
+	int i;
+
+	for (i = 0; i < MT_UNMAP_SPAN && va < end; i++) {
+		key.addr = va;
+		m = bpf_map_lookup_elem(&vmm_maps, &key);
+		if (!m)
+			return;
+		handle = m->handle;
+		size = m->size;
+		if (!bpf_map_delete_elem(&vmm_maps, &key))
+			vmm_unref(t, tgid, handle);
+		if (!size)
+			return;
+		va += size;
+	}
+}
+
+/* What an entry does at once; true when the call needs its return seen. */
+static __always_inline bool entry_action(struct pt_regs *ctx, struct memtrail_target *t,
+					 __u64 id, __u64 cookie)
+{
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u64 v = 0;
+	__s32 dev, *d;
+
+	switch (MEMTRAIL_COOKIE_OP(cookie)) {
+	case MEMTRAIL_OP_INIT:
+		return false;
+	case MEMTRAIL_OP_FREE:
+		account_free(t, tgid, PT_REGS_PARM1(ctx));
+		return false;
+	case MEMTRAIL_OP_NRT_FREE:
+		/* nrt_tensor_free(nrt_tensor_t **): NULL once it returns */
+		if (!bpf_probe_read_user(&v, sizeof(v), (void *)PT_REGS_PARM1(ctx)))
+			account_free(t, tgid, v);
+		return false;
+	case MEMTRAIL_OP_VMM_RELEASE:
+		vmm_unref(t, tgid, PT_REGS_PARM1(ctx));
+		return false;
+	case MEMTRAIL_OP_VMM_UNMAP:
+		vmm_unmap(t, tgid, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx));
+		return false;
+	case MEMTRAIL_OP_LOAD:
+		auto_phase(t, tgid, MEMTRAIL_AUTO_LOAD);
+		return true;
+	case MEMTRAIL_OP_LAUNCH:
+		auto_phase(t, tgid, MEMTRAIL_AUTO_EXECUTE);
+		return false;
+	case MEMTRAIL_OP_SET_DEVICE:
+		dev = (__s32)PT_REGS_PARM1(ctx);
+		bpf_map_update_elem(&thread_device, &tid, &dev, BPF_ANY);
+		return false;
+	case MEMTRAIL_OP_CTX_SET: {
+		struct memtrail_dev_key key = { .tgid = tgid, .addr = PT_REGS_PARM1(ctx) };
+
+		d = bpf_map_lookup_elem(&ctx_device, &key);
+		if (d) {
+			dev = *d;
+			bpf_map_update_elem(&thread_device, &tid, &dev, BPF_ANY);
+		}
+		return false;
+	}
+	default:
+		return true;
+	}
+}
+
+static __always_inline void push_frame(struct pt_regs *ctx, __u32 tid, __u64 cookie)
+{
+	struct dev_calls *c, fresh = {};
+	__u64 sp = PT_REGS_SP(ctx);
+	__u32 i;
+	int n;
+
+	c = map_get_or_init(&dev_calls, &tid, &fresh, MEMTRAIL_LOST_DEVICE);
+	if (!c)
+		return;
+	/* frames at or below this one are stale: their returns were never seen */
+	for (n = 0; n < MT_DEV_FRAMES && c->depth; n++) {
+		i = (c->depth - 1) & (MT_DEV_FRAMES - 1);
+		if (c->f[i].sp > sp)
+			break;
+		c->depth--;
+	}
+	if (c->depth >= MT_DEV_FRAMES)
+		return;
+	i = c->depth & (MT_DEV_FRAMES - 1);
+	c->f[i].sp = sp;
+	c->f[i].cookie = cookie;
+	c->f[i].arg[0] = PT_REGS_PARM1(ctx);
+	c->f[i].arg[1] = PT_REGS_PARM2(ctx);
+	c->f[i].arg[2] = PT_REGS_PARM3(ctx);
+	c->f[i].arg[3] = arg_n(ctx, MEMTRAIL_COOKIE_ARG(cookie));
+	c->depth++;
+}
+
+SEC("uprobe")
+int mt_dev_entry(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct memtrail_target *t = live_target(tgid);
+	struct memtrail_event_hdr *e;
+
+	if (!t)
+		return 0;
+	if (MEMTRAIL_COOKIE_OP(cookie) == MEMTRAIL_OP_LIBS) {
+		e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIBS, tgid);
+		if (e)
+			bpf_ringbuf_submit(e, 0);
+		return 0;
+	}
+	if (!(t->device_flags & MEMTRAIL_DEV_INIT))
+		auto_phase(t, tgid, MEMTRAIL_AUTO_INIT);
+	if (entry_action(ctx, t, id, cookie))
+		push_frame(ctx, (__u32)id, cookie);
+	return 0;
+}
+
+static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_target *t,
+					 __u32 tgid, __u64 cookie, __s32 rc, __u64 size,
+					 __u32 kind, __s32 device)
+{
+	struct memtrail_event_device *e;
+	long n;
+
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_DEVICE_FAIL, tgid);
+	if (!e)
+		return;
+	e->name = MEMTRAIL_COOKIE_NAME(cookie);
+	e->runtime = MEMTRAIL_COOKIE_RT(cookie);
+	e->rc = rc;
+	e->device = device;
+	e->size = size;
+	e->kind = kind;
+	e->phase = t->phase;
+	e->pad = 0;
+	/* at a return the registers are the caller's: the call site comes first */
+	n = bpf_get_stack(ctx, e->frames, sizeof(e->frames), BPF_F_USER_STACK);
+	e->n_frames = n > 0 ? n / sizeof(__u64) : 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* What the call did, now that it returned RC. */
+static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_target *t,
+					  __u64 id, const struct dev_frame *f, __s32 rc,
+					  bool nested)
+{
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u64 cookie = f->cookie, out = 0, size = f->arg[1], pitch = 0;
+	__u32 op = MEMTRAIL_COOKIE_OP(cookie), kind = MEMTRAIL_COOKIE_KIND(cookie);
+	__s32 device = current_device(tid), prop[2] = {};
+
+	switch (op) {
+	case MEMTRAIL_OP_ALLOC_PITCH:
+		/* rows of *pitch bytes, as the driver rounded them */
+		if (!rc && !bpf_probe_read_user(&pitch, sizeof(pitch), (void *)f->arg[1]))
+			size = pitch * f->arg[3];
+		else
+			size = f->arg[2] * f->arg[3];
+		break;
+	case MEMTRAIL_OP_NRT_ALLOC:
+		/* placement 0 is device memory; host (1) and virtual (2) are host */
+		kind = f->arg[0] ? MEMTRAIL_KIND_NEURON_HOST : MEMTRAIL_KIND_NEURON_DEVICE;
+		device = (__s32)f->arg[1];
+		size = f->arg[2];
+		break;
+	case MEMTRAIL_OP_VMM_CREATE:
+		/* prop->location {type, id} at offset 8: type 1 is a device */
+		if (!bpf_probe_read_user(prop, sizeof(prop), (void *)(f->arg[2] + 8))) {
+			device = prop[1];
+			if (prop[0] != 1)
+				kind = MEMTRAIL_KIND_CUDA_HOST;
+		}
+		break;
+	case MEMTRAIL_OP_LOAD:
+	case MEMTRAIL_OP_VMM_MAP:
+	case MEMTRAIL_OP_VMM_RETAIN:
+	case MEMTRAIL_OP_CTX:
+		size = 0;
+		break;
+	}
+
+	if (rc) {
+		/* the outermost probed call reports; an inner one's failure is its too */
+		if (!nested)
+			send_failure(ctx, t, tgid, cookie, rc, size, kind, device);
+		return;
+	}
+	switch (op) {
+	case MEMTRAIL_OP_ALLOC:
+	case MEMTRAIL_OP_ALLOC_PITCH:
+		if (!bpf_probe_read_user(&out, sizeof(out), (void *)f->arg[0]))
+			account_alloc(t, tgid, cookie, out, size, kind, device);
+		break;
+	case MEMTRAIL_OP_NRT_ALLOC:
+		if (!bpf_probe_read_user(&out, sizeof(out), (void *)f->arg[3]))
+			account_alloc(t, tgid, cookie, out, size, kind, device);
+		break;
+	case MEMTRAIL_OP_VMM_CREATE: {
+		struct memtrail_vmm_handle h = {
+			.size = size, .kind = kind, .device = device, .phase = t->phase, .refs = 1,
+		};
+		struct memtrail_dev_key key = { .tgid = tgid };
+
+		if (bpf_probe_read_user(&key.addr, sizeof(key.addr), (void *)f->arg[0]) || !size)
+			break;
+		if (bpf_map_update_elem(&vmm_handles, &key, &h, BPF_NOEXIST))
+			count_lost(MEMTRAIL_LOST_DEVICE);
+		else
+			account(t, tgid, kind, size);
+		break;
+	}
+	case MEMTRAIL_OP_VMM_MAP: {
+		/* cuMemMap(va, size, offset, handle, flags): arg[3] holds the handle */
+		struct memtrail_dev_key key = { .tgid = tgid, .addr = f->arg[0] };
+		struct vmm_mapping m = { .handle = f->arg[3], .size = f->arg[1] };
+		struct memtrail_dev_key hk = { .tgid = tgid, .addr = m.handle };
+
+		if (!bpf_map_lookup_elem(&vmm_handles, &hk))
+			break;
+		if (!bpf_map_update_elem(&vmm_maps, &key, &m, BPF_NOEXIST))
+			vmm_ref(tgid, m.handle);
+		else
+			count_lost(MEMTRAIL_LOST_DEVICE);
+		break;
+	}
+	case MEMTRAIL_OP_VMM_RETAIN:
+		if (!bpf_probe_read_user(&out, sizeof(out), (void *)f->arg[0]))
+			vmm_ref(tgid, out);
+		break;
+	case MEMTRAIL_OP_CTX: {
+		/* (CUcontext *out, ..., CUdevice in argument ARG) */
+		struct memtrail_dev_key key = { .tgid = tgid };
+		__s32 dev = (__s32)f->arg[3];
+
+		if (bpf_probe_read_user(&key.addr, sizeof(key.addr), (void *)f->arg[0]))
+			break;
+		bpf_map_update_elem(&ctx_device, &key, &dev, BPF_ANY);
+		/* a context created by cuCtxCreate is current in its thread */
+		bpf_map_update_elem(&thread_device, &tid, &dev, BPF_ANY);
+		break;
+	}
+	}
+}
+
+SEC("uretprobe")
+int mt_dev_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, i;
+	__u64 sp = PT_REGS_SP(ctx) - MT_RET_SP_ADJ;
+	struct memtrail_target *t;
+	struct dev_calls *c;
+	int n;
+
+	c = bpf_map_lookup_elem(&dev_calls, &tid);
+	if (!c || !c->depth)
+		return 0;
+	/* frames deeper than this call's returned unseen */
+	for (n = 0; n < MT_DEV_FRAMES && c->depth; n++) {
+		i = (c->depth - 1) & (MT_DEV_FRAMES - 1);
+		if (c->f[i].sp >= sp)
+			break;
+		c->depth--;
+	}
+	if (!c->depth)
+		return 0;
+	i = (c->depth - 1) & (MT_DEV_FRAMES - 1);
+	if (c->f[i].sp != sp)
+		return 0;
+	c->depth--;
+	t = live_target(id >> 32);
+	if (!t)
+		return 0;
+	/* the popped frame stays intact: only this thread pushes frames here */
+	return_action(ctx, t, id, &c->f[i], (__s32)PT_REGS_RC(ctx), c->depth > 0);
+	return 0;
+}

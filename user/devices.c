@@ -1,0 +1,602 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+
+#include "array.h"
+#include "devices.h"
+#include "elfsym.h"
+#include "log.h"
+
+extern char **environ;
+
+#define LAUNCH_MAX 8	/* launch functions one file may hold */
+#define PATH_MAX_LEN 4096
+
+enum { CUDA = MEMTRAIL_RT_CUDA, NEURON = MEMTRAIL_RT_NEURON, LOADER = MEMTRAIL_RT_LOADER };
+enum { DEV = MEMTRAIL_KIND_CUDA_DEVICE, HOST = MEMTRAIL_KIND_CUDA_HOST,
+       MANAGED = MEMTRAIL_KIND_CUDA_MANAGED, NDEV = MEMTRAIL_KIND_NEURON_DEVICE };
+
+struct dev_spec {
+	const char *name;
+	uint8_t op;		/* enum memtrail_dev_op */
+	uint8_t kind;
+	uint8_t rt;		/* enum memtrail_runtime */
+	uint8_t arg;		/* the argument the op reads beyond the first three */
+	bool ret;		/* needs its return seen */
+	bool per_pid;		/* fires often: only per process, only until "execute" */
+};
+
+/*
+ * Every function probed, by exported or .symtab name; the index is the name
+ * in cookies and events. Where two names share an address the first wins.
+ */
+static const struct dev_spec specs[] = {
+	/* CUDA driver, libcuda.so.1: the layer of truth */
+	{ "cuInit", MEMTRAIL_OP_INIT, 0, CUDA, 0, false, false },
+	{ "cuMemAlloc_v2", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cuMemAllocPitch_v2", MEMTRAIL_OP_ALLOC_PITCH, DEV, CUDA, 3, true, false },
+	{ "cuMemAllocManaged", MEMTRAIL_OP_ALLOC, MANAGED, CUDA, 0, true, false },
+	{ "cuMemAllocHost_v2", MEMTRAIL_OP_ALLOC, HOST, CUDA, 0, true, false },
+	{ "cuMemHostAlloc", MEMTRAIL_OP_ALLOC, HOST, CUDA, 0, true, false },
+	{ "cuMemAllocAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cuMemAllocAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cuMemAllocFromPoolAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cuMemAllocFromPoolAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cuMemFree_v2", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cuMemFreeAsync", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cuMemFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cuMemFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cuMemCreate", MEMTRAIL_OP_VMM_CREATE, DEV, CUDA, 0, true, false },
+	{ "cuMemRelease", MEMTRAIL_OP_VMM_RELEASE, 0, CUDA, 0, false, false },
+	{ "cuMemMap", MEMTRAIL_OP_VMM_MAP, 0, CUDA, 3, true, false },
+	{ "cuMemUnmap", MEMTRAIL_OP_VMM_UNMAP, 0, CUDA, 0, false, false },
+	{ "cuMemRetainAllocationHandle", MEMTRAIL_OP_VMM_RETAIN, 0, CUDA, 0, true, false },
+	{ "cuModuleLoad", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
+	{ "cuModuleLoadData", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
+	{ "cuModuleLoadDataEx", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
+	{ "cuModuleLoadFatBinary", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
+	{ "cuLibraryLoadData", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
+	{ "cuLibraryLoadFromFile", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
+	{ "cuDevicePrimaryCtxRetain", MEMTRAIL_OP_CTX, 0, CUDA, 1, true, false },
+	{ "cuCtxCreate_v2", MEMTRAIL_OP_CTX, 0, CUDA, 2, true, false },
+	{ "cuCtxCreate_v3", MEMTRAIL_OP_CTX, 0, CUDA, 4, true, false },
+	{ "cuCtxCreate_v4", MEMTRAIL_OP_CTX, 0, CUDA, 3, true, false },
+	{ "cuCtxSetCurrent", MEMTRAIL_OP_CTX_SET, 0, CUDA, 0, false, false },
+	{ "cuCtxPushCurrent_v2", MEMTRAIL_OP_CTX_SET, 0, CUDA, 0, false, false },
+	{ "cuLaunchKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
+	{ "cuLaunchKernel_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
+	{ "cuLaunchKernelEx", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
+	{ "cuLaunchKernelEx_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
+	{ "cuLaunchCooperativeKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
+	{ "cuLaunchCooperativeKernel_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
+	/* CUDA runtime, libcudart.so.* or linked in: names, and cover for an unprobed driver */
+	{ "cudaMalloc", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cudaMallocManaged", MEMTRAIL_OP_ALLOC, MANAGED, CUDA, 0, true, false },
+	{ "cudaMallocHost", MEMTRAIL_OP_ALLOC, HOST, CUDA, 0, true, false },
+	{ "cudaHostAlloc", MEMTRAIL_OP_ALLOC, HOST, CUDA, 0, true, false },
+	{ "cudaMallocAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cudaMallocAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cudaMallocFromPoolAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cudaMallocFromPoolAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
+	{ "cudaMallocPitch", MEMTRAIL_OP_ALLOC_PITCH, DEV, CUDA, 3, true, false },
+	{ "cudaFree", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cudaFreeAsync", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cudaFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cudaFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cudaSetDevice", MEMTRAIL_OP_SET_DEVICE, 0, CUDA, 0, false, false },
+	{ "cudaLaunchKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
+	{ "cudaLaunchKernel_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
+	/* Neuron runtime, libnrt.so.1 */
+	{ "nrt_init", MEMTRAIL_OP_INIT, 0, NEURON, 0, false, false },
+	{ "nrt_tensor_allocate", MEMTRAIL_OP_NRT_ALLOC, NDEV, NEURON, 4, true, false },
+	{ "nrt_tensor_free", MEMTRAIL_OP_NRT_FREE, 0, NEURON, 0, false, false },
+	{ "nrt_load", MEMTRAIL_OP_LOAD, NDEV, NEURON, 0, true, false },
+	{ "nrt_load_collectives", MEMTRAIL_OP_LOAD, NDEV, NEURON, 0, true, false },
+	{ "nrt_execute", MEMTRAIL_OP_LAUNCH, 0, NEURON, 0, false, false },
+	{ "nrt_execute_repeat", MEMTRAIL_OP_LAUNCH, 0, NEURON, 0, false, false },
+	/* the dynamic linker's debugger hook: a library came or went */
+	{ "_dl_debug_state", MEMTRAIL_OP_LIBS, 0, LOADER, 0, false, false },
+};
+
+#define N_SPECS (sizeof(specs) / sizeof(specs[0]))
+
+struct dev_file {
+	dev_t dev;
+	ino_t ino;
+	struct bpf_link **links;
+	size_t n_links;
+	/* launch functions, probed per process */
+	uint32_t launch_spec[LAUNCH_MAX];
+	uint64_t launch_off[LAUNCH_MAX];
+	size_t n_launch;
+};
+
+struct dev_proc {
+	uint32_t pid;
+	uint64_t due_ms;	/* a scan is due then; 0: none */
+	bool executed;		/* its launch probes are not wanted */
+	struct proc_file {
+		size_t file;	/* index in devices.files */
+		char *path;	/* through /proc/PID/root */
+	} *files;		/* files with launch functions it maps */
+	size_t n_files, cap_files;
+	struct bpf_link **links;
+	size_t n_links, cap_links;
+};
+
+struct devices {
+	struct tracer *tracer;
+	struct dev_file *files;
+	size_t n_files, cap_files;
+	struct dev_proc *procs;
+	size_t n_procs, cap_procs;
+};
+
+const char *devices__fn_name(uint32_t idx)
+{
+	return idx < N_SPECS ? specs[idx].name : "?";
+}
+
+const char *devices__runtime_name(uint32_t runtime)
+{
+	return runtime == NEURON ? "neuron" : "cuda";
+}
+
+bool devices__is_oom(uint32_t runtime, int rc)
+{
+	return rc == (runtime == NEURON ? MEMTRAIL_NRT_OOM : MEMTRAIL_CUDA_OOM);
+}
+
+const char *devices__error_name(uint32_t runtime, const char *fn, int rc)
+{
+	static const struct { int rc; const char *driver, *runtime; } cuda[] = {
+		{ 1, "CUDA_ERROR_INVALID_VALUE", "cudaErrorInvalidValue" },
+		{ 2, "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation" },
+		{ 3, "CUDA_ERROR_NOT_INITIALIZED", "cudaErrorInitializationError" },
+		{ 4, "CUDA_ERROR_DEINITIALIZED", "cudaErrorCudartUnloading" },
+		{ 34, "CUDA_ERROR_STUB_LIBRARY", "cudaErrorStubLibrary" },
+		{ 35, NULL, "cudaErrorInsufficientDriver" },
+		{ 100, "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice" },
+		{ 201, "CUDA_ERROR_INVALID_CONTEXT", "cudaErrorDeviceUninitialized" },
+		{ 801, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported" },
+	};
+	static const struct { int rc; const char *name; } nrt[] = {
+		{ 1, "NRT_FAILURE" }, { 2, "NRT_INVALID" }, { 3, "NRT_INVALID_HANDLE" },
+		{ 4, "NRT_RESOURCE" }, { 5, "NRT_TIMEOUT" }, { 6, "NRT_HW_ERROR" },
+		{ 9, "NRT_LOAD_NOT_ENOUGH_NC" }, { 10, "NRT_UNSUPPORTED_NEFF_VERSION" },
+		{ 13, "NRT_UNINITIALIZED" }, { 14, "NRT_CLOSED" },
+	};
+	bool rt = !strncmp(fn, "cuda", 4);
+	size_t i;
+
+	if (runtime == NEURON) {
+		for (i = 0; i < sizeof(nrt) / sizeof(nrt[0]); i++)
+			if (nrt[i].rc == rc)
+				return nrt[i].name;
+		return NULL;
+	}
+	for (i = 0; i < sizeof(cuda) / sizeof(cuda[0]); i++)
+		if (cuda[i].rc == rc)
+			return rt ? cuda[i].runtime : cuda[i].driver;
+	return NULL;
+}
+
+int devices__open(struct devices **out, struct tracer *t)
+{
+	struct devices *d = calloc(1, sizeof(*d));
+
+	*out = d;
+	if (!d)
+		return -ENOMEM;
+	d->tracer = t;
+	/* memtrail's own dynamic linker is the one most targets use */
+	devices__scan(d, getpid());
+	return 0;
+}
+
+static struct dev_proc *proc_get(struct devices *d, uint32_t pid, bool create)
+{
+	struct dev_proc *p;
+	size_t i;
+
+	for (i = 0; i < d->n_procs; i++)
+		if (d->procs[i].pid == pid)
+			return &d->procs[i];
+	if (!create || array__grow((void **)&d->procs, &d->cap_procs, d->n_procs + 1,
+				   sizeof(*d->procs)))
+		return NULL;
+	p = &d->procs[d->n_procs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	return p;
+}
+
+static void proc_detach(struct dev_proc *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_links; i++)
+		bpf_link__destroy(p->links[i]);
+	p->n_links = 0;
+}
+
+static void proc_free(struct dev_proc *p)
+{
+	size_t i;
+
+	proc_detach(p);
+	free(p->links);
+	for (i = 0; i < p->n_files; i++)
+		free(p->files[i].path);
+	free(p->files);
+}
+
+struct matches {
+	uint32_t spec[N_SPECS];
+	uint64_t off[N_SPECS];
+	size_t n;
+};
+
+static int spec_index(const char *name)
+{
+	size_t i;
+
+	if (!((name[0] == 'c' && name[1] == 'u') || !strncmp(name, "nrt_", 4) ||
+	      !strcmp(name, "_dl_debug_state")))
+		return -1;
+	for (i = 0; i < N_SPECS; i++)
+		if (!strcmp(specs[i].name, name))
+			return i;
+	return -1;
+}
+
+static int on_symbol(void *ctx, const char *name, uint64_t off)
+{
+	struct matches *m = ctx;
+	int idx = spec_index(name);
+	size_t i;
+
+	if (idx < 0)
+		return 0;
+	for (i = 0; i < m->n; i++)
+		if (m->spec[i] == (uint32_t)idx || m->off[i] == off)
+			return 0;	/* seen in .dynsym, or an alias of one probed */
+	if (m->n < N_SPECS) {
+		m->spec[m->n] = idx;
+		m->off[m->n++] = off;
+	}
+	return 0;
+}
+
+static int add_link(struct bpf_link ***links, size_t *n, size_t *cap, struct bpf_link *l)
+{
+	if (array__grow((void **)links, cap, *n + 1, sizeof(**links))) {
+		bpf_link__destroy(l);
+		return -ENOMEM;
+	}
+	(*links)[(*n)++] = l;
+	return 0;
+}
+
+/* Probe a newly seen file; PATH opens it from here. */
+static void probe_file(struct devices *d, struct dev_file *f, const char *path)
+{
+	struct matches m = { .n = 0 };
+	size_t i, cap = 0, shown = 0;
+	const char *what = NULL;
+
+	if (elfsym__each(path, on_symbol, &m) || !m.n)
+		return;
+	for (i = 0; i < m.n; i++) {
+		const struct dev_spec *s = &specs[m.spec[i]];
+		uint64_t cookie = MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg, m.spec[i]);
+		struct bpf_link *l;
+		int r;
+
+		if (s->rt != LOADER)
+			what = s->rt == NEURON ? "Neuron runtime" : "CUDA runtime";
+		if (s->per_pid) {
+			if (f->n_launch < LAUNCH_MAX) {
+				f->launch_spec[f->n_launch] = m.spec[i];
+				f->launch_off[f->n_launch++] = m.off[i];
+			}
+			continue;
+		}
+		for (r = 0; r <= (int)s->ret; r++) {
+			l = tracer__attach_device(d->tracer, r, -1, path, m.off[i], cookie);
+			if (!l) {
+				log__warn("cannot probe '%s' in '%s': %s", s->name, path,
+					  strerror(errno));
+				continue;
+			}
+			if (add_link(&f->links, &f->n_links, &cap, l))
+				return;
+		}
+		shown++;
+	}
+	if (what)
+		log__info("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
+}
+
+static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, const char *path,
+				 size_t *index)
+{
+	struct dev_file *f;
+	size_t i;
+
+	for (i = 0; i < d->n_files; i++) {
+		if (d->files[i].dev == dev && d->files[i].ino == ino) {
+			*index = i;
+			return &d->files[i];
+		}
+	}
+	if (array__grow((void **)&d->files, &d->cap_files, d->n_files + 1, sizeof(*d->files)))
+		return NULL;
+	*index = d->n_files;
+	f = &d->files[d->n_files++];
+	memset(f, 0, sizeof(*f));
+	f->dev = dev;
+	f->ino = ino;
+	probe_file(d, f, path);
+	return &d->files[*index];
+}
+
+static void proc_attach_launch(struct devices *d, struct dev_proc *p)
+{
+	size_t i, j;
+
+	if (p->executed || p->n_links)
+		return;
+	for (i = 0; i < p->n_files; i++) {
+		const struct dev_file *f = &d->files[p->files[i].file];
+
+		for (j = 0; j < f->n_launch; j++) {
+			const struct dev_spec *s = &specs[f->launch_spec[j]];
+			uint64_t cookie = MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg,
+							  f->launch_spec[j]);
+			struct bpf_link *l;
+
+			l = tracer__attach_device(d->tracer, false, p->pid, p->files[i].path,
+						  f->launch_off[j], cookie);
+			if (!l) {
+				log__debug("cannot probe '%s' in process %u: %s", s->name, p->pid,
+					   strerror(errno));
+				continue;
+			}
+			if (add_link(&p->links, &p->n_links, &p->cap_links, l))
+				return;
+		}
+	}
+}
+
+/* One line of /proc/PID/maps: an executable file mapping, with its identity. */
+static bool parse_map(const char *line, dev_t *dev, ino_t *ino, const char **path)
+{
+	char perms[8];
+	unsigned int maj, min;
+	unsigned long long inode;
+	int pos = 0;
+
+	if (sscanf(line, "%*x-%*x %7s %*x %x:%x %llu %n", perms, &maj, &min, &inode,
+		   &pos) < 4 || !pos)
+		return false;
+	if (perms[2] != 'x' || !inode || line[pos] != '/')
+		return false;
+	*dev = makedev(maj, min);
+	*ino = inode;
+	*path = line + pos;
+	return true;
+}
+
+void devices__scan(struct devices *d, uint32_t pid)
+{
+	char name[64], line[4096 + 128], full[4096 + 64];
+	struct dev_proc *p = NULL;
+	FILE *f;
+
+	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
+	f = fopen(name, "re");
+	if (!f)
+		return;		/* gone: its exit event says so */
+	while (fgets(line, sizeof(line), f)) {
+		const char *path;
+		struct dev_file *df;
+		size_t idx, i, len = strlen(line);
+		dev_t dev;
+		ino_t ino;
+
+		if (len && line[len - 1] == '\n')
+			line[--len] = '\0';
+		if (!parse_map(line, &dev, &ino, &path) || strstr(path, " (deleted)"))
+			continue;
+		/* the path is the target's own: read it through its root */
+		snprintf(full, sizeof(full), "/proc/%u/root%s", pid, path);
+		df = file_get(d, dev, ino, full, &idx);
+		if (!df || !df->n_launch || pid == (uint32_t)getpid())
+			continue;
+		p = p ? p : proc_get(d, pid, true);
+		if (!p)
+			break;
+		for (i = 0; i < p->n_files && p->files[i].file != idx; i++)
+			;
+		if (i < p->n_files || array__grow((void **)&p->files, &p->cap_files,
+						  p->n_files + 1, sizeof(*p->files)))
+			continue;
+		p->files[p->n_files].path = strdup(full);
+		if (p->files[p->n_files].path)
+			p->files[p->n_files++].file = idx;
+	}
+	fclose(f);
+	if (p)
+		proc_attach_launch(d, p);
+}
+
+void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t delay_ms)
+{
+	struct dev_proc *p = proc_get(d, pid, true);
+	uint64_t at = now_ms + delay_ms;
+
+	if (!p)
+		return;
+	if (!at)
+		at = 1;
+	if (!p->due_ms || at < p->due_ms)
+		p->due_ms = at;
+}
+
+void devices__tick(struct devices *d, uint64_t now_ms)
+{
+	size_t i;
+
+	for (i = 0; i < d->n_procs; i++) {
+		struct dev_proc *p = &d->procs[i];
+
+		if (!p->due_ms || p->due_ms > now_ms)
+			continue;
+		p->due_ms = 0;
+		devices__scan(d, p->pid);	/* may grow procs: index again */
+	}
+}
+
+void devices__on_phase(struct devices *d, uint32_t pid, const char *name)
+{
+	struct dev_proc *p = proc_get(d, pid, false);
+
+	if (!p)
+		return;
+	if (!strcmp(name, "execute")) {
+		p->executed = true;
+		proc_detach(p);
+	} else if (!strcmp(name, "model_load")) {
+		/* a new model: its first launch starts "execute" again */
+		p->executed = false;
+		proc_attach_launch(d, p);
+	}
+}
+
+void devices__forget(struct devices *d, uint32_t pid, bool purge)
+{
+	struct dev_proc *p = proc_get(d, pid, false);
+
+	if (purge)
+		tracer__device_forget(d->tracer, pid);
+	if (!p)
+		return;
+	proc_free(p);
+	*p = d->procs[--d->n_procs];
+}
+
+size_t devices__files(const struct devices *d)
+{
+	return d->n_files;
+}
+
+/* The libraries a dynamic executable loads at start, by its loader's --list. */
+void devices__prepare_command(struct devices *d, const char *path)
+{
+	char interp[PATH_MAX_LEN], line[4096 + 64];
+	char *argv[] = { interp, "--list", (char *)path, NULL };
+	posix_spawn_file_actions_t fa;
+	struct stat st;
+	size_t idx;
+	pid_t pid;
+	int fds[2], status;
+	FILE *f;
+
+	if (stat(path, &st) == 0)
+		file_get(d, st.st_dev, st.st_ino, path, &idx);	/* a runtime linked in */
+	if (elfsym__interp(path, interp, sizeof(interp)) || pipe2(fds, O_CLOEXEC))
+		return;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (posix_spawn(&pid, interp, &fa, NULL, argv, environ)) {
+		posix_spawn_file_actions_destroy(&fa);
+		close(fds[0]);
+		close(fds[1]);
+		return;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		/* "\tlibcuda.so.1 => /usr/lib/libcuda.so.1 (0x...)" or "\t/lib64/ld-linux... (0x...)" */
+		char *lib = strstr(line, "=> "), *end;
+
+		lib = lib ? lib + 3 : line + strspn(line, " \t");
+		if (*lib != '/')
+			continue;
+		end = strstr(lib, " (0x");
+		if (end)
+			*end = '\0';
+		lib[strcspn(lib, "\n")] = '\0';
+		if (stat(lib, &st) == 0)
+			file_get(d, st.st_dev, st.st_ino, lib, &idx);
+	}
+	if (f)
+		fclose(f);
+	else
+		close(fds[0]);
+	waitpid(pid, &status, 0);
+}
+
+json_t *devices__site(uint32_t pid, uint64_t addr)
+{
+	char name[64], line[4096 + 128], full[4096 + 64], sym[256], text[4096 + 512];
+	unsigned long long start, end, pgoff;
+	uint64_t delta;
+	FILE *f;
+
+	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
+	f = fopen(name, "re");
+	if (!f)
+		return json_sprintf("0x%" PRIx64, addr);
+	while (fgets(line, sizeof(line), f)) {
+		int pos = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %*s %*u %n", &start, &end, &pgoff, &pos) < 3)
+			continue;
+		if (addr < start || addr >= end)
+			continue;
+		fclose(f);
+		line[strcspn(line, "\n")] = '\0';
+		if (!pos || line[pos] != '/')
+			return json_sprintf("[anon] 0x%" PRIx64, addr);
+		snprintf(full, sizeof(full), "/proc/%u/root%s", pid, line + pos);
+		if (!elfsym__at(full, addr - start + pgoff, sym, sizeof(sym), &delta))
+			snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", sym, delta, line + pos);
+		else
+			snprintf(text, sizeof(text), "%s+0x%llx", line + pos, addr - start + pgoff);
+		return json_string(text);
+	}
+	fclose(f);
+	return json_sprintf("0x%" PRIx64, addr);
+}
+
+void devices__destroy(struct devices *d)
+{
+	size_t i, j;
+
+	if (!d)
+		return;
+	for (i = 0; i < d->n_procs; i++)
+		proc_free(&d->procs[i]);
+	free(d->procs);
+	for (i = 0; i < d->n_files; i++) {
+		for (j = 0; j < d->files[i].n_links; j++)
+			bpf_link__destroy(d->files[i].links[j]);
+		free(d->files[i].links);
+	}
+	free(d->files);
+	free(d);
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * Accelerator runtimes found with zero instrumentation: the files each
+ * target maps (read through its own root, so a library inside a container
+ * image is found whatever its name), probed once per file identity, and
+ * looked at again when the target's dynamic linker says its libraries
+ * changed. Kernel-launch probes, which fire often, are per process and only
+ * until the launch that starts its "execute" phase.
+ */
+#ifndef MEMTRAIL_DEVICES_H
+#define MEMTRAIL_DEVICES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "tracer.h"
+
+struct devices;
+
+/* 0 or -ENOMEM. The dynamic linker memtrail itself uses is probed at once. */
+int devices__open(struct devices **out, struct tracer *t);
+void devices__destroy(struct devices *d);
+
+/* Probe the runtimes a command will load at start (its DT_NEEDED closure). */
+void devices__prepare_command(struct devices *d, const char *path);
+/* Look at PID's mappings at NOW_MS + DELAY_MS (the earliest request wins). */
+void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t delay_ms);
+/* Scan what is due. */
+void devices__tick(struct devices *d, uint64_t now_ms);
+/* Scan PID's mappings now. */
+void devices__scan(struct devices *d, uint32_t pid);
+/* PID started a phase: its launch probes go at "execute", return at "model_load". */
+void devices__on_phase(struct devices *d, uint32_t pid, const char *name);
+/* PID ended: its probes go, and with PURGE the kernel's records of its device memory. */
+void devices__forget(struct devices *d, uint32_t pid, bool purge);
+/* Files probed so far. */
+size_t devices__files(const struct devices *d);
+
+/* The probed function with this index (a cookie's name), or "?". */
+const char *devices__fn_name(uint32_t idx);
+/* The name of a runtime's return code, e.g. "CUDA_ERROR_OUT_OF_MEMORY", or NULL. */
+const char *devices__error_name(uint32_t runtime, const char *fn, int rc);
+/* Whether RC of RUNTIME means out of memory. */
+bool devices__is_oom(uint32_t runtime, int rc);
+const char *devices__runtime_name(uint32_t runtime);
+/* A user address of PID as "function+0xoff (file)", "file+0xoff" or "[anon] 0x..." */
+json_t *devices__site(uint32_t pid, uint64_t addr);
+
+#endif
