@@ -15,6 +15,7 @@ CC ?= gcc
 CLANG ?= clang
 BPFTOOL ?= bpftool
 PYTHON ?= python3
+NM ?= nm
 VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 
 OUT := build
@@ -45,6 +46,15 @@ UNIT_MODULES := user/trail.c user/phase.c user/verdict.c user/container.c user/k
 	user/table.c user/log.c
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUT)/workloads/%,$(wildcard tests/workloads/*.c))
+
+# stand-ins for accelerator runtimes this machine lacks, probed by name:
+# -fno-ipa-icf keeps identical functions (the _ptsz twins) at addresses of their own
+STANDINS := $(OUT)/standins/libcuda.so.1 $(OUT)/standins/libnrt.so.1
+STANDIN_CFLAGS := -O2 -g -fPIC -shared -fno-ipa-icf $(WARNINGS)
+# workloads linked against a stand-in find it beside them at run time
+STANDIN_LINK = -L$(OUT)/standins -l:$(1) -Wl,-rpath,'$$ORIGIN/../standins'
+CUDA_WORKLOADS := $(addprefix $(OUT)/workloads/,cuda_phases vmm static_cudart device_bench)
+NRT_WORKLOADS := $(OUT)/workloads/nrt_phases
 
 all: memtrail
 
@@ -88,7 +98,28 @@ $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES)
 $(OUT)/workloads/%: tests/workloads/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -MMD -MP -o $@ $< -lpthread
+	$(Q)$(CC) -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -MMD -MP -o $@ $< -lpthread -ldl \
+		$(LDLIBS_EXTRA)
+	$(if $(POSTLINK),$(Q)$(POSTLINK))
+
+$(OUT)/standins/lib%.so.1: tests/standins/%.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(STANDIN_CFLAGS) -Wl,-soname,$(@F) -o $@ $<
+
+$(CUDA_WORKLOADS): private LDLIBS_EXTRA := $(call STANDIN_LINK,libcuda.so.1)
+$(CUDA_WORKLOADS): $(OUT)/standins/libcuda.so.1
+$(NRT_WORKLOADS): private LDLIBS_EXTRA := $(call STANDIN_LINK,libnrt.so.1)
+$(NRT_WORKLOADS): $(OUT)/standins/libnrt.so.1
+# dlopen_late opens the stand-in by a path given at run time
+$(OUT)/workloads/dlopen_late: | $(OUT)/standins/libcuda.so.1
+
+# nvcc's static cudart leaves cudaMalloc and friends as local symbols of the
+# executable: check that they are, under their exact names (no clones)
+$(OUT)/workloads/static_cudart: private POSTLINK = for s in cudaMalloc cudaFree cudaMallocHost cudaFreeHost; do \
+		$(NM) $@ | grep -q " t $$s$$" && ! $(NM) $@ | grep -q " $$s\." && \
+		! $(NM) -D $@ 2>/dev/null | grep -q " $$s$$" || \
+		{ echo "$@: $$s is not a local symbol of its own name" >&2; exit 1; }; done
 
 deps:
 	$(Q)sh tests/deps.sh
@@ -104,7 +135,7 @@ test: deps
 	$(Q)$(PYTHON) tests/run_all.py $(UNIT_TESTS)
 
 unit-build: $(UNIT_TESTS)
-workloads: $(WORKLOADS)
+workloads: $(WORKLOADS) $(STANDINS)
 
 bench: memtrail $(WORKLOADS)
 	$(Q)$(PYTHON) tests/bench/bench.py

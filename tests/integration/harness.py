@@ -15,7 +15,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MEMTRAIL = os.path.join(ROOT, "memtrail")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
 PROG_NAMES = {"mt_rss_stat", "mt_mmap_lock", "mt_mmap_unlock", "mt_fork", "mt_exec", "mt_exit",
-              "mt_scan", "mt_phase_rule", "mt_marker", "mt_mark", "mt_oom_victim", "mt_signal", "mt_reclaim"}
+              "mt_scan", "mt_phase_rule", "mt_marker", "mt_mark", "mt_oom_victim", "mt_signal", "mt_reclaim",
+              "mt_dev_entry", "mt_dev_return"}
 MiB = 1024 * 1024
 
 

@@ -40,7 +40,8 @@ def test_mapped_exact_rss_within_2pct():
     check(max(s["mapped"] for s in tl) <= level(t, "mapped", "peak"),
           "a sample above the peak")
     check_eq(tl[-1]["mapped"], level(t, "mapped", "current"), "last sample vs final")
-    check_eq(set(t["kinds"]), {"mapped", "rss_anon", "rss_file", "rss_shmem"}, "kinds")
+    check_eq(set(t["kinds"]), {"mapped", "rss_anon", "rss_file", "rss_shmem", "cuda_device",
+                               "cuda_host", "cuda_managed", "neuron_device", "neuron_host"}, "kinds")
     no_programs_left()
 
 
