@@ -53,6 +53,17 @@ struct {
 	__type(value, struct vmm_mapping);
 } vmm_maps SEC(".maps");
 
+/*
+ * Targets with a device OOM snapshot pending (value: its epoch): until user
+ * space has listed what was live at the failure, frees mark instead of delete.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} dev_snap SEC(".maps");
+
 /* A probed call in progress: its arguments, kept until it returns. */
 struct dev_frame {
 	__u64 sp;	/* stack pointer at entry: finds the frame again at return */
@@ -161,13 +172,20 @@ static __always_inline void account_free(struct memtrail_target *t, __u32 tgid, 
 {
 	struct memtrail_dev_key key = { .tgid = tgid, .addr = addr };
 	struct memtrail_dev_alloc *a = bpf_map_lookup_elem(&dev_allocs, &key);
+	__u32 kind, *pending;
 	__u64 size;
-	__u32 kind;
 
-	if (!a)
+	if (!a || a->dead)
 		return;
 	size = a->size;
 	kind = a->kind;
+	pending = bpf_map_lookup_elem(&dev_snap, &tgid);
+	if (pending) {
+		/* live at the failure user space is about to list: keep it, dated */
+		if (!__sync_val_compare_and_swap(&a->dead, 0, *pending))
+			account(t, tgid, kind, -(__s64)size);
+		return;
+	}
 	/* of two racing frees of one address, the one that deletes accounts */
 	if (!bpf_map_delete_elem(&dev_allocs, &key))
 		account(t, tgid, kind, -(__s64)size);
@@ -179,15 +197,22 @@ static __always_inline void account_alloc(struct memtrail_target *t, __u32 tgid,
 	struct memtrail_dev_key key = { .tgid = tgid, .addr = addr };
 	struct memtrail_dev_alloc a = {
 		.size = size, .kind = kind, .device = device, .phase = t->phase,
-		.name = MEMTRAIL_COOKIE_NAME(cookie),
+		.name = MEMTRAIL_COOKIE_NAME(cookie), .born = t->dev_epoch,
 	};
+	struct memtrail_dev_alloc *old;
 	long err;
 
 	if (!addr || !size)
 		return;
 	err = bpf_map_update_elem(&dev_allocs, &key, &a, BPF_NOEXIST);
-	if (err == -17 /* EEXIST: the same allocation, seen by an outer or inner layer */)
-		return;
+	if (err == -17 /* EEXIST */) {
+		old = bpf_map_lookup_elem(&dev_allocs, &key);
+		/* the same allocation, seen by an outer or inner layer */
+		if (!old || !old->dead)
+			return;
+		/* the address of one freed since the failure: made anew */
+		err = bpf_map_update_elem(&dev_allocs, &key, &a, BPF_EXIST);
+	}
 	if (err) {
 		count_lost(MEMTRAIL_LOST_DEVICE);
 		return;
@@ -365,7 +390,13 @@ static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_ta
 	e->size = size;
 	e->kind = kind;
 	e->phase = t->phase;
-	e->pad = 0;
+	e->epoch = 0;
+	if (rc == (MEMTRAIL_COOKIE_RT(cookie) == MEMTRAIL_RT_NEURON ? MEMTRAIL_NRT_OOM
+								   : MEMTRAIL_CUDA_OOM)) {
+		/* what is live now stays listable until user space has read it */
+		e->epoch = __sync_add_and_fetch(&t->dev_epoch, 1);
+		bpf_map_update_elem(&dev_snap, &tgid, &e->epoch, BPF_ANY);
+	}
 	/* at a return the registers are the caller's: the call site comes first */
 	n = bpf_get_stack(ctx, e->frames, sizeof(e->frames), BPF_F_USER_STACK);
 	e->n_frames = n > 0 ? n / sizeof(__u64) : 0;

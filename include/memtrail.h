@@ -116,6 +116,8 @@ struct memtrail_target {
 	__u64 pressure_ns;	/* when its last pressure event was sent */
 	__u32 auto_phase;	/* enum memtrail_auto_phase of the last automatic phase */
 	__u32 auto_seq;		/* and its sequence number */
+	__u32 dev_epoch;	/* device OOMs so far: allocations are dated by it */
+	__u32 pad;
 };
 
 /*
@@ -273,6 +275,8 @@ struct memtrail_dev_alloc {
 	__s32 device;	/* -1: unknown */
 	__u32 phase;	/* sequence number of the phase it was made in */
 	__u32 name;	/* the function that made it, an index in user space's table */
+	__u32 born;	/* the target's dev_epoch when it was made */
+	__u32 dead;	/* freed while a device OOM snapshot was pending: that epoch */
 };
 
 /* A cuMemCreate handle: physical memory, counted once, freed with its last reference. */
@@ -296,7 +300,7 @@ struct memtrail_event_device {
 	__u32 kind;
 	__u32 phase;	/* sequence number of the target's phase */
 	__u32 n_frames;
-	__u32 pad;
+	__u32 epoch;	/* out of memory: the target's dev_epoch it opened, else 0 */
 	__u64 frames[MEMTRAIL_STACK_DEPTH];	/* the caller's user stack, call site first */
 };
 

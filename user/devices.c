@@ -115,10 +115,15 @@ struct dev_file {
 	ino_t ino;
 	struct bpf_link **links;
 	size_t n_links;
-	/* launch functions, probed per process */
+	/*
+	 * Launch functions fire often: probed only while a process that maps
+	 * the file has not yet started "execute" (or no process is known yet).
+	 */
 	uint32_t launch_spec[LAUNCH_MAX];
 	uint64_t launch_off[LAUNCH_MAX];
 	size_t n_launch;
+	struct bpf_link *launch_links[LAUNCH_MAX];
+	bool launch_on;
 };
 
 struct dev_proc {
@@ -130,8 +135,12 @@ struct dev_proc {
 		char *path;	/* through /proc/PID/root */
 	} *files;		/* files with launch functions it maps */
 	size_t n_files, cap_files;
-	struct bpf_link **links;
-	size_t n_links, cap_links;
+	/* its executable mappings at the last scan: call sites after it exits */
+	struct proc_map {
+		unsigned long long start, end, pgoff;
+		char *path;	/* as the kernel names it */
+	} *maps;
+	size_t n_maps, cap_maps;
 };
 
 struct devices {
@@ -221,21 +230,21 @@ static struct dev_proc *proc_get(struct devices *d, uint32_t pid, bool create)
 	return p;
 }
 
-static void proc_detach(struct dev_proc *p)
+static void proc_maps_free(struct dev_proc *p)
 {
 	size_t i;
 
-	for (i = 0; i < p->n_links; i++)
-		bpf_link__destroy(p->links[i]);
-	p->n_links = 0;
+	for (i = 0; i < p->n_maps; i++)
+		free(p->maps[i].path);
+	p->n_maps = 0;
 }
 
 static void proc_free(struct dev_proc *p)
 {
 	size_t i;
 
-	proc_detach(p);
-	free(p->links);
+	proc_maps_free(p);
+	free(p->maps);
 	for (i = 0; i < p->n_files; i++)
 		free(p->files[i].path);
 	free(p->files);
@@ -288,6 +297,70 @@ static int add_link(struct bpf_link ***links, size_t *n, size_t *cap, struct bpf
 	return 0;
 }
 
+static void launch_detach(struct dev_file *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->n_launch; i++) {
+		bpf_link__destroy(f->launch_links[i]);
+		f->launch_links[i] = NULL;
+	}
+	f->launch_on = false;
+}
+
+static void launch_attach(struct devices *d, struct dev_file *f, const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < f->n_launch; i++) {
+		const struct dev_spec *s = &specs[f->launch_spec[i]];
+		uint64_t cookie = MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg, f->launch_spec[i]);
+
+		f->launch_links[i] = tracer__attach_device(d->tracer, false, -1, path,
+							   f->launch_off[i], cookie);
+		if (!f->launch_links[i])
+			log__debug("cannot probe '%s' in '%s': %s", s->name, path, strerror(errno));
+	}
+	f->launch_on = true;
+}
+
+/*
+ * Launch probes of file IDX wanted: while no process is known to map it, or
+ * one that does has not started "execute". PATH opens it, NULL: a mapper's.
+ */
+static void launch_update(struct devices *d, size_t idx, const char *path)
+{
+	struct dev_file *f = &d->files[idx];
+	bool mapped = false, waiting = false;
+	size_t i, j;
+
+	if (!f->n_launch)
+		return;
+	for (i = 0; i < d->n_procs; i++) {
+		for (j = 0; j < d->procs[i].n_files; j++) {
+			if (d->procs[i].files[j].file != idx)
+				continue;
+			mapped = true;
+			if (!d->procs[i].executed)
+				waiting = true;
+			if (!path)
+				path = d->procs[i].files[j].path;
+		}
+	}
+	if ((waiting || !mapped) && !f->launch_on && path)
+		launch_attach(d, f, path);
+	else if (mapped && !waiting && f->launch_on)
+		launch_detach(f);
+}
+
+static void proc_launch_update(struct devices *d, struct dev_proc *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_files; i++)
+		launch_update(d, p->files[i].file, p->files[i].path);
+}
+
 /* Probe a newly seen file; PATH opens it from here. */
 static void probe_file(struct devices *d, struct dev_file *f, const char *path)
 {
@@ -324,6 +397,8 @@ static void probe_file(struct devices *d, struct dev_file *f, const char *path)
 		}
 		shown++;
 	}
+	if (f->n_launch)
+		launch_attach(d, f, path);
 	if (what)
 		log__info("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
 }
@@ -351,57 +426,52 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, const 
 	return &d->files[*index];
 }
 
-static void proc_attach_launch(struct devices *d, struct dev_proc *p)
-{
-	size_t i, j;
+struct map_line {
+	unsigned long long start, end, pgoff;
+	dev_t dev;
+	ino_t ino;
+	bool exec;
+	const char *path;	/* NULL: anonymous */
+};
 
-	if (p->executed || p->n_links)
-		return;
-	for (i = 0; i < p->n_files; i++) {
-		const struct dev_file *f = &d->files[p->files[i].file];
-
-		for (j = 0; j < f->n_launch; j++) {
-			const struct dev_spec *s = &specs[f->launch_spec[j]];
-			uint64_t cookie = MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg,
-							  f->launch_spec[j]);
-			struct bpf_link *l;
-
-			l = tracer__attach_device(d->tracer, false, p->pid, p->files[i].path,
-						  f->launch_off[j], cookie);
-			if (!l) {
-				log__debug("cannot probe '%s' in process %u: %s", s->name, p->pid,
-					   strerror(errno));
-				continue;
-			}
-			if (add_link(&p->links, &p->n_links, &p->cap_links, l))
-				return;
-		}
-	}
-}
-
-/* One line of /proc/PID/maps: an executable file mapping, with its identity. */
-static bool parse_map(const char *line, dev_t *dev, ino_t *ino, const char **path)
+/* One line of /proc/PID/maps; false when it does not parse. */
+static bool parse_map(char *line, struct map_line *m)
 {
 	char perms[8];
 	unsigned int maj, min;
 	unsigned long long inode;
 	int pos = 0;
 
-	if (sscanf(line, "%*x-%*x %7s %*x %x:%x %llu %n", perms, &maj, &min, &inode,
-		   &pos) < 4 || !pos)
+	line[strcspn(line, "\n")] = '\0';
+	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &m->start, &m->end, perms,
+		   &m->pgoff, &maj, &min, &inode, &pos) < 7)
 		return false;
-	if (perms[2] != 'x' || !inode || line[pos] != '/')
-		return false;
-	*dev = makedev(maj, min);
-	*ino = inode;
-	*path = line + pos;
+	m->exec = perms[2] == 'x';
+	m->dev = makedev(maj, min);
+	m->ino = inode;
+	m->path = pos && line[pos] == '/' && inode && !strstr(line + pos, " (deleted)") ?
+		  line + pos : NULL;
 	return true;
+}
+
+/*
+ * A path that opens a file PID maps: through its root, where the path is the
+ * target's own (a container's), else its map_files link (a chroot whose
+ * files memtrail's root does not reach by that path). 0, or -ENOENT.
+ */
+static int mapped_path(uint32_t pid, const struct map_line *m, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/%u/root%s", pid, m->path);
+	if (!access(buf, R_OK))
+		return 0;
+	snprintf(buf, len, "/proc/%u/map_files/%llx-%llx", pid, m->start, m->end);
+	return access(buf, R_OK) ? -ENOENT : 0;
 }
 
 void devices__scan(struct devices *d, uint32_t pid)
 {
 	char name[64], line[4096 + 128], full[4096 + 64];
-	struct dev_proc *p = NULL;
+	struct dev_proc *p = NULL, seen = { .pid = pid };
 	FILE *f;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
@@ -409,19 +479,23 @@ void devices__scan(struct devices *d, uint32_t pid)
 	if (!f)
 		return;		/* gone: its exit event says so */
 	while (fgets(line, sizeof(line), f)) {
-		const char *path;
+		struct map_line m;
 		struct dev_file *df;
-		size_t idx, i, len = strlen(line);
-		dev_t dev;
-		ino_t ino;
+		size_t idx, i;
 
-		if (len && line[len - 1] == '\n')
-			line[--len] = '\0';
-		if (!parse_map(line, &dev, &ino, &path) || strstr(path, " (deleted)"))
+		if (!parse_map(line, &m) || !m.exec || !m.path)
 			continue;
-		/* the path is the target's own: read it through its root */
-		snprintf(full, sizeof(full), "/proc/%u/root%s", pid, path);
-		df = file_get(d, dev, ino, full, &idx);
+		if (!array__grow((void **)&seen.maps, &seen.cap_maps, seen.n_maps + 1,
+				 sizeof(*seen.maps))) {
+			struct proc_map *pm = &seen.maps[seen.n_maps];
+
+			*pm = (struct proc_map){ m.start, m.end, m.pgoff, strdup(m.path) };
+			if (pm->path)
+				seen.n_maps++;
+		}
+		if (mapped_path(pid, &m, full, sizeof(full)))
+			continue;
+		df = file_get(d, m.dev, m.ino, full, &idx);
 		if (!df || !df->n_launch || pid == (uint32_t)getpid())
 			continue;
 		p = p ? p : proc_get(d, pid, true);
@@ -437,8 +511,19 @@ void devices__scan(struct devices *d, uint32_t pid)
 			p->files[p->n_files++].file = idx;
 	}
 	fclose(f);
-	if (p)
-		proc_attach_launch(d, p);
+	p = p ? p : proc_get(d, pid, false);
+	if (p) {
+		/* a runtime's user: its mappings name call sites even after it exits */
+		proc_maps_free(p);
+		free(p->maps);
+		p->maps = seen.maps;
+		p->n_maps = seen.n_maps;
+		p->cap_maps = seen.cap_maps;
+		proc_launch_update(d, p);
+	} else {
+		proc_maps_free(&seen);
+		free(seen.maps);
+	}
 }
 
 void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t delay_ms)
@@ -470,28 +555,34 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 
 void devices__on_phase(struct devices *d, uint32_t pid, const char *name)
 {
-	struct dev_proc *p = proc_get(d, pid, false);
+	bool exec = !strcmp(name, "execute");
+	struct dev_proc *p;
 
+	if (!exec && strcmp(name, "model_load"))
+		return;
+	p = proc_get(d, pid, true);
 	if (!p)
 		return;
-	if (!strcmp(name, "execute")) {
-		p->executed = true;
-		proc_detach(p);
-	} else if (!strcmp(name, "model_load")) {
-		/* a new model: its first launch starts "execute" again */
-		p->executed = false;
-		proc_attach_launch(d, p);
-	}
+	/* after a model_load, its first launch starts "execute" again */
+	p->executed = exec;
+	proc_launch_update(d, p);
 }
 
 void devices__forget(struct devices *d, uint32_t pid, bool purge)
 {
 	struct dev_proc *p = proc_get(d, pid, false);
 
+	size_t i;
+
 	if (purge)
 		tracer__device_forget(d->tracer, pid);
 	if (!p)
 		return;
+	/* its files' launch probes: wanted still by another process? */
+	p->executed = true;
+	proc_launch_update(d, p);
+	for (i = 0; i < p->n_files; i++)
+		p->files[i].file = SIZE_MAX;
 	proc_free(p);
 	*p = d->procs[--d->n_procs];
 }
@@ -550,42 +641,65 @@ void devices__prepare_command(struct devices *d, const char *path)
 	waitpid(pid, &status, 0);
 }
 
-json_t *devices__site(uint32_t pid, uint64_t addr)
+/* A site from the mappings of PID's last scan (it has exited), or NULL. */
+static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
+{
+	struct dev_proc *p = d ? proc_get(d, pid, false) : NULL;
+	char sym[256];
+	uint64_t delta, off;
+	size_t i;
+
+	for (i = 0; p && i < p->n_maps; i++) {
+		const struct proc_map *m = &p->maps[i];
+
+		if (addr < m->start || addr >= m->end)
+			continue;
+		off = addr - m->start + m->pgoff;
+		/* the name as the kernel gave it: memtrail's root reaches it, or not */
+		if (!elfsym__at(m->path, off, sym, sizeof(sym), &delta))
+			return json_sprintf("%s+0x%" PRIx64 " (%s)", sym, delta, m->path);
+		return json_sprintf("%s+0x%" PRIx64, m->path, off);
+	}
+	return NULL;
+}
+
+json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr)
 {
 	char name[64], line[4096 + 128], full[4096 + 64], sym[256], text[4096 + 512];
-	unsigned long long start, end, pgoff;
-	uint64_t delta;
+	struct map_line m;
+	uint64_t delta, off;
+	json_t *cached;
 	FILE *f;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
-	if (!f)
-		return json_sprintf("0x%" PRIx64, addr);
+	if (!f) {
+		cached = site_from_cache(d, pid, addr);	/* it exited already */
+		return cached ? cached : json_sprintf("0x%" PRIx64, addr);
+	}
 	while (fgets(line, sizeof(line), f)) {
-		int pos = 0;
-
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*u %n", &start, &end, &pgoff, &pos) < 3)
-			continue;
-		if (addr < start || addr >= end)
+		if (!parse_map(line, &m) || addr < m.start || addr >= m.end)
 			continue;
 		fclose(f);
-		line[strcspn(line, "\n")] = '\0';
-		if (!pos || line[pos] != '/')
+		if (!m.path)
 			return json_sprintf("[anon] 0x%" PRIx64, addr);
-		snprintf(full, sizeof(full), "/proc/%u/root%s", pid, line + pos);
-		if (!elfsym__at(full, addr - start + pgoff, sym, sizeof(sym), &delta))
-			snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", sym, delta, line + pos);
+		off = addr - m.start + m.pgoff;
+		if (!mapped_path(pid, &m, full, sizeof(full)) &&
+		    !elfsym__at(full, off, sym, sizeof(sym), &delta))
+			snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", sym, delta, m.path);
 		else
-			snprintf(text, sizeof(text), "%s+0x%llx", line + pos, addr - start + pgoff);
+			snprintf(text, sizeof(text), "%s+0x%" PRIx64, m.path, off);
 		return json_string(text);
 	}
 	fclose(f);
-	return json_sprintf("0x%" PRIx64, addr);
+	cached = site_from_cache(d, pid, addr);
+	return cached ? cached : json_sprintf("0x%" PRIx64, addr);
 }
 
 void devices__destroy(struct devices *d)
 {
-	size_t i, j;
+	struct bpf_link **all = NULL;
+	size_t i, j, n = 0, cap = 0;
 
 	if (!d)
 		return;
@@ -593,10 +707,25 @@ void devices__destroy(struct devices *d)
 		proc_free(&d->procs[i]);
 	free(d->procs);
 	for (i = 0; i < d->n_files; i++) {
-		for (j = 0; j < d->files[i].n_links; j++)
-			bpf_link__destroy(d->files[i].links[j]);
-		free(d->files[i].links);
+		struct dev_file *f = &d->files[i];
+
+		for (j = 0; j < f->n_launch + f->n_links; j++) {
+			struct bpf_link *l = j < f->n_launch ? f->launch_links[j]
+							     : f->links[j - f->n_launch];
+
+			if (!l)
+				continue;
+			if (array__grow((void **)&all, &cap, n + 1, sizeof(*all)))
+				bpf_link__destroy(l);
+			else
+				all[n++] = l;
+		}
+		free(f->links);
 	}
+	/* each removal waits out the kernel's grace periods, one after another */
+	for (i = 0; i < n; i++)
+		bpf_link__destroy(all[i]);
+	free(all);
 	free(d->files);
 	free(d);
 }

@@ -46,7 +46,10 @@ const char *devices__error_name(uint32_t runtime, const char *fn, int rc);
 /* Whether RC of RUNTIME means out of memory. */
 bool devices__is_oom(uint32_t runtime, int rc);
 const char *devices__runtime_name(uint32_t runtime);
-/* A user address of PID as "function+0xoff (file)", "file+0xoff" or "[anon] 0x..." */
-json_t *devices__site(uint32_t pid, uint64_t addr);
+/*
+ * A user address of PID as "function+0xoff (file)", "file+0xoff" or
+ * "[anon] 0x...": from its maps, or those of its last scan once it exited.
+ */
+json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr);
 
 #endif

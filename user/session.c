@@ -438,7 +438,8 @@ static json_t *device_or_null(int32_t device)
  * The target's live device allocations when one failed for lack of memory:
  * totals per (phase, kind) and the largest, with the phase each was made in.
  */
-static json_t *live_allocations(struct session *s, const struct trail_target *tt)
+static json_t *live_allocations(struct session *s, const struct trail_target *tt,
+				uint32_t epoch)
 {
 	struct live_list l = { .tt = tt };
 	json_t *by = json_array(), *largest = json_array(), *o;
@@ -446,7 +447,7 @@ static json_t *live_allocations(struct session *s, const struct trail_target *tt
 	char buf[32];
 	size_t i, j;
 
-	tracer__device_allocs(s->tracer, tt->pid, collect_alloc, &l);
+	tracer__device_allocs(s->tracer, tt->pid, epoch, collect_alloc, &l);
 	qsort(l.v, l.n, sizeof(*l.v), by_size_desc);
 	for (i = 0; i < l.n; i++) {
 		const struct memtrail_dev_alloc *a = &l.v[i].a;
@@ -507,7 +508,7 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 	phase = session__phase_name(tt, e->phase, buf, sizeof(buf));
 	site = json_array();
 	for (i = 0; i < e->n_frames && i < MEMTRAIL_STACK_DEPTH; i++)
-		json_array_append_new(site, devices__site(tt->pid, e->frames[i]));
+		json_array_append_new(site, devices__site(s->devices, tt->pid, e->frames[i]));
 	ev = json_pack("{s:I, s:s, s:i, s:s, s:s, s:s, s:i, s:s?, s:s, s:o, s:I, s:s, s:o}",
 		       "t_ms", (json_int_t)t_ms, "type", oom ? "device_oom" : "device_error",
 		       "pid", tt->pid, "comm", tt->comm, "function", fn,
@@ -520,7 +521,7 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 	}
 	format__bytes(size, sizeof(size), e->size);
 	if (oom) {
-		json_object_set_new(ev, "live_allocations", live_allocations(s, tt));
+		json_object_set_new(ev, "live_allocations", live_allocations(s, tt, e->epoch));
 		log__warn("device out of memory: %u (%s) %s of %s on %s device %d failed with %s "
 			  "in phase '%s'", tt->pid, tt->comm, fn, size,
 			  devices__runtime_name(e->runtime), e->device, err ? err : "?", phase);

@@ -325,7 +325,8 @@ static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
 	return keys;
 }
 
-int tracer__device_allocs(struct tracer *t, uint32_t tgid, tracer_alloc_fn fn, void *ctx)
+int tracer__device_allocs(struct tracer *t, uint32_t tgid, uint32_t epoch, tracer_alloc_fn fn,
+			  void *ctx)
 {
 	int afd = bpf_map__fd(t->skel->maps.dev_allocs);
 	int hfd = bpf_map__fd(t->skel->maps.vmm_handles);
@@ -336,8 +337,20 @@ int tracer__device_allocs(struct tracer *t, uint32_t tgid, tracer_alloc_fn fn, v
 	for (i = 0; i < n; i++) {
 		struct memtrail_dev_alloc a;
 
-		if (!bpf_map_lookup_elem(afd, &keys[i], &a))
+		if (bpf_map_lookup_elem(afd, &keys[i], &a))
+			continue;
+		if (epoch ? a.born < epoch && (!a.dead || a.dead >= epoch) : !a.dead)
 			fn(ctx, keys[i].addr, &a);
+	}
+	if (epoch) {
+		/* frees delete again; those kept for this listing go */
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.dev_snap), &tgid);
+		for (i = 0; i < n; i++) {
+			struct memtrail_dev_alloc a;
+
+			if (!bpf_map_lookup_elem(afd, &keys[i], &a) && a.dead)
+				bpf_map_delete_elem(afd, &keys[i]);
+		}
 	}
 	free(keys);
 	keys = keys_of(hfd, tgid, &n);
@@ -371,6 +384,7 @@ void tracer__device_forget(struct tracer *t, uint32_t tgid)
 			bpf_map_delete_elem(fds[f], &keys[i]);
 		free(keys);
 	}
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.dev_snap), &tgid);
 }
 
 void tracer__destroy(struct tracer *t)

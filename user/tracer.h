@@ -64,8 +64,13 @@ void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
 struct bpf_link *tracer__attach_device(struct tracer *t, bool ret, int pid, const char *path,
 				       uint64_t offset, uint64_t cookie);
 typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a);
-/* Each live device allocation of TGID (VMM handles too); 0 or -errno. */
-int tracer__device_allocs(struct tracer *t, uint32_t tgid, tracer_alloc_fn fn, void *ctx);
+/*
+ * Each device allocation of TGID live at its device OOM number EPOCH (0: live
+ * now), VMM handles too; then, for an EPOCH, the kernel stops keeping what
+ * was freed since. 0 or -errno.
+ */
+int tracer__device_allocs(struct tracer *t, uint32_t tgid, uint32_t epoch, tracer_alloc_fn fn,
+			  void *ctx);
 /* Drop what the kernel keeps of TGID's device memory (it ended or exec'd). */
 void tracer__device_forget(struct tracer *t, uint32_t tgid);
 /* Detach and free everything; NULL is fine. */

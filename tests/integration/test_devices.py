@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Device memory (CUDA, Neuron) against the workloads' own ledgers: stand-in
+runtimes with the real ABI, the real libcudart.so.13, a runtime linked
+statically, a container-like root and a library opened late."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import time
+
+from harness import (MEMTRAIL, ROOT, Background, MiB, check, check_eq, load_trail, no_programs_left,
+                     record, run, target, tmpdir, workload)
+
+STANDINS = os.path.join(ROOT, "build", "standins")
+LIBCUDA = os.path.join(STANDINS, "libcuda.so.1")
+CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
+DEVICE_KINDS = ("cuda_device", "cuda_host", "cuda_managed", "neuron_device", "neuron_host")
+FIELDS = ("allocations", "deallocations", "segment_change", "segment_peak")
+
+
+def check_ledger(t, data, strict_names=True):
+    """Every device kind's four phase fields equal the workload's ledger."""
+    got = [p["name"] for p in t["phases"]]
+    want = [p["name"] for p in data["phases"]]
+    if strict_names:
+        check_eq(got, want, "phase names in order")
+    else:
+        check(got[-len(want) + 1:] == want[1:], f"phases {got} end with {want[1:]}")
+    mine = {p["name"]: p for p in t["phases"]}
+    for p in data["phases"]:
+        for kind in DEVICE_KINDS:
+            want_f = p["kinds"].get(kind, {f: 0 for f in FIELDS})
+            got_f = mine[p["name"]]["kinds"][kind]
+            check_eq({f: got_f[f] for f in FIELDS}, {f: want_f[f] for f in FIELDS},
+                     f"phase '{p['name']}' {kind}")
+
+
+def final_levels(data):
+    """A kind's level at the end, from the ledger: the sum of its changes."""
+    out = {k: 0 for k in DEVICE_KINDS}
+    for p in data["phases"]:
+        for k, f in p["kinds"].items():
+            out[k] += f["segment_change"]
+    return out
+
+
+def events(trail, kind):
+    return [e for e in trail["events"] if e["type"] == kind]
+
+
+def check_oom(ev, data):
+    oom = data["oom"]
+    for k in ("function", "size", "device", "phase", "kind"):
+        check_eq(ev[k], oom[k], f"device OOM event {k}")
+    check_eq(ev["code"], oom["rc"], "device OOM event code")
+    # the call site: the workload's main, which made the failing call
+    check(ev["site"] and ev["site"][0].startswith("main+"), f"call site {ev['site']}")
+    live = ev["live_allocations"]
+    want = sorted(((a["size"], a["kind"], a["phase"]) for a in data["live_at_oom"]), reverse=True)
+    got = sorted(((a["size"], a["kind"], a["phase"]) for a in live["largest"]), reverse=True)
+    check_eq(got, want, "live allocations at the OOM (size, kind, phase)")
+    check_eq(live["bytes"], sum(a["size"] for a in data["live_at_oom"]), "live bytes")
+    by = {}
+    for a in data["live_at_oom"]:
+        by[(a["phase"], a["kind"])] = by.get((a["phase"], a["kind"]), 0) + a["size"]
+    check_eq({(r["phase"], r["kind"]): r["bytes"] for r in live["by_phase"]}, by,
+             "live bytes by phase and kind")
+
+
+def test_cuda_phases_exact():
+    """Automatic phases, every CUDA kind per phase, and the device OOM event."""
+    p, trail, data = record([workload("cuda_phases")])
+    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    t = target(trail, data["pid"])
+    check_ledger(t, data)
+    ooms = events(trail, "device_oom")
+    check_eq(len(ooms), 1, "one device OOM event")
+    check_ledger_oom = ooms[0]
+    check_oom(check_ledger_oom, data)
+    check_eq(check_ledger_oom["error"], "CUDA_ERROR_OUT_OF_MEMORY", "error name")
+    check("device out of memory" in p.stderr and "cuMemAlloc_v2" in p.stderr,
+          f"a line says so: {p.stderr!r}")
+    no_programs_left()
+
+
+def test_neuron_phases_exact():
+    p, trail, data = record([workload("nrt_phases")])
+    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    t = target(trail, data["pid"])
+    check_ledger(t, data)
+    ooms = events(trail, "device_oom")
+    check_eq(len(ooms), 1, "one device OOM event")
+    check_oom(ooms[0], data)
+    check_eq(ooms[0]["error"], "NRT_RESOURCE", "error name")
+    no_programs_left()
+
+
+def test_vmm_every_order():
+    """cuMemCreate/Map/Unmap/Release in every order: counted at create, gone
+    with the last of release and unmap."""
+    p, trail, data = record([workload("vmm")])
+    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    check_ledger(target(trail, data["pid"]), data)
+
+
+def test_static_runtime_symbols_counted_once():
+    """cudaMalloc as a local .symtab symbol of an executable, calling the
+    driver: counted once; cudaMallocHost without the driver: still seen."""
+    nm = run(["nm", "-D", workload("static_cudart")])
+    check("cudaMalloc" not in nm.stdout, "cudaMalloc is not exported")
+    p, trail, data = record([workload("static_cudart")])
+    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    check_ledger(target(trail, data["pid"]), data)
+
+
+def test_real_libcudart_failing_call():
+    """The toolkit's libcudart.so.13 with no driver: the real cudaMalloc call
+    and the code it returns."""
+    check(os.path.exists(CUDART), f"{CUDART} is missing (the CUDA toolkit)")
+    p, trail, data = record([workload("cudart_real"), CUDART])
+    check(data and "rc" in data, f"workload output {p.stdout!r} {p.stderr!r}")
+    check(data["rc"] != 0, "cudaMalloc fails without a driver")
+    errs = [e for e in events(trail, "device_error") if e["function"] == "cudaMalloc"]
+    check_eq(len(errs), 1, f"one failed cudaMalloc event in {trail['events']}")
+    check_eq(errs[0]["code"], data["rc"], "its return code")
+    check_eq(errs[0]["error"], data["error"], "its name")
+    check_eq(errs[0]["size"], data["size"], "the size asked for")
+    check_eq(errs[0]["pid"], data["pid"], "pid")
+
+
+def test_dlopen_after_start():
+    """A runtime opened after memtrail started is probed from then on."""
+    p, trail, data = record([workload("dlopen_late"), LIBCUDA, "1500"])
+    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    t = target(trail, data["pid"])
+    check_ledger(t, data)
+    for k, v in final_levels(data).items():
+        check_eq(t["kinds"][k]["current"], v, f"final {k}")
+
+
+def make_root():
+    """A container-like root: the host's /usr read-only; the workload, and a
+    copy of the stand-in under a path and name the host does not have."""
+    root = tmpdir()
+    for d in ("usr", "app", "opt", "proc", "tmp"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    for link in ("lib", "lib64", "bin", "sbin"):
+        if os.path.islink("/" + link):
+            os.symlink(os.readlink("/" + link), os.path.join(root, link))
+    shutil.copy(workload("dlopen_late"), os.path.join(root, "app", "dlopen_late"))
+    return root, "/opt/vendor/lib/libcuda-7f3a9c.so.1"
+
+
+def test_container_root():
+    """A process in its own mount namespace and root (unshare, chroot), its
+    library on a tmpfs only that namespace has: found through the process."""
+    root, lib = make_root()
+    check(not os.path.exists(lib), f"{lib} exists on the host")
+    script = (f'mount --bind -o ro /usr "{root}/usr" && mount -t tmpfs none "{root}/opt" && '
+              f'mkdir -p "{root}{os.path.dirname(lib)}" && cp "{LIBCUDA}" "{root}{lib}" && '
+              f'exec chroot "{root}" /app/dlopen_late {lib} 1500')
+    try:
+        p, trail, data = record(["unshare", "-m", "--propagation", "private", "sh", "-c", script])
+        check_eq(p.returncode, 0, f"workload status (stdout {p.stdout!r} stderr {p.stderr!r})")
+        t = target(trail, data["pid"])
+        check_ledger(t, data, strict_names=False)
+        probed = [x for x in p.stderr.splitlines() if "probing CUDA runtime" in x]
+        check(len(probed) == 1 and f"'/proc/{data['pid']}/" in probed[0],
+              f"probed through the process: {probed}")
+        check(not os.listdir(os.path.join(root, "opt")), "the library was in the namespace only")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_shared_library_probed_once():
+    """Two processes, one library under two names (a hard link): one set of
+    probes, each process counted exactly."""
+    d = tmpdir()
+    alias = os.path.join(d, "libcuda-hardlink.so.1")
+    os.link(LIBCUDA, alias)
+    out = os.path.join(d, "trail.json")
+    script = (f'"{workload("dlopen_late")}" "{alias}" 1500 & '
+              f'"{workload("dlopen_late")}" "{LIBCUDA}" 1500 & wait')
+    p = run([MEMTRAIL, "record", "-o", out, "--", "sh", "-c", script])
+    check_eq(p.returncode, 0, f"status (stderr {p.stderr!r})")
+    trail = load_trail(out)
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    check_eq(len(lines), 2, "two workloads")
+    for data in lines:
+        t = target(trail, data["pid"])
+        for k, v in final_levels(data).items():
+            check_eq(t["kinds"][k]["current"], v, f"pid {data['pid']} final {k}")
+    probes = [x for x in p.stderr.splitlines() if "probing CUDA runtime" in x]
+    check_eq(len(probes), 1, f"one library probed once: {probes}")
+
+
+def test_watch_device_oom_snapshot():
+    """watch writes a device OOM snapshot: the call, its phase, the live
+    device allocations by size and phase, the levels beside host memory."""
+    out = tmpdir()
+    bg = Background(["watch", "-o", out])
+    proc = subprocess.Popen([workload("cuda_phases"), "--wait"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)	# the exec and the loader's libraries are probed meanwhile
+    stdout, _ = proc.communicate("g", timeout=60)
+    data = json.loads(stdout.strip().splitlines()[-1])
+    deadline = time.time() + 10
+    files = []
+    while time.time() < deadline and not files:
+        files = glob.glob(os.path.join(out, f"device-oom-{data['pid']}-*.json"))
+        time.sleep(0.1)
+    rc, _, err = bg.stop()
+    check_eq(rc, 0, f"watch status: {err!r}")
+    check_eq(len(files), 1, f"one device OOM snapshot in {os.listdir(out)}")
+    check_eq(os.stat(files[0]).st_mode & 0o777, 0o600, "snapshot mode")
+    doc = load_trail(files[0])
+    snap = doc["snapshot"]
+    check_eq(snap["trigger"], "device_oom", "trigger")
+    check_eq(snap["pid"], data["pid"], "pid")
+    check_eq(snap["phase"], "execute", "phase at the failure")
+    check_oom(snap["device_oom"], data)
+    t = doc["targets"][0]
+    phases = {p["name"]: p for p in t["phases"]}
+    check_eq(phases["model_load"]["kinds"]["cuda_device"]["allocations"],
+             [p for p in data["phases"] if p["name"] == "model_load"][0]
+             ["kinds"]["cuda_device"]["allocations"], "model_load device allocations")
+    check(t["kinds"]["rss_anon"]["peak"] > 0, "host memory beside device memory")
+    no_programs_left()
