@@ -93,6 +93,52 @@ def watch_idle_cpu(n=2000, seconds=30):
         subprocess.run(["rm", "-rf", d])
 
 
+def device_pairs(n=100000):
+    """Cost of one device allocation/free pair through the CUDA stand-in,
+    untraced and under memtrail, median of interleaved runs."""
+    cmd = [os.path.join(WL, "device_bench"), "pairs", str(n)]
+    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
+
+    def ns(args):
+        p = subprocess.run(args, capture_output=True, text=True, check=True)
+        return json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])["ns_per_pair"]
+    base, traced = [], []
+    for _ in range(RUNS):
+        base.append(ns(cmd))
+        traced.append(ns([MEMTRAIL, "record", "-q", "-o", out, "--", *cmd]))
+    if os.path.exists(out):
+        os.unlink(out)
+    return statistics.median(base), statistics.median(traced)
+
+
+def device_live_memory(n=1000000):
+    """memtrail's own memory with N live device allocations of one process:
+    its VmRSS and the kernel memory of its live-allocation map."""
+    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
+    m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--",
+                          os.path.join(WL, "device_bench"), "live", str(n)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    try:
+        while '"ready"' not in (m.stdout.readline() or '"ready"'):
+            pass
+        time.sleep(1)
+        with open(f"/proc/{m.pid}/status") as f:
+            rss = int([l.split()[1] for l in f if l.startswith("VmRSS:")][0])
+        maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True,
+                                         text=True).stdout or "[]")
+        kmem = sum(x.get("bytes_memlock", 0) for x in maps if x.get("name") == "dev_allocs")
+        m.stdin.write("g")
+        m.stdin.flush()
+        m.communicate(timeout=600)
+        return rss, kmem
+    finally:
+        if m.poll() is None:
+            m.kill()
+        if os.path.exists(out):
+            os.unlink(out)
+
+
 def main():
     if os.geteuid() != 0:
         print("make bench needs root (it loads BPF)")
@@ -114,6 +160,13 @@ def main():
         print(f"{label:18} {b:9.3f}s {a:9.3f}s {a / b:6.3f}x {r:9.3f}s {r / b:6.3f}x "
               f"{'<=' + format(target, '.2f') + 'x':>8} {w:9.3f}s {w / b:6.3f}x "
               f"{w / a:6.3f}x {'<=1.03x':>8}", flush=True)
+    b, t = device_pairs()
+    print(f"device alloc/free pairs (CUDA stand-in, 100k): untraced {b:.0f} ns/pair, "
+          f"memtrail {t:.0f} ns/pair, +{t - b:.0f} ns ({t / b:.1f}x; two uprobe traps "
+          f"and one uretprobe per pair)", flush=True)
+    rss, kmem = device_live_memory()
+    print(f"1M live device allocations: memtrail VmRSS {rss / 1024:.1f} MiB, kernel map "
+          f"dev_allocs {kmem / 2**20:.1f} MiB (bounded: 1M entries at most)", flush=True)
     cpu, rss = watch_idle_cpu()
     print(f"memtrail watch with 2000 idle processes: {cpu * 100:.2f}% of one core "
           f"(target < 2%), VmRSS {rss / 1024:.1f} MiB")
