@@ -698,34 +698,20 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr)
 
 void devices__destroy(struct devices *d)
 {
-	struct bpf_link **all = NULL;
-	size_t i, j, n = 0, cap = 0;
+	size_t i, j;
 
 	if (!d)
 		return;
 	for (i = 0; i < d->n_procs; i++)
 		proc_free(&d->procs[i]);
 	free(d->procs);
-	for (i = 0; i < d->n_files; i++) {
-		struct dev_file *f = &d->files[i];
-
-		for (j = 0; j < f->n_launch + f->n_links; j++) {
-			struct bpf_link *l = j < f->n_launch ? f->launch_links[j]
-							     : f->links[j - f->n_launch];
-
-			if (!l)
-				continue;
-			if (array__grow((void **)&all, &cap, n + 1, sizeof(*all)))
-				bpf_link__destroy(l);
-			else
-				all[n++] = l;
-		}
-		free(f->links);
-	}
 	/* each removal waits out the kernel's grace periods, one after another */
-	for (i = 0; i < n; i++)
-		bpf_link__destroy(all[i]);
-	free(all);
+	for (i = 0; i < d->n_files; i++) {
+		launch_detach(&d->files[i]);
+		for (j = 0; j < d->files[i].n_links; j++)
+			bpf_link__destroy(d->files[i].links[j]);
+		free(d->files[i].links);
+	}
 	free(d->files);
 	free(d);
 }

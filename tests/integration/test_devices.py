@@ -77,9 +77,8 @@ def test_cuda_phases_exact():
     check_ledger(t, data)
     ooms = events(trail, "device_oom")
     check_eq(len(ooms), 1, "one device OOM event")
-    check_ledger_oom = ooms[0]
-    check_oom(check_ledger_oom, data)
-    check_eq(check_ledger_oom["error"], "CUDA_ERROR_OUT_OF_MEMORY", "error name")
+    check_oom(ooms[0], data)
+    check_eq(ooms[0]["error"], "CUDA_ERROR_OUT_OF_MEMORY", "error name")
     check("device out of memory" in p.stderr and "cuMemAlloc_v2" in p.stderr,
           f"a line says so: {p.stderr!r}")
     no_programs_left()
