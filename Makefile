@@ -24,7 +24,7 @@ WARNINGS := -Wall -Wextra -Werror
 USER_CFLAGS := $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE -Iinclude -I$(OUT) -MMD -MP
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	-Iinclude -I$(OUT) -MMD -MP
-LIBS := -lbpf -lelf -lz -ljansson
+LIBS := -lbpf -ldw -lelf -lz -ljansson
 
 ifeq ($(V),1)
 Q :=
@@ -98,8 +98,8 @@ $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES)
 $(OUT)/workloads/%: tests/workloads/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -MMD -MP -o $@ $< -lpthread -ldl \
-		$(LDLIBS_EXTRA)
+	$(Q)$(CC) -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -MMD -MP $(CFLAGS_EXTRA) \
+		-o $@ $< -lpthread -ldl $(LDLIBS_EXTRA)
 	$(if $(POSTLINK),$(Q)$(POSTLINK))
 
 $(OUT)/standins/lib%.so.1: tests/standins/%.c
@@ -113,6 +113,11 @@ $(NRT_WORKLOADS): private LDLIBS_EXTRA := $(call STANDIN_LINK,libnrt.so.1)
 $(NRT_WORKLOADS): $(OUT)/standins/libnrt.so.1
 # dlopen_late opens the stand-in by a path given at run time
 $(OUT)/workloads/dlopen_late: | $(OUT)/standins/libcuda.so.1
+
+# allocation sites: frame pointers, as profiled services are built; and a
+# stripped copy (no .symtab, no DWARF) for the tests of honest [unknown] frames
+$(OUT)/workloads/sites: private CFLAGS_EXTRA := -fno-omit-frame-pointer
+$(OUT)/workloads/sites: private POSTLINK = strip -o $@_stripped $@
 
 # nvcc's static cudart leaves cudaMalloc and friends as local symbols of the
 # executable: check that they are, under their exact names (no clones)

@@ -25,6 +25,8 @@ extern const volatile __u64 filter_cgroup_id;
 extern const volatile __s32 filter_cgroup_subsys;	/* -1: cgroup v2 */
 extern const volatile __u32 self_tgid;
 extern const volatile __u32 nr_cpus;
+/* Allocation sites (sites.bpf.c) */
+extern const volatile __u32 sites_mapping;	/* mapping sites on */
 
 /* Traced processes by tgid; sized from user space. */
 struct {
@@ -82,6 +84,23 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } cpu_offsets SEC(".maps") __weak;
+
+/* User stacks of allocation sites, by id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, MEMTRAIL_SITE_DEPTH * sizeof(__u64));
+} site_stacks SEC(".maps") __weak;
+
+/* Bytes per (target, phase, kind, stack); no prealloc: memory follows use. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 16);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct memtrail_site_key);
+	__type(value, struct memtrail_site);
+} sites SEC(".maps") __weak;
 
 static __always_inline void count_lost(__u32 why)
 {
@@ -196,6 +215,64 @@ static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32
 	c = cell_get(tgid, t->phase);
 	if (c)
 		level_add(&c->kinds[kind], delta);
+}
+
+static const struct memtrail_site zero_site;
+
+/* The current user stack of the calling thread as a site_stacks id, or MEMTRAIL_STACK_NONE. */
+static __always_inline __s32 site_stack(void *ctx)
+{
+	long id = bpf_get_stackid(ctx, &site_stacks, BPF_F_USER_STACK);
+
+	if (id < 0) {
+		count_lost(MEMTRAIL_LOST_STACKS);
+		return MEMTRAIL_STACK_NONE;
+	}
+	return (__s32)id;
+}
+
+/*
+ * The return address of the innermost user function, if it keeps it on the
+ * stack top (a leaf without a frame pointer); user space checks it.
+ */
+static __always_inline __u64 leaf_caller(void)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 ret = 0;
+
+#if defined(__TARGET_ARCH_x86)
+	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP_CORE(regs));
+#elif defined(__TARGET_ARCH_arm64)
+	ret = BPF_CORE_READ(regs, regs[30]);
+#endif
+	return ret;
+}
+
+/* Add an allocation (BYTES > 0) or the free of one (BYTES < 0) to a site. */
+static __always_inline void site_add_at(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
+					__u64 caller, __s64 bytes, __u64 objects, bool sampled)
+{
+	struct memtrail_site_key key = { .tgid = tgid, .phase = phase, .kind = kind,
+					 .stack = stack, .caller = caller };
+	struct memtrail_site *s = map_get_or_init(&sites, &key, &zero_site, MEMTRAIL_LOST_SITES);
+
+	if (!s)
+		return;
+	if (bytes >= 0) {
+		__sync_fetch_and_add(&s->alloc_bytes, bytes);
+		__sync_fetch_and_add(&s->alloc_objects, objects);
+		if (sampled)
+			__sync_fetch_and_add(&s->samples, 1);
+	} else {
+		__sync_fetch_and_add(&s->free_bytes, -bytes);
+		__sync_fetch_and_add(&s->free_objects, objects);
+	}
+}
+
+static __always_inline void site_add(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
+				     __s64 bytes, __u64 objects, bool sampled)
+{
+	site_add_at(tgid, phase, kind, stack, 0, bytes, objects, sampled);
 }
 
 /*

@@ -9,7 +9,37 @@
 struct mm_window {
 	__u64 mm;
 	__s64 before;	/* mapped bytes when the lock was taken */
+	__u64 brk;	/* the heap's end then */
+	__u64 area;	/* the address the kernel chose for a new mapping, 0: none */
+	__u64 area_len;	/* the length it searched for (padded for alignment) */
+	__s64 nr;	/* the system call of the thread taking the lock, -1: none */
+	__u64 arg[3];
 };
+
+#if defined(__TARGET_ARCH_x86)
+#define MT_NR_MMAP 9
+#define MT_NR_MPROTECT 10
+#define MT_NR_MUNMAP 11
+#define MT_NR_BRK 12
+#define MT_NR_MREMAP 25
+#define MT_SYSCALL_NR(r) BPF_CORE_READ((r), orig_ax)
+#elif defined(__TARGET_ARCH_arm64)
+#define MT_NR_MMAP 222
+#define MT_NR_MPROTECT 226
+#define MT_NR_MUNMAP 215
+#define MT_NR_BRK 214
+#define MT_NR_MREMAP 216
+#define MT_SYSCALL_NR(r) BPF_CORE_READ((r), syscallno)
+#endif
+
+/* Mapped memory by (tgid, start) as it was mapped: a munmap finds its site. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 18);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct memtrail_addr_key);
+	__type(value, struct memtrail_map_range);
+} map_ranges SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -67,11 +97,177 @@ int BPF_PROG(mt_mmap_lock, struct mm_struct *mm, bool write, bool success)
 	if (!write || !success || !mm_target(mm, &tgid))
 		return 0;
 	tid = (__u32)bpf_get_current_pid_tgid();
+	__builtin_memset(&w, 0, sizeof(w));
 	w.mm = (__u64)mm;
 	w.before = mapped_bytes(mm);
+	w.nr = -1;
+#ifdef MT_NR_MMAP
+	if (sites_mapping) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct pt_regs *regs;
+
+		/* the section is a system call of the mm's own thread: its arguments say what */
+		if (task->mm == mm && !(task->flags & MT_PF_KTHREAD)) {
+			regs = (struct pt_regs *)bpf_task_pt_regs(task);
+			w.nr = MT_SYSCALL_NR(regs);
+			w.arg[0] = PT_REGS_PARM1_CORE_SYSCALL(regs);
+			w.arg[1] = PT_REGS_PARM2_CORE_SYSCALL(regs);
+			w.arg[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
+			w.brk = BPF_CORE_READ(mm, brk);
+		}
+	}
+#endif
 	if (bpf_map_update_elem(&mm_windows, &tid, &w, BPF_ANY))
 		count_lost(MEMTRAIL_LOST_MM);
 	return 0;
+}
+
+/* The address a new mapping gets (mmap, a moving mremap), inside the section. */
+SEC("tp_btf/vm_unmapped_area")
+int BPF_PROG(mt_unmapped_area, unsigned long addr, struct vm_unmapped_area_info *info)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct mm_window *w = bpf_map_lookup_elem(&mm_windows, &tid);
+
+	if (w && !(addr & 0xfff)) {	/* an error is a small negative number */
+		w->area = addr;
+		w->area_len = BPF_CORE_READ(info, length);
+	}
+	return 0;
+}
+
+/*
+ * Where a new mapping of LEN bytes went: the area the kernel found, or, when
+ * it padded the search for alignment (transparent huge pages align anonymous
+ * mappings of whole huge pages: __thp_get_unmapped_area), that area moved up
+ * to the alignment, or by one pad when it was aligned already (the top-down
+ * layout leaves the gap below).
+ */
+static __always_inline __u64 area_start(struct mm_window *w, __u64 len)
+{
+	__u64 pad;
+
+	len = (len + 0xfff) & ~0xfffULL;
+	if (!w->area || w->area_len <= len)
+		return w->area;
+	pad = w->area_len - len;
+	if (pad & (pad - 1))
+		return w->area;
+	if (!(w->area & (pad - 1)))
+		return w->area + pad;
+	return (w->area + pad - 1) & ~(pad - 1);
+}
+
+static __always_inline void range_add(__u32 tgid, __u32 phase, __u64 start, __u64 len,
+				      __s32 stack, __u64 caller)
+{
+	struct memtrail_addr_key key = { .tgid = tgid, .addr = start };
+	struct memtrail_map_range r = { .len = len, .phase = phase, .stack = stack,
+					.caller = caller };
+
+	bpf_map_update_elem(&map_ranges, &key, &r, BPF_ANY);
+}
+
+/*
+ * Free LEN bytes of the range mapped at START (its front, when LEN is less),
+ * from the site that mapped them. The rest stays, keyed by its new start.
+ * Returns the bytes credited.
+ */
+static __always_inline __u64 range_free(__u32 tgid, __u64 start, __u64 len)
+{
+	struct memtrail_addr_key key = { .tgid = tgid, .addr = start };
+	struct memtrail_map_range *r = bpf_map_lookup_elem(&map_ranges, &key), rest;
+	__u64 n;
+
+	if (!r)
+		return 0;
+	rest = *r;
+	bpf_map_delete_elem(&map_ranges, &key);
+	n = len < rest.len ? len : rest.len;
+	site_add_at(tgid, rest.phase, MEMTRAIL_KIND_MAPPED, rest.stack, rest.caller, -(__s64)n,
+		    n == rest.len ? MEMTRAIL_OBJ_ONE : 0, false);
+	if (n < rest.len) {
+		key.addr = start + n;
+		rest.len -= n;
+		bpf_map_update_elem(&map_ranges, &key, &rest, BPF_ANY);
+	}
+	return n;
+}
+
+/*
+ * Mapping sites: the user stack of each section that grew mapped memory, and
+ * the range it mapped, so that the munmap of that range (or the brk that
+ * gives it back) credits the site that made it. Frees that match no range
+ * (a partial unmap from the middle, an mprotect) go to the unknown site.
+ */
+static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct mm_struct *mm,
+					 struct memtrail_target *t, __u32 tgid, __s64 delta)
+{
+	__u32 phase = t->phase;
+	__u64 start = 0, freed, n = 0, caller;
+	__s32 stack;
+
+	if (w->nr < 0)
+		return;
+	if (delta > 0) {
+		stack = site_stack(ctx);
+		caller = leaf_caller();
+		site_add_at(tgid, phase, MEMTRAIL_KIND_MAPPED, stack, caller, delta,
+			    MEMTRAIL_OBJ_ONE, true);
+#ifdef MT_NR_MMAP
+		switch (w->nr) {
+		case MT_NR_MMAP:
+			start = w->area ? area_start(w, w->arg[1]) : w->arg[0];
+			break;
+		case MT_NR_BRK:
+			start = w->brk;
+			break;
+		case MT_NR_MREMAP:
+			/* the old range is freed at its site, the new one is this call's */
+			freed = range_free(tgid, w->arg[0], w->arg[1]);
+			if (freed) {
+				site_add_at(tgid, phase, MEMTRAIL_KIND_MAPPED, stack, caller, freed, 0,
+					    false);
+				delta += freed;
+			}
+			start = w->area ? area_start(w, w->arg[2]) : w->arg[0];
+			break;
+		case MT_NR_MPROTECT:
+			start = w->arg[0];
+			break;
+		}
+#endif
+		if (start)
+			range_add(tgid, phase, start, delta, stack, caller);
+		return;
+	}
+	freed = -delta;
+#ifdef MT_NR_MMAP
+	switch (w->nr) {
+	case MT_NR_MUNMAP:
+		n = range_free(tgid, w->arg[0], freed);
+		break;
+	case MT_NR_BRK:
+		n = range_free(tgid, BPF_CORE_READ(mm, brk), freed);
+		break;
+	case MT_NR_MREMAP:
+		n = range_free(tgid, w->arg[0], w->arg[1]);
+		if (n > freed) {
+			/* what stays is the mremap's own, at its new address */
+			stack = site_stack(ctx);
+			caller = leaf_caller();
+			site_add_at(tgid, phase, MEMTRAIL_KIND_MAPPED, stack, caller, n - freed,
+				    MEMTRAIL_OBJ_ONE, true);
+			range_add(tgid, phase, w->area ? w->area : w->arg[0], n - freed, stack,
+				  caller);
+			return;
+		}
+		break;
+	}
+#endif
+	if (n < freed)
+		site_add(tgid, phase, MEMTRAIL_KIND_MAPPED, MEMTRAIL_STACK_NONE,
+			 -(__s64)(freed - n), 0, false);
 }
 
 SEC("tp_btf/mmap_lock_released")
@@ -85,9 +281,12 @@ int BPF_PROG(mt_mmap_unlock, struct mm_struct *mm, bool write)
 	if (!w || w->mm != (__u64)mm)
 		return 0;
 	delta = mapped_bytes(mm) - w->before;
-	bpf_map_delete_elem(&mm_windows, &tid);
 	t = mm_target(mm, &tgid);
-	if (delta && t)
+	if (delta && t) {
 		mm_add_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, delta);
+		if (sites_mapping)
+			mapping_site(ctx, w, mm, t, tgid, delta);
+	}
+	bpf_map_delete_elem(&mm_windows, &tid);
 	return 0;
 }

@@ -62,6 +62,9 @@ enum memtrail_lost {
 	MEMTRAIL_LOST_MM,		/* mm_state map full: a delta was dropped */
 	MEMTRAIL_LOST_PHASE_NAMES,	/* a marker call with an invalid phase name */
 	MEMTRAIL_LOST_DEVICE,		/* device map full: an allocation went uncounted */
+	MEMTRAIL_LOST_SITES,		/* sites map full: an allocation site went unrecorded */
+	MEMTRAIL_LOST_STACKS,		/* a user stack could not be taken (map full or unwind) */
+	MEMTRAIL_LOST_HEAP,		/* heap map full: an allocation went uncounted */
 	MEMTRAIL_LOST_MAX,
 };
 
@@ -141,6 +144,7 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_PRESSURE,	/* a target's memory cgroup started reclaim */
 	MEMTRAIL_EV_DEVICE_FAIL, /* a device runtime call of a target failed */
 	MEMTRAIL_EV_LIBS,	/* a target's dynamic linker changed its libraries */
+	MEMTRAIL_EV_HEAP_BUDGET,/* a target's heap probes spent this cycle's budget */
 };
 
 enum memtrail_target_reason {
@@ -302,6 +306,78 @@ struct memtrail_event_device {
 	__u32 n_frames;
 	__u32 epoch;	/* out of memory: the target's dev_epoch it opened, else 0 */
 	__u64 frames[MEMTRAIL_STACK_DEPTH];	/* the caller's user stack, call site first */
+};
+
+/*
+ * Allocation sites: bytes per (target, phase the memory was allocated in,
+ * kind, user stack). Sources: mapping syscalls (kind mapped), the malloc
+ * family (kind heap) and page faults (MEMTRAIL_SITE_FAULTS).
+ */
+#define MEMTRAIL_SITE_DEPTH 32		/* frames kept per stack */
+#define MEMTRAIL_SITE_FAULTS MEMTRAIL_KIND_MAX	/* the "kind" of fault sites */
+#define MEMTRAIL_STACK_NONE (-1)	/* no stack: not sampled, or none taken */
+#define MEMTRAIL_OBJ_ONE 1024		/* objects are kept in 1/1024ths (sampling weights) */
+
+struct memtrail_site_key {
+	__u32 tgid;
+	__u32 phase;	/* sequence number of the phase the bytes were allocated in */
+	__u32 kind;	/* enum memtrail_kind, or MEMTRAIL_SITE_FAULTS */
+	__s32 stack;	/* id in the site_stacks map, MEMTRAIL_STACK_NONE: unknown */
+	/*
+	 * Stacks taken inside a function without a frame pointer (a system
+	 * call wrapper, memset) skip its caller: the return address it would
+	 * return to (x86: the word at the stack pointer), for user space to
+	 * insert after checking it follows a call. 0: none.
+	 */
+	__u64 caller;
+};
+
+struct memtrail_site {
+	__u64 alloc_bytes;	/* allocated here; under sampling, what the samples stand for */
+	__u64 alloc_objects;	/* allocations, in 1/MEMTRAIL_OBJ_ONE */
+	__u64 free_bytes;	/* of those, freed since */
+	__u64 free_objects;
+	__u64 samples;		/* allocations actually seen */
+};
+
+/* A tracked heap allocation or mapping of a target, by (tgid, address). */
+struct memtrail_addr_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 addr;
+};
+
+struct memtrail_heap_alloc {
+	__u64 size;	/* bytes asked for */
+	__u64 weight;	/* bytes it stands for at its site (0: not sampled) */
+	__u32 objects;	/* allocations it stands for, 1/MEMTRAIL_OBJ_ONE */
+	__u32 phase;
+	__s32 stack;
+	__u32 pad;
+};
+
+struct memtrail_map_range {
+	__u64 len;
+	__u32 phase;
+	__s32 stack;
+	__u64 caller;
+};
+
+/* The malloc family: what each probed function does with its arguments (cookie op). */
+enum memtrail_heap_op {
+	MEMTRAIL_HEAP_MALLOC = 1,	/* (size): malloc, valloc, pvalloc, mallocx, new */
+	MEMTRAIL_HEAP_CALLOC,		/* (n, size) */
+	MEMTRAIL_HEAP_REALLOC,		/* (ptr, size): realloc, rallocx */
+	MEMTRAIL_HEAP_REALLOCARRAY,	/* (ptr, n, size) */
+	MEMTRAIL_HEAP_MEMALIGN,		/* (align, size): memalign, aligned_alloc */
+	MEMTRAIL_HEAP_POSIX_MEMALIGN,	/* (void **out, align, size) -> 0 */
+	MEMTRAIL_HEAP_FREE,		/* entry: (ptr, ...) */
+	MEMTRAIL_HEAP_CALIBRATE,	/* memtrail's own calibration function: (size) */
+};
+
+struct memtrail_event_heap_budget {
+	struct memtrail_event_hdr hdr;
+	__u64 hits;
 };
 
 /* Context of the mt_mark program, which 'memtrail mark' runs. */

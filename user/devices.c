@@ -2,13 +2,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 
@@ -17,10 +15,7 @@
 #include "elfsym.h"
 #include "log.h"
 
-extern char **environ;
-
 #define LAUNCH_MAX 8	/* launch functions one file may hold */
-#define PATH_MAX_LEN 4096
 
 enum { CUDA = MEMTRAIL_RT_CUDA, NEURON = MEMTRAIL_RT_NEURON, LOADER = MEMTRAIL_RT_LOADER };
 enum { DEV = MEMTRAIL_KIND_CUDA_DEVICE, HOST = MEMTRAIL_KIND_CUDA_HOST,
@@ -592,53 +587,20 @@ size_t devices__files(const struct devices *d)
 	return d->n_files;
 }
 
-/* The libraries a dynamic executable loads at start, by its loader's --list. */
-void devices__prepare_command(struct devices *d, const char *path)
+static void prepare_lib(void *ctx, const char *lib)
 {
-	char interp[PATH_MAX_LEN], line[4096 + 64];
-	char *argv[] = { interp, "--list", (char *)path, NULL };
-	posix_spawn_file_actions_t fa;
+	struct devices *d = ctx;
 	struct stat st;
 	size_t idx;
-	pid_t pid;
-	int fds[2], status;
-	FILE *f;
 
-	if (stat(path, &st) == 0)
-		file_get(d, st.st_dev, st.st_ino, path, &idx);	/* a runtime linked in */
-	if (elfsym__interp(path, interp, sizeof(interp)) || pipe2(fds, O_CLOEXEC))
-		return;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	if (posix_spawn(&pid, interp, &fa, NULL, argv, environ)) {
-		posix_spawn_file_actions_destroy(&fa);
-		close(fds[0]);
-		close(fds[1]);
-		return;
-	}
-	posix_spawn_file_actions_destroy(&fa);
-	close(fds[1]);
-	f = fdopen(fds[0], "r");
-	while (f && fgets(line, sizeof(line), f)) {
-		/* "\tlibcuda.so.1 => /usr/lib/libcuda.so.1 (0x...)" or "\t/lib64/ld-linux... (0x...)" */
-		char *lib = strstr(line, "=> "), *end;
+	if (stat(lib, &st) == 0)
+		file_get(d, st.st_dev, st.st_ino, lib, &idx);
+}
 
-		lib = lib ? lib + 3 : line + strspn(line, " \t");
-		if (*lib != '/')
-			continue;
-		end = strstr(lib, " (0x");
-		if (end)
-			*end = '\0';
-		lib[strcspn(lib, "\n")] = '\0';
-		if (stat(lib, &st) == 0)
-			file_get(d, st.st_dev, st.st_ino, lib, &idx);
-	}
-	if (f)
-		fclose(f);
-	else
-		close(fds[0]);
-	waitpid(pid, &status, 0);
+void devices__prepare_command(struct devices *d, const char *path)
+{
+	prepare_lib(d, path);	/* a runtime linked in */
+	elfsym__needed(path, prepare_lib, d);
 }
 
 /* A site from the mappings of PID's last scan (it has exited), or NULL. */

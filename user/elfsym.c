@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "elfsym.h"
+
+extern char **environ;
 
 static Elf *open_elf(const char *path, int *fd)
 {
@@ -192,4 +196,48 @@ int elfsym__interp(const char *path, char *buf, size_t len)
 	elf_end(e);
 	close(fd);
 	return err;
+}
+
+int elfsym__needed(const char *path, void (*fn)(void *ctx, const char *lib), void *ctx)
+{
+	char interp[4096], line[4096 + 64];
+	char *argv[] = { interp, "--list", (char *)path, NULL };
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int fds[2], status;
+	FILE *f;
+
+	if (elfsym__interp(path, interp, sizeof(interp)) || pipe2(fds, O_CLOEXEC))
+		return -ENOENT;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (posix_spawn(&pid, interp, &fa, NULL, argv, environ)) {
+		posix_spawn_file_actions_destroy(&fa);
+		close(fds[0]);
+		close(fds[1]);
+		return -errno;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		/* "\tlibcuda.so.1 => /usr/lib/libcuda.so.1 (0x...)" or "\t/lib64/ld-linux... (0x...)" */
+		char *lib = strstr(line, "=> "), *end;
+
+		lib = lib ? lib + 3 : line + strspn(line, " \t");
+		if (*lib != '/')
+			continue;
+		end = strstr(lib, " (0x");
+		if (end)
+			*end = '\0';
+		lib[strcspn(lib, "\n")] = '\0';
+		fn(ctx, lib);
+	}
+	if (f)
+		fclose(f);
+	else
+		close(fds[0]);
+	waitpid(pid, &status, 0);
+	return 0;
 }

@@ -27,4 +27,11 @@ int elfsym__at(const char *path, uint64_t off, char *name, size_t len, uint64_t 
 /* The program interpreter (PT_INTERP) of an executable into BUF; 0 or -errno. */
 int elfsym__interp(const char *path, char *buf, size_t len);
 
+/*
+ * Call FN with the path of each library a dynamic executable loads at start
+ * (its DT_NEEDED closure, as its program interpreter's --list prints it).
+ * 0, or -errno when it has no interpreter or it cannot run.
+ */
+int elfsym__needed(const char *path, void (*fn)(void *ctx, const char *lib), void *ctx);
+
 #endif

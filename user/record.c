@@ -132,6 +132,11 @@ struct record_opts {
 	char **cmd;
 	bool quiet;
 	bool no_devices;
+	bool no_sites;
+	bool heap;
+	bool faults;
+	uint32_t fault_sample;
+	struct heap_config heap_cfg;
 	struct phase_rule rules[MEMTRAIL_RULES_MAX];
 	size_t n_rules;
 	uint32_t phase_history;
@@ -168,12 +173,31 @@ static void usage(FILE *f)
 "                        N/2, 2..1000000 (default %d); all are in the summary\n"
 "                        by name\n"
 "      --no-devices      do not probe CUDA and Neuron runtimes\n"
+"\n"
+"allocation sites (user stacks, per target and phase; 'memtrail report' lists\n"
+"them, --pprof exports them):\n"
+"      --no-sites        no mapping sites (the stacks of mmap, mremap and brk\n"
+"                        calls that grow mapped memory; on by default)\n"
+"      --heap            heap sites: probe the malloc family (glibc, jemalloc,\n"
+"                        tcmalloc, mimalloc) of each target; every call traps\n"
+"                        (several microseconds): costly for malloc-heavy code\n"
+"      --heap-sample BYTES\n"
+"                        take a stack for about one allocation per BYTES\n"
+"                        allocated, weighted (default 0: every allocation)\n"
+"      --overhead-budget PCT\n"
+"                        implies --heap: attach the heap probes in cycles so\n"
+"                        that their measured cost stays within PCT%% of each\n"
+"                        target's CPU time, 0.1..100 (heap levels and in-use\n"
+"                        figures are then not measured; coverage is reported)\n"
+"      --faults          fault sites: stacks of user page faults\n"
+"      --fault-sample N  one fault in N, 1..1000000 (default 1)\n"
 "  -q, --quiet           no summary table on stdout\n"
 "  -v, --verbose         debug messages\n"
 "  -h, --help            this help\n"
 "\n"
 "Stops when every target has exited (--pid, CMD) or on Ctrl-C/SIGTERM (all modes).\n"
-"Kinds recorded: mapped (private writable mappings, VmData), rss_anon, rss_file,\n"
+"Kinds recorded: heap (with --heap, exact), mapped (private writable mappings,\n"
+"VmData), rss_anon, rss_file,\n"
 "rss_shmem (resident memory); cuda_device, cuda_host, cuda_managed,\n"
 "neuron_device, neuron_host (the runtimes' allocation calls, found in every\n"
 "target's libraries, also inside containers and when loaded later). Needs root\n"
@@ -223,6 +247,12 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "phase", required_argument, NULL, 'P' },
 		{ "phase-history", required_argument, NULL, 'H' },
 		{ "no-devices", no_argument, NULL, 'D' },
+		{ "no-sites", no_argument, NULL, 'S' },
+		{ "heap", no_argument, NULL, 'E' },
+		{ "heap-sample", required_argument, NULL, 'R' },
+		{ "overhead-budget", required_argument, NULL, 'B' },
+		{ "faults", no_argument, NULL, 'F' },
+		{ "fault-sample", required_argument, NULL, 'f' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -243,6 +273,43 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'D':
 			o->no_devices = true;
+			break;
+		case 'S':
+			o->no_sites = true;
+			break;
+		case 'E':
+			o->heap = true;
+			break;
+		case 'R':
+			if (format__parse_u64(optarg, 0, 1ULL << 40, &v)) {
+				log__error("invalid --heap-sample '%s': give bytes, 0 to 2^40", optarg);
+				return -EINVAL;
+			}
+			o->heap_cfg.sample_bytes = v;
+			break;
+		case 'B': {
+			char *end;
+			double pct = strtod(optarg, &end);
+
+			if (end == optarg || *end || !(pct >= 0.1 && pct <= 100)) {
+				log__error("invalid --overhead-budget '%s': give a percentage, 0.1 to 100",
+					   optarg);
+				return -EINVAL;
+			}
+			o->heap_cfg.budget_pct = pct;
+			o->heap = true;
+			break;
+		}
+		case 'F':
+			o->faults = true;
+			break;
+		case 'f':
+			if (format__parse_u64(optarg, 1, 1000000, &v)) {
+				log__error("invalid --fault-sample '%s': give 1 to 1000000", optarg);
+				return -EINVAL;
+			}
+			o->fault_sample = v;
+			o->faults = true;
 			break;
 		case 'i':
 			if (format__parse_u64(optarg, 10, 60000, &v)) {
@@ -403,6 +470,15 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg,
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_targets = o->max_targets;
+	cfg->sites = (struct tracer_sites){
+		.mapping = !o->no_sites,
+		.faults = o->faults,
+		.fault_sample = o->fault_sample ? o->fault_sample : 1,
+		.heap = o->heap,
+		/* with a budget the probes come and go: frees would go unseen */
+		.heap_track = o->heap && o->heap_cfg.budget_pct <= 0,
+		.heap_sample = o->heap_cfg.sample_bytes,
+	};
 	cfg->rules = o->rules;
 	cfg->n_rules = o->n_rules;
 	cfg->cgroup_subsys = -1;
@@ -485,6 +561,7 @@ static int finish(struct record *r, const struct record_opts *o, const char *out
 	int err;
 
 	session__close_all(&r->s, now);
+	session__finish_sites(&r->s);
 	tracer__lost(r->s.tracer, t->lost);
 	t->duration_ms = now;
 	if (!o->quiet) {
@@ -561,12 +638,19 @@ int cmd_record(int argc, char **argv)
 	tracer__poll(r.s.tracer, 0);
 	if (!o.no_devices && session__open_devices(&r.s))
 		goto out_child;
-	if (o.cmd && r.s.devices) {
+	if ((!o.no_sites || o.heap || o.faults) &&
+	    session__open_sites(&r.s, o.heap ? &o.heap_cfg : NULL))
+		goto out_child;
+	if (o.heap && o.heap_cfg.budget_pct <= 0)
+		r.s.trail.kinds |= 1U << MEMTRAIL_KIND_HEAP;
+	if (o.cmd && (r.s.devices || r.s.heap)) {
 		char *path = proc__which(o.cmd[0]);
 
 		/* its libraries are probed before it runs: it may call them at once */
-		if (path)
+		if (path && r.s.devices)
 			devices__prepare_command(r.s.devices, path);
+		if (path && r.s.heap)
+			heap__prepare_command(r.s.heap, child.pid, path);
 		free(path);
 	}
 	if (!o.cmd) {
@@ -606,6 +690,9 @@ out_child:
 	if (child.pid > 0)
 		abandon_child(&child);
 out:
+	heap__destroy(r.s.heap);
+	sites__destroy(r.s.sites);
+	free(r.s.rescans);
 	devices__destroy(r.s.devices);
 	tracer__destroy(r.s.tracer);
 	trail__free(&r.s.trail);

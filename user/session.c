@@ -19,6 +19,7 @@
 #define LIVENESS_PERIOD_MS 5000
 /* after an exec, the target's libraries are looked at again this much later */
 #define EXEC_RESCAN_MS 500
+#define HARVEST_MS 1000		/* sites read, new stacks resolved */
 /* live device allocations listed by size in a device OOM event */
 #define DEVICE_LARGEST 32
 
@@ -171,10 +172,32 @@ static void on_target(struct session *s, const struct memtrail_event_target *e)
 	comm[sizeof(comm) - 1] = '\0';
 	if (!session__new_target(s, e->hdr.tgid, e->ppid, comm, t_ms))
 		return;
+	/* a forked child maps what its parent did: its own probes, at once */
+	if (s->heap)
+		heap__scan(s->heap, e->hdr.tgid);
+	if (s->sites)
+		sites__note_maps(s->sites, e->hdr.tgid);
 	if (s->keep_events)
 		add_event(s, json_pack("{s:I, s:s, s:i, s:i}", "t_ms", (json_int_t)t_ms,
 				       "type", e->reason == MEMTRAIL_REASON_FORK ? "fork" : "attach",
 				       "pid", e->hdr.tgid, "ppid", e->ppid));
+}
+
+static void rescan_schedule(struct session *s, uint32_t pid, uint64_t due_ms)
+{
+	if (array__grow((void **)&s->rescans, &s->cap_rescans, s->n_rescans + 1,
+			sizeof(*s->rescans)))
+		return;
+	s->rescans[s->n_rescans++] = (struct rescan){ pid, due_ms };
+}
+
+/* A target's libraries changed, or may have: allocators to probe, code to name. */
+static void rescan(struct session *s, uint32_t pid)
+{
+	if (s->heap)
+		heap__scan(s->heap, pid);
+	if (s->sites)
+		sites__note_maps(s->sites, pid);
 }
 
 static void on_exec(struct session *s, const struct memtrail_event_exec *e)
@@ -203,6 +226,10 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 		devices__scan(s->devices, tt->pid);
 		devices__schedule(s->devices, tt->pid, session__now_ms(s), EXEC_RESCAN_MS);
 	}
+	if (s->heap || s->sites)
+		rescan_schedule(s, tt->pid, session__now_ms(s) + EXEC_RESCAN_MS);
+	if (s->heap)
+		heap__scan(s->heap, tt->pid);
 	if (s->keep_events)
 		add_event(s, json_pack("{s:I, s:s, s:i, s:s}", "t_ms", (json_int_t)t_ms,
 				       "type", "exec", "pid", e->hdr.tgid, "comm", tt->comm));
@@ -271,6 +298,8 @@ static void end_target(struct session *s, struct trail_target *tt, uint64_t t_ms
 	/* the kernel's records of its device memory: walked only when there are some */
 	if (s->devices)
 		devices__forget(s->devices, tt->pid, used_device(tt));
+	if (s->heap)
+		heap__forget(s->heap, tt->pid);
 	tt->end_ms = t_ms ? t_ms : 1;
 	tracer__forget(s->tracer, tt->pid);
 	if (s->live)
@@ -541,8 +570,51 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 
 static void on_libs(struct session *s, const struct memtrail_event_hdr *e)
 {
-	if (s->devices && session__live(s, e->tgid))
+	if (!session__live(s, e->tgid))
+		return;
+	if (s->devices)
 		devices__schedule(s->devices, e->tgid, session__now_ms(s), 0);
+	rescan(s, e->tgid);
+}
+
+int session__open_sites(struct session *s, const struct heap_config *heap)
+{
+	size_t i;
+	int err = sites__open(&s->sites, s->tracer);
+
+	if (err)
+		return err;
+	if (heap) {
+		err = heap__open(&s->heap, s->tracer, heap);
+		if (err)
+			return err;
+	}
+	for (i = 0; i < s->trail.n_targets; i++)
+		if (session__live(s, s->trail.targets[i].pid))
+			rescan(s, s->trail.targets[i].pid);
+	return 0;
+}
+
+void session__finish_sites(struct session *s)
+{
+	uint64_t now = session__now_ms(s);
+	size_t i;
+
+	if (!s->sites)
+		return;
+	sites__harvest(s->sites);
+	for (i = 0; i < s->trail.n_targets; i++) {
+		struct trail_target *tt = &s->trail.targets[i];
+		json_t *j = sites__json(s->sites, tt);
+
+		if (s->heap) {
+			if (!j)
+				j = json_pack("{s:[]}", "list");
+			json_object_set_new(j, "heap", heap__sampling(s->heap, tt->pid, now));
+		}
+		json_decref(tt->sites);
+		tt->sites = j;
+	}
 }
 
 int session__open_devices(struct session *s)
@@ -561,9 +633,27 @@ int session__open_devices(struct session *s)
 
 void session__tick(struct session *s, uint64_t t_ms)
 {
+	uint64_t now = session__now_ms(s);
+	size_t i;
+
 	(void)t_ms;
 	if (s->devices)
-		devices__tick(s->devices, session__now_ms(s));
+		devices__tick(s->devices, now);
+	for (i = 0; i < s->n_rescans;) {
+		if (s->rescans[i].due_ms > now) {
+			i++;
+			continue;
+		}
+		if (session__live(s, s->rescans[i].pid))
+			rescan(s, s->rescans[i].pid);
+		s->rescans[i] = s->rescans[--s->n_rescans];
+	}
+	if (s->heap)
+		heap__tick(s->heap, now);
+	if (s->sites && now >= s->next_harvest_ms) {
+		sites__harvest(s->sites);
+		s->next_harvest_ms = now + HARVEST_MS;
+	}
 }
 
 int session__on_event(void *ctx, const void *data, size_t size)
@@ -608,6 +698,10 @@ int session__on_event(void *ctx, const void *data, size_t size)
 		break;
 	case MEMTRAIL_EV_LIBS:
 		on_libs(s, data);
+		break;
+	case MEMTRAIL_EV_HEAP_BUDGET:
+		if (s->heap)
+			heap__budget_spent(s->heap, h->tgid, session__now_ms(s));
 		break;
 	}
 	return 0;

@@ -13,7 +13,9 @@
 #include <stdint.h>
 
 #include "devices.h"
+#include "heap.h"
 #include "phase.h"
+#include "sites.h"
 #include "tracer.h"
 #include "trail.h"
 
@@ -39,6 +41,14 @@ struct session {
 	struct trail trail;
 	struct tracer *tracer;
 	struct devices *devices;	/* accelerator runtimes; NULL: not probed */
+	struct heap *heap;		/* heap probes; NULL: none */
+	struct sites *sites;		/* allocation sites; NULL: not kept */
+	uint64_t next_harvest_ms;
+	struct rescan {			/* targets whose libraries to look at again */
+		uint32_t pid;
+		uint64_t due_ms;
+	} *rescans;
+	size_t n_rescans, cap_rescans;
 	uint64_t t0_ns;		/* CLOCK_MONOTONIC at t_ms 0 */
 	size_t live;		/* targets that have not exited */
 	bool keep_events;	/* keep the trail's event list (record) */
@@ -77,7 +87,11 @@ void session__open_phase(struct session *s, const struct trail_target *tt, uint6
 			 struct trail_phase *p);
 /* Probe accelerator runtimes: the libraries every target maps, from now on. */
 int session__open_devices(struct session *s);
-/* Periodic work besides sampling: libraries to look at. */
+/* Keep allocation sites, and with HEAP (not NULL) probe the malloc family. */
+int session__open_sites(struct session *s, const struct heap_config *heap);
+/* At the end: every target's sites into the trail. */
+void session__finish_sites(struct session *s);
+/* Periodic work besides sampling: libraries to look at, sites, the heap budget. */
 void session__tick(struct session *s, uint64_t t_ms);
 /* The name of phase SEQ of TT, into BUF. */
 const char *session__phase_name(const struct trail_target *tt, uint32_t seq, char *buf,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -13,6 +14,10 @@
 #include "memtrail.skel.h"
 
 #define SYSFS_BTF "/sys/kernel/btf/vmlinux"
+
+/* uapi values newer than the build's headers may be (Linux 6.6) */
+#define MT_TRACE_UPROBE_MULTI 48
+#define MT_UPROBE_MULTI_RETURN 1U
 
 struct tracer {
 	struct memtrail_bpf *skel;
@@ -87,6 +92,24 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	/* device probes attach per library, as libraries are found */
 	bpf_program__set_autoattach(s->progs.mt_dev_entry, false);
 	bpf_program__set_autoattach(s->progs.mt_dev_return, false);
+	/* allocation sites */
+	s->rodata->sites_mapping = cfg->sites.mapping;
+	s->rodata->heap_track = cfg->sites.heap_track;
+	s->rodata->heap_sample = cfg->sites.heap_sample;
+	s->rodata->fault_sample = cfg->sites.fault_sample ? cfg->sites.fault_sample : 1;
+	bpf_program__set_autoload(s->progs.mt_unmapped_area, cfg->sites.mapping);
+	bpf_program__set_autoload(s->progs.mt_fault, cfg->sites.faults);
+	bpf_program__set_autoload(s->progs.mt_heap_entry, cfg->sites.heap);
+	bpf_program__set_autoload(s->progs.mt_heap_return, cfg->sites.heap);
+	if (cfg->sites.heap) {
+		/* heap probes come and go per process: uprobe_multi links detach at once */
+		bpf_program__set_expected_attach_type(s->progs.mt_heap_entry,
+						      MT_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(s->progs.mt_heap_return,
+						      MT_TRACE_UPROBE_MULTI);
+		bpf_program__set_autoattach(s->progs.mt_heap_entry, false);
+		bpf_program__set_autoattach(s->progs.mt_heap_return, false);
+	}
 	if (bpf_map__set_max_entries(s->maps.targets, n) ||
 	    bpf_map__set_max_entries(s->maps.cells, n) ||
 	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n))
@@ -177,6 +200,11 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		goto fail;
 	}
 	err = memtrail_bpf__load(t->skel);
+	if (err && cfg->sites.heap) {
+		log__error("cannot load the heap probes: %s (--heap needs uprobe_multi links, "
+			   "Linux 6.6 or later)%s", strerror(-err), perm_hint(err));
+		goto fail;
+	}
 	if (err) {
 		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;
@@ -385,6 +413,134 @@ void tracer__device_forget(struct tracer *t, uint32_t tgid)
 		free(keys);
 	}
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.dev_snap), &tgid);
+}
+
+int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
+			const uint64_t *offsets, const uint64_t *cookies, size_t n)
+{
+	struct bpf_program *p = ret ? t->skel->progs.mt_heap_return : t->skel->progs.mt_heap_entry;
+	/* union bpf_attr, link_create.uprobe_multi (uapi linux/bpf.h, Linux 6.6) */
+	struct {
+		uint32_t prog_fd, target_fd, attach_type, flags;
+		uint64_t path, offsets, ref_ctr_offsets, cookies;
+		uint32_t cnt, flags2, pid, pad;
+	} attr = {
+		.prog_fd = bpf_program__fd(p),
+		.attach_type = MT_TRACE_UPROBE_MULTI,
+		.path = (uintptr_t)path,
+		.offsets = (uintptr_t)offsets,
+		.cookies = (uintptr_t)cookies,
+		.cnt = n,
+		.flags2 = ret ? MT_UPROBE_MULTI_RETURN : 0,
+		.pid = pid,
+	};
+	int fd;
+
+	if (attr.prog_fd == (uint32_t)-1)
+		return -EINVAL;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
+uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid)
+{
+	uint64_t hits = 0;
+
+	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.heap_hits), &tgid, &hits);
+	return hits;
+}
+
+void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow)
+{
+	int fd = bpf_map__fd(t->skel->maps.heap_allow);
+
+	if (allow)
+		bpf_map_update_elem(fd, &tgid, &allow, BPF_ANY);
+	else
+		bpf_map_delete_elem(fd, &tgid);
+}
+
+int tracer__self_target(struct tracer *t, bool on)
+{
+	struct memtrail_target v = { 0 };
+	uint32_t self = getpid();
+
+	if (!on) {
+		tracer__forget(t, self);
+		tracer__drop_cell(t, self, 0);
+		tracer__sites_forget(t, self);
+		return 0;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.targets), &self, &v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+void tracer__sites(struct tracer *t, tracer_site_fn fn, void *ctx)
+{
+	int fd = bpf_map__fd(t->skel->maps.sites);
+	struct memtrail_site_key key, next;
+	struct memtrail_site v;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(fd, &key, &v))
+			fn(ctx, &key, &v);
+	}
+}
+
+int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH])
+{
+	uint32_t key = id;
+	int n;
+
+	memset(ips, 0, sizeof(uint64_t) * MEMTRAIL_SITE_DEPTH);
+	if (id < 0 || bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.site_stacks), &key, ips))
+		return -ENOENT;
+	for (n = 0; n < MEMTRAIL_SITE_DEPTH && ips[n]; n++)
+		;
+	return n;
+}
+
+void tracer__sites_forget(struct tracer *t, uint32_t tgid)
+{
+	int sfd = bpf_map__fd(t->skel->maps.sites);
+	struct memtrail_site_key key, next, *keys = NULL, *grown;
+	int fds[] = {
+		bpf_map__fd(t->skel->maps.heap_allocs), bpf_map__fd(t->skel->maps.map_ranges),
+	};
+	struct memtrail_dev_key *akeys;
+	size_t n = 0, cap = 0, i, f;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(sfd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (key.tgid != tgid)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			grown = realloc(keys, cap * sizeof(*keys));
+			if (!grown)
+				break;
+			keys = grown;
+		}
+		keys[n++] = key;
+	}
+	for (i = 0; i < n; i++)
+		bpf_map_delete_elem(sfd, &keys[i]);
+	free(keys);
+	/* (tgid, address) keys share struct memtrail_dev_key's layout */
+	for (f = 0; f < sizeof(fds) / sizeof(fds[0]); f++) {
+		akeys = keys_of(fds[f], tgid, &n);
+		for (i = 0; i < n; i++)
+			bpf_map_delete_elem(fds[f], &akeys[i]);
+		free(akeys);
+	}
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_hits), &tgid);
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgid);
 }
 
 void tracer__destroy(struct tracer *t)

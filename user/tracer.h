@@ -21,6 +21,16 @@ struct phase_rule {
 	const char *symbol;
 };
 
+/* Allocation sites: what is traced, and how much of it. */
+struct tracer_sites {
+	bool mapping;		/* stacks of mapping syscalls (default on) */
+	bool faults;		/* stacks of user page faults */
+	uint32_t fault_sample;	/* one fault in this many */
+	bool heap;		/* the malloc family (links per process, tracer__attach_heap) */
+	bool heap_track;	/* keep every live allocation: exact heap levels and in-use */
+	uint64_t heap_sample;	/* sampling rate in bytes, 0: every allocation */
+};
+
 struct tracer_config {
 	enum memtrail_filter mode;
 	const uint32_t *pids;	/* MEMTRAIL_FILTER_PID: the listed PIDs */
@@ -34,6 +44,7 @@ struct tracer_config {
 	uint32_t max_targets;
 	const struct phase_rule *rules;
 	size_t n_rules;
+	struct tracer_sites sites;
 };
 
 /* Called for every ring-buffer record; a non-zero return stops the poll. */
@@ -73,6 +84,27 @@ int tracer__device_allocs(struct tracer *t, uint32_t tgid, uint32_t epoch, trace
 			  void *ctx);
 /* Drop what the kernel keeps of TGID's device memory (it ended or exec'd). */
 void tracer__device_forget(struct tracer *t, uint32_t tgid);
+/*
+ * Heap probes on N functions of PATH for process PID (and its later execs):
+ * the entry program, or the return program when RET, with one cookie each
+ * (MEMTRAIL_COOKIE). One uprobe_multi link: a file descriptor, or -errno.
+ */
+int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
+			const uint64_t *offsets, const uint64_t *cookies, size_t n);
+/* Heap probe hits of TGID so far; 0 when none. */
+uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid);
+/* Tell user space (MEMTRAIL_EV_HEAP_BUDGET) when TGID's hits reach ALLOW; 0: never. */
+void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow);
+/* Make memtrail itself a target (heap probe calibration), or stop. */
+int tracer__self_target(struct tracer *t, bool on);
+typedef void (*tracer_site_fn)(void *ctx, const struct memtrail_site_key *k,
+			       const struct memtrail_site *v);
+/* Each allocation site the kernel holds. */
+void tracer__sites(struct tracer *t, tracer_site_fn fn, void *ctx);
+/* The user stack with this id, innermost first; its depth, or -errno. */
+int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH]);
+/* Drop what the kernel keeps of TGID's sites, live allocations and mappings. */
+void tracer__sites_forget(struct tracer *t, uint32_t tgid);
 /* Detach and free everything; NULL is fine. */
 void tracer__destroy(struct tracer *t);
 

@@ -19,6 +19,9 @@ static const char *const lost_names[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_MM] = "mm",
 	[MEMTRAIL_LOST_PHASE_NAMES] = "phase_names",
 	[MEMTRAIL_LOST_DEVICE] = "device",
+	[MEMTRAIL_LOST_SITES] = "sites",
+	[MEMTRAIL_LOST_STACKS] = "stacks",
+	[MEMTRAIL_LOST_HEAP] = "heap",
 };
 
 const char *trail__lost_name(int why)
@@ -41,6 +44,7 @@ static void target_free(struct trail_target *tt)
 	free(tt->timeline);
 	phase_log__free(&tt->phases);
 	json_decref(tt->verdict);
+	json_decref(tt->sites);
 	verdict__free_facts(&tt->facts);
 }
 
@@ -222,6 +226,8 @@ json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 	}
 	json_object_set_new(o, "kinds", kinds);
 	json_object_set(o, "verdict", tt->verdict ? tt->verdict : json_null());
+	if (tt->sites)
+		json_object_set(o, "sites", tt->sites);
 	json_object_set_new(o, "phases", phases_to_json(t, &tt->phases));
 	json_object_set_new(o, "phases_folded", json_integer(tt->phases.folded));
 	json_object_set_new(o, "phase_summary", summary_to_json(t, &tt->phases));
@@ -524,6 +530,12 @@ static int read_target(struct trail *t, json_t *o, size_t idx, char *err, size_t
 		if (!json_is_string(json_object_get(v, "cause")))
 			FAIL("target %u: 'verdict' has no 'cause'", tt->pid);
 		tt->verdict = json_incref(v);
+	}
+	v = json_object_get(o, "sites");
+	if (v && !json_is_null(v)) {
+		if (!json_is_array(json_object_get(v, "list")))
+			FAIL("target %u: 'sites' has no 'list' array", tt->pid);
+		tt->sites = json_incref(v);
 	}
 	return read_timeline(json_object_get(o, "timeline"), tt, err, errlen);
 fail:

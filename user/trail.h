@@ -40,6 +40,7 @@ struct trail_target {
 	size_t cap_samples;
 	struct phase_log phases;
 	json_t *verdict;	/* why it died by SIGKILL, or NULL */
+	json_t *sites;		/* allocation sites (format in README.md), or NULL */
 	/* while recording: what is known of its death so far */
 	struct verdict_facts facts;
 	/* while recording: the phase the target is in */

@@ -1,0 +1,552 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <errno.h>
+#include <inttypes.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+
+#include "array.h"
+#include "kinds.h"
+#include "session.h"
+#include "sites.h"
+
+/* A file some target mapped code from, opened once for its symbols. */
+struct module {
+	char *name;		/* as the kernel names it in the target's maps */
+	uint64_t dev, ino;
+	Dwfl *dwfl;		/* NULL: could not be opened */
+	Dwfl_Module *mod;
+	char build_id[41];
+};
+
+/* One frame: a module and an offset in its file, or an address outside files. */
+struct frame {
+	uint64_t addr;
+	int32_t module;		/* index in modules; -1: anonymous or JIT code; -2: unknown */
+	uint64_t offset;	/* file offset */
+};
+
+struct stack {
+	uint32_t pid;
+	int32_t id;
+	struct frame *frames;
+	uint32_t n;
+};
+
+struct site {
+	struct memtrail_site_key key;
+	struct memtrail_site v;
+	struct frame caller;	/* key.caller resolved; module -2: not a call site */
+	bool resolved;
+};
+
+struct pid_maps {
+	uint32_t pid;
+	uint64_t gen;	/* the harvest that read them last */
+	struct map {
+		unsigned long long start, end, pgoff;
+		int32_t module;	/* -1: anonymous */
+	} *maps;
+	size_t n, cap;
+};
+
+struct sites {
+	struct tracer *tracer;
+	struct module *modules;
+	size_t n_modules, cap_modules;
+	struct stack **stacks;
+	size_t n_stacks, cap_stacks;
+	void *stack_index;	/* tsearch tree of stacks by (pid, id) */
+	struct site **list;
+	size_t n_list, cap_list;
+	void *site_index;	/* tsearch tree of list by key */
+	uint64_t gen;		/* harvests so far */
+	struct pid_maps *pids;
+	size_t n_pids, cap_pids;
+};
+
+static const Dwfl_Callbacks offline_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+};
+
+int sites__open(struct sites **out, struct tracer *t)
+{
+	struct sites *s = calloc(1, sizeof(*s));
+
+	*out = s;
+	if (!s)
+		return -ENOMEM;
+	s->tracer = t;
+	return 0;
+}
+
+static int32_t module_get(struct sites *s, const char *name, const char *open_path, uint64_t dev,
+			  uint64_t ino)
+{
+	const unsigned char *bits;
+	struct module *m;
+	GElf_Addr vaddr;
+	size_t i;
+	int n;
+
+	for (i = 0; i < s->n_modules; i++)
+		if (s->modules[i].dev == dev && s->modules[i].ino == ino &&
+		    !strcmp(s->modules[i].name, name))
+			return i;
+	if (array__grow((void **)&s->modules, &s->cap_modules, s->n_modules + 1,
+			sizeof(*s->modules)))
+		return -2;
+	m = &s->modules[s->n_modules];
+	memset(m, 0, sizeof(*m));
+	m->name = strdup(name);
+	if (!m->name)
+		return -2;
+	m->dev = dev;
+	m->ino = ino;
+	/* opened now, through the target's root: it may be gone when the trail is written */
+	m->dwfl = dwfl_begin(&offline_callbacks);
+	if (m->dwfl) {
+		m->mod = dwfl_report_offline(m->dwfl, name, open_path, -1);
+		dwfl_report_end(m->dwfl, NULL, NULL);
+		if (!m->mod) {
+			dwfl_end(m->dwfl);
+			m->dwfl = NULL;
+		}
+	}
+	if (m->mod) {
+		n = dwfl_module_build_id(m->mod, &bits, &vaddr);
+		for (i = 0; n > 0 && i < (size_t)n && i < 20; i++)
+			snprintf(m->build_id + 2 * i, 3, "%02x", bits[i]);
+	}
+	return s->n_modules++;
+}
+
+static struct pid_maps *pid_maps_get(struct sites *s, uint32_t pid, bool create)
+{
+	struct pid_maps *p;
+	size_t i;
+
+	for (i = 0; i < s->n_pids; i++)
+		if (s->pids[i].pid == pid)
+			return &s->pids[i];
+	if (!create || array__grow((void **)&s->pids, &s->cap_pids, s->n_pids + 1,
+				   sizeof(*s->pids)))
+		return NULL;
+	p = &s->pids[s->n_pids++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	return p;
+}
+
+void sites__note_maps(struct sites *s, uint32_t pid)
+{
+	char name[64], line[4096 + 128], full[4096 + 64], perms[8];
+	unsigned long long start, end, pgoff, inode;
+	unsigned int maj, min;
+	struct pid_maps *p;
+	FILE *f;
+	int pos;
+
+	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
+	f = fopen(name, "re");
+	if (!f)
+		return;		/* gone: the last mappings seen stay */
+	p = pid_maps_get(s, pid, true);
+	if (!p) {
+		fclose(f);
+		return;
+	}
+	p->n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		struct map *m;
+
+		line[strcspn(line, "\n")] = '\0';
+		pos = 0;
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &pgoff,
+			   &maj, &min, &inode, &pos) < 7 || perms[2] != 'x')
+			continue;
+		if (array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
+			break;
+		m = &p->maps[p->n++];
+		*m = (struct map){ start, end, pgoff, -1 };
+		if (!pos || line[pos] != '/' || !inode)
+			continue;	/* anonymous: JIT code, or [vdso] and the like */
+		snprintf(full, sizeof(full), "/proc/%u/root%s", pid, line + pos);
+		if (access(full, R_OK))
+			snprintf(full, sizeof(full), "/proc/%u/map_files/%llx-%llx", pid, start, end);
+		m->module = module_get(s, line + pos, full, ((uint64_t)maj << 32) | min, inode);
+	}
+	fclose(f);
+}
+
+static int stack_cmp(const void *a, const void *b)
+{
+	const struct stack *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int site_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct site *)a)->key, &((const struct site *)b)->key,
+		      sizeof(struct memtrail_site_key));
+}
+
+static struct stack *stack_find(struct sites *s, uint32_t pid, int32_t id)
+{
+	struct stack probe = { .pid = pid, .id = id };
+	void *found = tfind(&probe, &s->stack_index, stack_cmp);
+
+	return found ? *(struct stack **)found : NULL;
+}
+
+static void frame_resolve(const struct pid_maps *pm, uint64_t addr, struct frame *fr)
+{
+	size_t j;
+
+	fr->addr = addr;
+	fr->module = -2;
+	for (j = 0; pm && j < pm->n; j++) {
+		const struct map *m = &pm->maps[j];
+
+		if (addr < m->start || addr >= m->end)
+			continue;
+		fr->module = m->module;
+		fr->offset = addr - m->start + m->pgoff;
+		return;
+	}
+}
+
+/* Whether the code just before file offset OFF of module M is a call instruction. */
+static bool after_call(const struct module *m, uint64_t off)
+{
+	const unsigned char *b;
+	GElf_Addr bias;
+	size_t size = 0;
+	Elf *e = m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
+	int k;
+
+	b = e ? (const unsigned char *)elf_rawfile(e, &size) : NULL;
+	if (!b || off < 8 || off > size)
+		return false;
+	b += off;
+#if defined(__x86_64__)
+	if (b[-5] == 0xe8)
+		return true;			/* call rel32 */
+	for (k = 2; k <= 7; k++)		/* call r/m64: ff /2 */
+		if (b[-k] == 0xff && ((b[-k + 1] >> 3) & 7) == 2)
+			return true;
+	return false;
+#elif defined(__aarch64__)
+	{
+		uint32_t insn;
+
+		(void)k;
+		memcpy(&insn, b - 4, 4);
+		return (insn & 0xfc000000) == 0x94000000 ||	/* bl */
+		       (insn & 0xfffffc1f) == 0xd63f0000;	/* blr */
+	}
+#else
+	(void)k;
+	return false;
+#endif
+}
+
+static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
+{
+	uint64_t ips[MEMTRAIL_SITE_DEPTH];
+	struct pid_maps *pm = pid_maps_get(s, pid, false);
+	struct stack *st;
+	int n, i;
+
+	if (id < 0 || stack_find(s, pid, id))
+		return;
+	n = tracer__stack(s->tracer, id, ips);
+	if (n <= 0 || array__grow((void **)&s->stacks, &s->cap_stacks, s->n_stacks + 1,
+				  sizeof(*s->stacks)))
+		return;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return;
+	st->frames = calloc(n, sizeof(*st->frames));
+	if (!st->frames) {
+		free(st);
+		return;
+	}
+	st->pid = pid;
+	st->id = id;
+	st->n = n;
+	for (i = 0; i < n; i++)
+		frame_resolve(pm, ips[i], &st->frames[i]);
+	if (!tsearch(st, &s->stack_index, stack_cmp)) {
+		free(st->frames);
+		free(st);
+		return;
+	}
+	s->stacks[s->n_stacks++] = st;
+}
+
+static void on_site(void *ctx, const struct memtrail_site_key *k, const struct memtrail_site *v)
+{
+	struct sites *s = ctx;
+	struct site probe = { .key = *k }, *e;
+	struct pid_maps *pm;
+	void *found = tfind(&probe, &s->site_index, site_cmp);
+
+	if (found) {
+		e = *(struct site **)found;
+		e->v = *v;	/* the kernel's figures are cumulative */
+	} else {
+		if (array__grow((void **)&s->list, &s->cap_list, s->n_list + 1, sizeof(*s->list)))
+			return;
+		e = malloc(sizeof(*e));
+		if (!e)
+			return;
+		memset(e, 0, sizeof(*e));
+		e->key = *k;
+		e->v = *v;
+		if (!tsearch(e, &s->site_index, site_cmp)) {
+			free(e);
+			return;
+		}
+		s->list[s->n_list++] = e;
+	}
+	if (e->resolved && (k->stack < 0 || stack_find(s, k->tgid, k->stack)))
+		return;
+	/* its mappings now, once a harvest, while it lives: the stack may be in new code */
+	pm = pid_maps_get(s, k->tgid, false);
+	if (!pm || pm->gen != s->gen) {
+		sites__note_maps(s, k->tgid);
+		pm = pid_maps_get(s, k->tgid, false);
+		if (pm)
+			pm->gen = s->gen;
+	}
+	stack_resolve(s, k->tgid, k->stack);
+	e->resolved = true;
+	e->caller.module = -2;
+	if (k->caller) {
+		frame_resolve(pm, k->caller, &e->caller);
+		if (e->caller.module < 0 || !after_call(&s->modules[e->caller.module],
+							 e->caller.offset))
+			e->caller.module = -2;
+	}
+}
+
+void sites__harvest(struct sites *s)
+{
+	s->gen++;
+	tracer__sites(s->tracer, on_site, s);
+}
+
+/* A frame's symbol, source line and module into OBJ. */
+static void frame_json(struct sites *s, const struct frame *fr, bool return_address, json_t *o)
+{
+	const struct module *m;
+	GElf_Addr bias, lookup;
+	GElf_Off sym_off;
+	GElf_Sym sym;
+	const char *fn = NULL, *src;
+	Dwfl_Line *line;
+	size_t i, nph;
+	int lineno;
+	Elf *e;
+
+	json_object_set_new(o, "address", json_sprintf("0x%" PRIx64, fr->addr));
+	if (fr->module < 0) {
+		json_object_set_new(o, "function", json_string(fr->module == -1 ? "[anon]" :
+							       "[unknown]"));
+		return;
+	}
+	m = &s->modules[fr->module];
+	json_object_set_new(o, "module", json_string(m->name));
+	json_object_set_new(o, "offset", json_sprintf("0x%" PRIx64, fr->offset));
+	if (m->build_id[0])
+		json_object_set_new(o, "build_id", json_string(m->build_id));
+	e = m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
+	if (!e || elf_getphdrnum(e, &nph)) {
+		json_object_set_new(o, "function", json_string("[unknown]"));
+		return;
+	}
+	lookup = 0;
+	for (i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(e, i, &ph) || ph.p_type != PT_LOAD ||
+		    fr->offset < ph.p_offset || fr->offset >= ph.p_offset + ph.p_filesz)
+			continue;
+		lookup = fr->offset - ph.p_offset + ph.p_vaddr + bias;
+		break;
+	}
+	if (!lookup) {
+		json_object_set_new(o, "function", json_string("[unknown]"));
+		return;
+	}
+	/* a return address is just past its call: look up the call itself */
+	if (return_address)
+		lookup--;
+	fn = dwfl_module_addrinfo(m->mod, lookup, &sym_off, &sym, NULL, NULL, NULL);
+	json_object_set_new(o, "function", json_string(fn ? fn : "[unknown]"));
+	line = dwfl_module_getsrc(m->mod, lookup);
+	src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+	if (src)
+		json_object_set_new(o, "source", json_sprintf("%s:%d", src, lineno));
+}
+
+static json_t *frames_json(struct sites *s, uint32_t pid, const struct site *e)
+{
+	const struct memtrail_site_key *k = &e->key;
+	const struct stack *st = k->stack >= 0 ? stack_find(s, pid, k->stack) : NULL;
+	json_t *a = json_array();
+	uint32_t i;
+
+	if (!st) {
+		json_array_append_new(a, json_pack("{s:s}", "function",
+						   k->stack >= 0 ? "[unknown]" : "[no stack]"));
+		return a;
+	}
+	for (i = 0; i < st->n; i++) {
+		json_t *o = json_object();
+
+		/* stacks of faults start at the faulting instruction; others at returns */
+		frame_json(s, &st->frames[i], i > 0 || k->kind != MEMTRAIL_SITE_FAULTS, o);
+		json_array_append_new(a, o);
+		/* the caller a frameless innermost function hid, unless the walk found it */
+		if (!i && e->caller.module >= 0 && (st->n < 2 || st->frames[1].addr != e->caller.addr)) {
+			o = json_object();
+			frame_json(s, &e->caller, true, o);
+			json_array_append_new(a, o);
+		}
+	}
+	return a;
+}
+
+static const char *site_kind_name(uint32_t kind)
+{
+	return kind == MEMTRAIL_SITE_FAULTS ? "faults" : kind__name(kind);
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+	const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	json_int_t bx = json_integer_value(json_object_get(x, "alloc_bytes"));
+	json_int_t by = json_integer_value(json_object_get(y, "alloc_bytes"));
+
+	return bx < by ? 1 : bx > by ? -1 : 0;
+}
+
+json_t *sites__json(struct sites *s, const struct trail_target *tt)
+{
+	json_t **rows = NULL, *list;
+	size_t i, n = 0, cap = 0;
+	char buf[32];
+
+	for (i = 0; i < s->n_list; i++) {
+		const struct site *e = s->list[i];
+		json_t *o;
+
+		if (e->key.tgid != tt->pid || !e->v.alloc_bytes)
+			continue;
+		if (array__grow((void **)&rows, &cap, n + 1, sizeof(*rows)))
+			break;
+		o = json_object();
+		json_object_set_new(o, "kind", json_string(site_kind_name(e->key.kind)));
+		json_object_set_new(o, "phase", json_string(session__phase_name(tt, e->key.phase, buf,
+									       sizeof(buf))));
+		json_object_set_new(o, "phase_seq", json_integer(e->key.phase));
+		json_object_set_new(o, "alloc_bytes", json_integer(e->v.alloc_bytes));
+		json_object_set_new(o, "alloc_objects",
+				    json_real((double)e->v.alloc_objects / MEMTRAIL_OBJ_ONE));
+		json_object_set_new(o, "inuse_bytes",
+				    json_integer(e->v.alloc_bytes > e->v.free_bytes ?
+						 e->v.alloc_bytes - e->v.free_bytes : 0));
+		json_object_set_new(o, "inuse_objects",
+				    json_real(e->v.alloc_objects > e->v.free_objects ?
+					      (double)(e->v.alloc_objects - e->v.free_objects) /
+					      MEMTRAIL_OBJ_ONE : 0.0));
+		json_object_set_new(o, "samples", json_integer(e->v.samples));
+		json_object_set_new(o, "frames", frames_json(s, tt->pid, e));
+		rows[n++] = o;
+	}
+	if (!n) {
+		free(rows);
+		return NULL;
+	}
+	qsort(rows, n, sizeof(*rows), by_bytes);
+	list = json_array();
+	for (i = 0; i < n; i++)
+		json_array_append_new(list, rows[i]);
+	free(rows);
+	return json_pack("{s:o}", "list", list);
+}
+
+void sites__forget(struct sites *s, uint32_t pid)
+{
+	struct pid_maps *p = pid_maps_get(s, pid, false);
+	size_t i;
+
+	tracer__sites_forget(s->tracer, pid);
+	for (i = 0; i < s->n_list;) {
+		if (s->list[i]->key.tgid == pid) {
+			tdelete(s->list[i], &s->site_index, site_cmp);
+			free(s->list[i]);
+			s->list[i] = s->list[--s->n_list];
+		} else {
+			i++;
+		}
+	}
+	for (i = 0; i < s->n_stacks;) {
+		if (s->stacks[i]->pid == pid) {
+			tdelete(s->stacks[i], &s->stack_index, stack_cmp);
+			free(s->stacks[i]->frames);
+			free(s->stacks[i]);
+			s->stacks[i] = s->stacks[--s->n_stacks];
+		} else {
+			i++;
+		}
+	}
+	if (p) {
+		free(p->maps);
+		*p = s->pids[--s->n_pids];
+	}
+}
+
+static void no_free(void *p)
+{
+	(void)p;
+}
+
+void sites__destroy(struct sites *s)
+{
+	size_t i;
+
+	if (!s)
+		return;
+	for (i = 0; i < s->n_modules; i++) {
+		free(s->modules[i].name);
+		if (s->modules[i].dwfl)
+			dwfl_end(s->modules[i].dwfl);
+	}
+	free(s->modules);
+	tdestroy(s->stack_index, no_free);
+	tdestroy(s->site_index, no_free);
+	for (i = 0; i < s->n_stacks; i++) {
+		free(s->stacks[i]->frames);
+		free(s->stacks[i]);
+	}
+	free(s->stacks);
+	for (i = 0; i < s->n_list; i++)
+		free(s->list[i]);
+	free(s->list);
+	for (i = 0; i < s->n_pids; i++)
+		free(s->pids[i].maps);
+	free(s->pids);
+	free(s);
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * Allocation sites in user space: the kernel's per-(target, phase, kind,
+ * stack) figures, their stacks resolved against each target's mappings
+ * while it lives (file and offset, through its root), and symbolized by
+ * file with libdwfl (symbols, DWARF lines, build IDs, separate debug files),
+ * each file once.
+ */
+#ifndef MEMTRAIL_SITES_H
+#define MEMTRAIL_SITES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "tracer.h"
+#include "trail.h"
+
+struct sites;
+
+int sites__open(struct sites **out, struct tracer *t);
+void sites__destroy(struct sites *s);
+
+/* Read the kernel's sites; resolve new stacks of targets still alive. */
+void sites__harvest(struct sites *s);
+/* Remember PID's mappings now (its stacks resolve after it exits). */
+void sites__note_maps(struct sites *s, uint32_t pid);
+/*
+ * The sites of target TT as the trail keeps them: {"list": [...]}, heaviest
+ * first, phases named from TT. NULL when it has none.
+ */
+json_t *sites__json(struct sites *s, const struct trail_target *tt);
+/* PID is done with: drop what is kept of it here and in the kernel. */
+void sites__forget(struct sites *s, uint32_t pid);
+
+#endif
