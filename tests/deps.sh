@@ -3,13 +3,15 @@
 # Install the Debian packages that memtrail's build and tests need, when missing.
 set -e
 
-PKGS="make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libjansson-dev
-libcmocka-dev pkg-config python3 util-linux mount procps"
+PKGS="make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libjansson-dev
+libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linux mount procps
+golang-go libjemalloc2 libtcmalloc-minimal4 binutils"
 
 if [ ! -r /etc/debian_version ] || ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "memtrail: 'make deps' knows Debian and its derivatives only; install by hand:" \
-	     "make, gcc, clang, llvm, libbpf >= 1.1 headers, bpftool, libelf, zlib, jansson," \
-	     "cmocka, python3" >&2
+	     "make, gcc, clang, llvm, libbpf >= 1.1 headers, bpftool, libelf, libdw, zlib," \
+	     "jansson, protobuf-c (and protoc-c), cmocka, python3; for the tests: go (pprof)," \
+	     "jemalloc, tcmalloc" >&2
 	exit 1
 fi
 

@@ -7,41 +7,63 @@
 #include <string.h>
 
 #include "commands.h"
+#include "format.h"
 #include "log.h"
+#include "pprof.h"
 #include "table.h"
 #include "trail.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: memtrail report [--json] FILE\n"
+"usage: memtrail report [--json] [--pprof OUT.pb.gz] [--top N] FILE\n"
 "\n"
-"Print the summary of a trail written by 'memtrail record'.\n"
+"Print the summary of a trail written by 'memtrail record': levels per\n"
+"target and phase, verdicts, and the top allocation sites of each phase.\n"
 "\n"
-"  -j, --json    a JSON document instead of the table: the trail's targets\n"
-"                (pid, ppid, comm, cmdline, cgroup, exit, kinds), without the\n"
-"                timeline, and the lost counters\n"
-"  -h, --help    this help\n");
+"  -j, --json          a JSON document instead of the table: the trail's targets\n"
+"                      (pid, ppid, comm, cmdline, cgroup, exit, kinds, sites),\n"
+"                      without the timeline, and the lost counters\n"
+"      --pprof OUT     also write the allocation sites as a gzip-compressed pprof\n"
+"                      profile (alloc_objects, alloc_space, inuse_objects,\n"
+"                      inuse_space; labels pid, comm, phase, kind), for\n"
+"                      'go tool pprof -top OUT'\n"
+"  -t, --top N         sites listed per target and phase, 0..1000 (default 5)\n"
+"  -h, --help          this help\n");
 }
 
 int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "pprof", required_argument, NULL, 'P' },
+		{ "top", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct trail t;
 	char err[512];
+	const char *pprof = NULL;
 	bool json = false;
+	uint64_t top = 5;
+	size_t samples;
 	int c, ret = 0;
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":jh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jht:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
+			break;
+		case 'P':
+			pprof = optarg;
+			break;
+		case 't':
+			if (format__parse_u64(optarg, 0, 1000, &top)) {
+				log__error("invalid --top '%s': give 0 to 1000", optarg);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -77,6 +99,17 @@ int cmd_report(int argc, char **argv)
 		table__print_summary(stdout, &t);
 		table__print_phases(stdout, &t);
 		table__print_verdicts(stdout, &t);
+		table__print_sites(stdout, &t, top);
+	}
+	if (pprof) {
+		int err = pprof__write(&t, pprof, &samples);
+
+		if (err) {
+			log__error("cannot write pprof profile '%s': %s", pprof, strerror(-err));
+			ret = 1;
+		} else {
+			log__info("pprof profile written to '%s' (%zu sites)", pprof, samples);
+		}
 	}
 	if (fflush(stdout)) {
 		log__error("cannot write the report: %s", strerror(errno));

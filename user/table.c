@@ -168,3 +168,118 @@ void table__print_verdicts(FILE *f, const struct trail *t)
 		fprintf(f, "verdict: %u (%s) killed by SIGKILL: %s\n", tt->pid, tt->comm, line);
 	}
 }
+
+/* Whether a frame is inside an allocator or the C library's wrappers. */
+static bool allocator_frame(json_t *fr)
+{
+	static const char *const libs[] = { "libc.so", "ld-linux", "libjemalloc", "libtcmalloc",
+					    "libmimalloc", "libstdc++" };
+	const char *m = json_string_value(json_object_get(fr, "module")), *base;
+	size_t i;
+
+	if (!m)
+		return false;
+	base = strrchr(m, '/');
+	base = base ? base + 1 : m;
+	for (i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
+		if (!strncmp(base, libs[i], strlen(libs[i])))
+			return true;
+	return false;
+}
+
+/* "fn (file:line) < caller": the first frame outside the allocator, and its caller. */
+static void site_text(json_t *frames, char *buf, size_t len)
+{
+	size_t i, n = json_array_size(frames), first = 0, used;
+	json_t *fr;
+
+	for (i = 0; i < n; i++) {
+		if (!allocator_frame(json_array_get(frames, i))) {
+			first = i;
+			break;
+		}
+	}
+	buf[0] = '\0';
+	used = 0;
+	for (i = first; i < n && i < first + 2 && used < len; i++) {
+		const char *fn, *src;
+
+		fr = json_array_get(frames, i);
+		fn = json_string_value(json_object_get(fr, "function"));
+		src = json_string_value(json_object_get(fr, "source"));
+		used += snprintf(buf + used, len - used, "%s%s", i > first ? " < " : "",
+				 fn ? fn : "[unknown]");
+		if (src && i == first && used < len) {
+			const char *slash = strrchr(src, '/');
+
+			used += snprintf(buf + used, len - used, " (%s)", slash ? slash + 1 : src);
+		}
+	}
+}
+
+void table__print_sites(FILE *f, const struct trail *t, size_t top)
+{
+	size_t i, j, shown;
+
+	for (i = 0; top && i < t->n_targets; i++) {
+		const struct trail_target *tt = &t->targets[i];
+		json_t *list = tt->sites ? json_object_get(tt->sites, "list") : NULL;
+		json_t *heap = tt->sites ? json_object_get(tt->sites, "heap") : NULL;
+		bool inuse = !heap || json_is_true(json_object_get(heap, "inuse"));
+		json_int_t phase, last = -1, next;
+		json_t *site;
+
+		if (!json_array_size(list))
+			continue;
+		fprintf(f, "\nallocation sites of %u (%s)", tt->pid, tt->comm);
+		if (heap) {
+			fprintf(f, ": heap %s", json_string_value(json_object_get(heap, "mode")));
+			if (json_integer_value(json_object_get(heap, "sample_bytes")))
+				fprintf(f, ", one stack per %lld bytes",
+					(long long)json_integer_value(json_object_get(heap, "sample_bytes")));
+			if (!inuse)
+				fprintf(f, ", probes on %.1f%% of the time (in use not measured)",
+					100 * json_number_value(json_object_get(heap, "coverage")));
+		}
+		fputc('\n', f);
+		/* phases in order; within each, the list's order (heaviest first) */
+		for (;;) {
+			next = -1;
+			json_array_foreach(list, j, site) {
+				phase = json_integer_value(json_object_get(site, "phase_seq"));
+				if (phase > last && (next < 0 || phase < next))
+					next = phase;
+			}
+			if (next < 0)
+				break;
+			last = next;
+			shown = 0;
+			json_array_foreach(list, j, site) {
+				char a[32], u[32], text[512];
+				const char *kind = json_string_value(json_object_get(site, "kind"));
+
+				if (json_integer_value(json_object_get(site, "phase_seq")) != next)
+					continue;
+				if (!shown)
+					fprintf(f, "  %s\n    %-8s %12s %12s  %s\n",
+						json_string_value(json_object_get(site, "phase")),
+						"KIND", "ALLOC", "IN_USE", "SITE");
+				if (shown++ == top)
+					continue;
+				format__bytes(a, sizeof(a),
+					      json_integer_value(json_object_get(site, "alloc_bytes")));
+				if (!inuse && !strcmp(kind, "heap"))
+					snprintf(u, sizeof(u), "-");
+				else if (!strcmp(kind, "faults"))
+					u[0] = '\0';
+				else
+					format__bytes(u, sizeof(u), json_integer_value(
+						      json_object_get(site, "inuse_bytes")));
+				site_text(json_object_get(site, "frames"), text, sizeof(text));
+				fprintf(f, "    %-8s %12s %12s  %s\n", kind, a, u, text);
+			}
+			if (shown > top)
+				fprintf(f, "    (%zu more)\n", shown - top);
+		}
+	}
+}

@@ -12,4 +12,7 @@ void table__print_phases(FILE *f, const struct trail *t);
 /* One line per target that died by SIGKILL: the verdict. */
 void table__print_verdicts(FILE *f, const struct trail *t);
 
+/* Per target and phase: its TOP allocation sites by bytes allocated, and how they were taken. */
+void table__print_sites(FILE *f, const struct trail *t, size_t top);
+
 #endif

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * A trail's allocation sites as a gzip-compressed pprof profile: sample
+ * types alloc_objects, alloc_space, inuse_objects, inuse_space; one sample
+ * per site with labels pid, comm, phase and kind; functions, source lines
+ * and mappings with build IDs from memtrail's own symbolization.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "array.h"
+#include "pprof.h"
+#include "profile.pb-c.h"
+
+typedef Perftools__Profiles__Profile Profile;
+typedef Perftools__Profiles__Sample Sample;
+typedef Perftools__Profiles__Label Label;
+typedef Perftools__Profiles__Location Location;
+typedef Perftools__Profiles__Line Line;
+typedef Perftools__Profiles__Function Function;
+typedef Perftools__Profiles__Mapping Mapping;
+typedef Perftools__Profiles__ValueType ValueType;
+
+struct interned {
+	const char *key;
+	size_t id;
+};
+
+struct builder {
+	Profile p;
+	size_t cap_strings, cap_samples, cap_locations, cap_functions, cap_mappings;
+	void *strings_index, *locations_index, *functions_index, *mappings_index;
+	int err;
+};
+
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(((const struct interned *)a)->key, ((const struct interned *)b)->key);
+}
+
+/* The id of KEY in INDEX, or 0 with *FRESH set when it is new (then it gets NEXT). */
+static size_t intern(struct builder *b, void **index, const char *key, size_t next, bool *fresh)
+{
+	struct interned probe = { key, 0 }, *e;
+	void *found = tfind(&probe, index, cmp_key);
+
+	*fresh = false;
+	if (found)
+		return (*(struct interned **)found)->id;
+	e = malloc(sizeof(*e));
+	if (!e || !(e->key = strdup(key)) || !tsearch(e, index, cmp_key)) {
+		b->err = -ENOMEM;
+		return 0;
+	}
+	e->id = next;
+	*fresh = true;
+	return next;
+}
+
+static int64_t str(struct builder *b, const char *s)
+{
+	bool fresh;
+	size_t id = intern(b, &b->strings_index, s, b->p.n_string_table, &fresh);
+	char *copy;
+
+	if (!fresh)
+		return id;
+	copy = strdup(s);
+	if (!copy || array__grow((void **)&b->p.string_table, &b->cap_strings,
+				 b->p.n_string_table + 1, sizeof(char *))) {
+		free(copy);
+		b->err = -ENOMEM;
+		return 0;
+	}
+	b->p.string_table[b->p.n_string_table++] = copy;
+	return id;
+}
+
+static uint64_t mapping(struct builder *b, const char *module, const char *build_id)
+{
+	bool fresh;
+	size_t id = intern(b, &b->mappings_index, module, b->p.n_mapping + 1, &fresh);
+	Mapping *m;
+
+	if (!fresh)
+		return id;
+	if (array__grow((void **)&b->p.mapping, &b->cap_mappings, b->p.n_mapping + 1,
+			sizeof(Mapping *)) || !(m = calloc(1, sizeof(*m)))) {
+		b->err = -ENOMEM;
+		return 0;
+	}
+	perftools__profiles__mapping__init(m);
+	m->id = id;
+	m->filename = str(b, module);
+	m->build_id = build_id ? str(b, build_id) : 0;
+	/* symbolized already: pprof must not look for the files */
+	m->has_functions = m->has_filenames = m->has_line_numbers = true;
+	b->p.mapping[b->p.n_mapping++] = m;
+	return id;
+}
+
+static uint64_t function(struct builder *b, const char *name, const char *file)
+{
+	char key[4096 + 512];
+	bool fresh;
+	size_t id;
+	Function *f;
+
+	snprintf(key, sizeof(key), "%s\n%s", name, file ? file : "");
+	id = intern(b, &b->functions_index, key, b->p.n_function + 1, &fresh);
+	if (!fresh)
+		return id;
+	if (array__grow((void **)&b->p.function, &b->cap_functions, b->p.n_function + 1,
+			sizeof(Function *)) || !(f = calloc(1, sizeof(*f)))) {
+		b->err = -ENOMEM;
+		return 0;
+	}
+	perftools__profiles__function__init(f);
+	f->id = id;
+	f->name = f->system_name = str(b, name);
+	f->filename = file ? str(b, file) : 0;
+	b->p.function[b->p.n_function++] = f;
+	return id;
+}
+
+/* A location per distinct (pid, frame): addresses are per process. */
+static uint64_t location(struct builder *b, json_int_t pid, json_t *fr)
+{
+	const char *fn = json_string_value(json_object_get(fr, "function"));
+	const char *addr = json_string_value(json_object_get(fr, "address"));
+	const char *module = json_string_value(json_object_get(fr, "module"));
+	const char *src = json_string_value(json_object_get(fr, "source"));
+	char key[512], file[4096];
+	long line_no = 0;
+	bool fresh;
+	size_t id;
+	Location *l;
+	Line *line;
+	char *colon;
+
+	snprintf(key, sizeof(key), "%lld %s %s", (long long)pid, addr ? addr : "?", fn ? fn : "?");
+	id = intern(b, &b->locations_index, key, b->p.n_location + 1, &fresh);
+	if (!fresh)
+		return id;
+	l = calloc(1, sizeof(*l));
+	line = calloc(1, sizeof(*line));
+	if (l)
+		perftools__profiles__location__init(l);
+	if (line)
+		perftools__profiles__line__init(line);
+	if (!l || !line || !(l->line = calloc(1, sizeof(Line *))) ||
+	    array__grow((void **)&b->p.location, &b->cap_locations, b->p.n_location + 1,
+			sizeof(Location *))) {
+		if (l)
+			free(l->line);
+		free(l);
+		free(line);
+		b->err = -ENOMEM;
+		return 0;
+	}
+	l->id = id;
+	l->address = addr ? strtoull(addr, NULL, 16) : 0;
+	if (module)
+		l->mapping_id = mapping(b, module,
+					json_string_value(json_object_get(fr, "build_id")));
+	file[0] = '\0';
+	if (src) {
+		snprintf(file, sizeof(file), "%s", src);
+		colon = strrchr(file, ':');
+		if (colon) {
+			*colon = '\0';
+			line_no = strtol(colon + 1, NULL, 10);
+		}
+	}
+	line->function_id = function(b, fn ? fn : "[unknown]", file[0] ? file : NULL);
+	line->line = line_no;
+	l->line[0] = line;
+	l->n_line = 1;
+	b->p.location[b->p.n_location++] = l;
+	return id;
+}
+
+static Label *label(struct builder *b, const char *key, const char *s, int64_t num)
+{
+	Label *l = calloc(1, sizeof(*l));
+
+	if (!l) {
+		b->err = -ENOMEM;
+		return NULL;
+	}
+	perftools__profiles__label__init(l);
+	l->key = str(b, key);
+	if (s)
+		l->str = str(b, s);
+	else
+		l->num = num;
+	return l;
+}
+
+static ValueType *value_type(struct builder *b, const char *type, const char *unit)
+{
+	ValueType *v = calloc(1, sizeof(*v));
+
+	if (!v) {
+		b->err = -ENOMEM;
+		return NULL;
+	}
+	perftools__profiles__value_type__init(v);
+	v->type = str(b, type);
+	v->unit = str(b, unit);
+	return v;
+}
+
+static void add_site(struct builder *b, const struct trail_target *tt, json_t *site, bool inuse)
+{
+	json_t *frames = json_object_get(site, "frames"), *fr;
+	Sample *s = calloc(1, sizeof(*s));
+	size_t i;
+
+	if (s)
+		perftools__profiles__sample__init(s);
+	if (!s || !(s->value = calloc(4, sizeof(int64_t))) ||
+	    !(s->location_id = calloc(json_array_size(frames) + 1, sizeof(uint64_t))) ||
+	    !(s->label = calloc(4, sizeof(Label *))) ||
+	    array__grow((void **)&b->p.sample, &b->cap_samples, b->p.n_sample + 1,
+			sizeof(Sample *))) {
+		if (s) {
+			free(s->value);
+			free(s->location_id);
+			free(s->label);
+		}
+		free(s);
+		b->err = -ENOMEM;
+		return;
+	}
+	json_array_foreach(frames, i, fr)
+		s->location_id[s->n_location_id++] = location(b, tt->pid, fr);
+	s->n_value = 4;
+	s->value[0] = llround(json_number_value(json_object_get(site, "alloc_objects")));
+	s->value[1] = json_integer_value(json_object_get(site, "alloc_bytes"));
+	if (inuse) {
+		s->value[2] = llround(json_number_value(json_object_get(site, "inuse_objects")));
+		s->value[3] = json_integer_value(json_object_get(site, "inuse_bytes"));
+	}
+	s->label[s->n_label++] = label(b, "pid", NULL, tt->pid);
+	s->label[s->n_label++] = label(b, "comm", tt->comm, 0);
+	s->label[s->n_label++] = label(b, "phase",
+				       json_string_value(json_object_get(site, "phase")), 0);
+	s->label[s->n_label++] = label(b, "kind", json_string_value(json_object_get(site, "kind")),
+				       0);
+	b->p.sample[b->p.n_sample++] = s;
+}
+
+/* Whether the in-use figures of SITES are sound (heap sites under a budget are not). */
+static bool inuse_sound(json_t *sites)
+{
+	json_t *heap = json_object_get(sites, "heap");
+
+	return !heap || json_is_true(json_object_get(heap, "inuse"));
+}
+
+static void free_tree(void *p)
+{
+	struct interned *e = p;
+
+	free((char *)e->key);
+	free(e);
+}
+
+static void builder_free(struct builder *b)
+{
+	size_t i;
+
+	for (i = 0; i < b->p.n_string_table; i++)
+		free(b->p.string_table[i]);
+	free(b->p.string_table);
+	for (i = 0; i < b->p.n_sample; i++) {
+		Sample *s = b->p.sample[i];
+		size_t j;
+
+		for (j = 0; j < s->n_label; j++)
+			free(s->label[j]);
+		free(s->label);
+		free(s->value);
+		free(s->location_id);
+		free(s);
+	}
+	free(b->p.sample);
+	for (i = 0; i < b->p.n_location; i++) {
+		free(b->p.location[i]->line[0]);
+		free(b->p.location[i]->line);
+		free(b->p.location[i]);
+	}
+	free(b->p.location);
+	for (i = 0; i < b->p.n_function; i++)
+		free(b->p.function[i]);
+	free(b->p.function);
+	for (i = 0; i < b->p.n_mapping; i++)
+		free(b->p.mapping[i]);
+	free(b->p.mapping);
+	for (i = 0; i < b->p.n_sample_type; i++)
+		free(b->p.sample_type[i]);
+	free(b->p.sample_type);
+	free(b->p.comment);
+	tdestroy(b->strings_index, free_tree);
+	tdestroy(b->locations_index, free_tree);
+	tdestroy(b->functions_index, free_tree);
+	tdestroy(b->mappings_index, free_tree);
+}
+
+static int write_gz(const char *path, const uint8_t *buf, size_t len)
+{
+	char tmp[4096];
+	gzFile gz;
+	int fd, err = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	gz = gzdopen(fd, "wb9");
+	if (!gz) {
+		close(fd);
+		unlink(tmp);
+		return -ENOMEM;
+	}
+	if (len && gzwrite(gz, buf, len) != (int)len)
+		err = -EIO;
+	if (gzclose(gz) != Z_OK && !err)
+		err = -EIO;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
+{
+	struct builder b = { 0 };
+	bool inuse = true;
+	uint8_t *buf;
+	size_t i, j, len;
+	json_t *site;
+	int err;
+
+	perftools__profiles__profile__init(&b.p);
+	str(&b, "");	/* string 0 is the empty string */
+	for (i = 0; i < t->n_targets; i++)
+		if (t->targets[i].sites && !inuse_sound(t->targets[i].sites))
+			inuse = false;
+	b.p.sample_type = calloc(4, sizeof(ValueType *));
+	if (!b.p.sample_type) {
+		builder_free(&b);
+		return -ENOMEM;
+	}
+	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "alloc_objects", "count");
+	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "alloc_space", "bytes");
+	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "inuse_objects", "count");
+	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "inuse_space", "bytes");
+	b.p.default_sample_type = str(&b, inuse ? "inuse_space" : "alloc_space");
+	b.p.duration_nanos = (int64_t)t->duration_ms * 1000000;
+	if (!inuse) {
+		b.p.comment = calloc(1, sizeof(int64_t));
+		if (b.p.comment) {
+			b.p.comment[b.p.n_comment++] =
+				str(&b, "heap probes ran under an overhead budget: in-use figures "
+					"were not measured");
+		}
+	}
+	for (i = 0; i < t->n_targets; i++) {
+		const struct trail_target *tt = &t->targets[i];
+		json_t *list = tt->sites ? json_object_get(tt->sites, "list") : NULL;
+
+		json_array_foreach(list, j, site)
+			add_site(&b, tt, site, inuse_sound(tt->sites));
+	}
+	if (b.err) {
+		builder_free(&b);
+		return b.err;
+	}
+	*n_samples = b.p.n_sample;
+	len = perftools__profiles__profile__get_packed_size(&b.p);
+	buf = malloc(len ? len : 1);
+	if (!buf) {
+		builder_free(&b);
+		return -ENOMEM;
+	}
+	perftools__profiles__profile__pack(&b.p, buf);
+	err = write_gz(path, buf, len);
+	free(buf);
+	builder_free(&b);
+	return err;
+}
