@@ -145,6 +145,11 @@ struct heap {
 	size_t n_files, cap_files;
 	struct heap_proc *procs;
 	size_t n_procs, cap_procs;
+	struct heap_done {	/* how ended processes were probed, for the trail */
+		uint32_t pid;
+		json_t *sampling;
+	} *done;
+	size_t n_done, cap_done;
 };
 
 static uint64_t mono_ms(void)
@@ -410,10 +415,17 @@ void heap__scan(struct heap *h, uint32_t pid)
 void heap__forget(struct heap *h, uint32_t pid)
 {
 	struct heap_proc *p = proc_get(h, pid, false);
+	json_t *sampling;
 	size_t i;
 
 	if (!p)
 		return;
+	sampling = heap__sampling(h, pid, 0);
+	if (sampling && !array__grow((void **)&h->done, &h->cap_done, h->n_done + 1,
+				     sizeof(*h->done)))
+		h->done[h->n_done++] = (struct heap_done){ pid, sampling };
+	else
+		json_decref(sampling);
 	for (i = 0; i < p->n_links; i++) {
 		link_detach(&p->links[i]);
 		free(p->links[i].path);
@@ -474,6 +486,7 @@ static void proc_cycle(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 	}
 	hits = tracer__heap_hits(h->tracer, p->pid);
 	tracer__heap_allow(h->tracer, p->pid, hits + allow);
+	log__debug("heap: %u may take %" PRIu64 " hits from %" PRIu64, p->pid, allow, hits);
 	proc_switch(h, p, true, now_ms);
 }
 
@@ -498,12 +511,28 @@ void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms)
 	if (!p || h->cfg.budget_pct <= 0)
 		return;
 	p->spent++;
+	log__debug("heap: %u spent its budget at %" PRIu64 " hits", pid,
+		   tracer__heap_hits(h->tracer, pid));
 	proc_switch(h, p, false, mono_ms());
+	log__debug("heap: %u probes off at %" PRIu64 " hits", pid,
+		   tracer__heap_hits(h->tracer, pid));
 }
+
+static json_t *sampling_json(struct heap *h, struct heap_proc *p, uint32_t pid, uint64_t now_ms);
 
 json_t *heap__sampling(struct heap *h, uint32_t pid, uint64_t now_ms)
 {
 	struct heap_proc *p = proc_get(h, pid, false);
+	size_t i;
+
+	for (i = 0; !p && i < h->n_done; i++)
+		if (h->done[i].pid == pid)
+			return json_incref(h->done[i].sampling);
+	return sampling_json(h, p, pid, now_ms);
+}
+
+static json_t *sampling_json(struct heap *h, struct heap_proc *p, uint32_t pid, uint64_t now_ms)
+{
 	uint64_t hits = tracer__heap_hits(h->tracer, pid), on_ms, total_ms, cpu;
 	bool budget = h->cfg.budget_pct > 0;
 	json_t *o;
@@ -664,6 +693,9 @@ void heap__destroy(struct heap *h)
 	while (h->n_procs)
 		heap__forget(h, h->procs[0].pid);
 	free(h->procs);
+	while (h->n_done)
+		json_decref(h->done[--h->n_done].sampling);
+	free(h->done);
 	free(h->files);
 	free(h);
 }

@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Allocation sites against the workload's own arithmetic: mapping sites (on by
+default), heap sites in full and sampled mode, the pprof export read by Go's
+pprof, jemalloc and tcmalloc preloaded, a stripped binary, and the overhead
+budget's own accounting."""
+
+import os
+import re
+import shutil
+import subprocess
+
+from harness import MEMTRAIL, check, check_eq, check_within, record, run, target, tmpdir, workload
+
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+
+
+def sites_of(t, fn, kind, phase):
+    """The sites of KIND in PHASE whose stack names FN among its first frames."""
+    return [s for s in t["sites"]["list"] if s["kind"] == kind and s["phase"] == phase and
+            fn in [f.get("function") for f in s["frames"][:3]]]
+
+
+def site_total(t, fn, want, field):
+    return sum(s[field] for s in sites_of(t, fn, want["kind"], want["phase"]))
+
+
+def phase(t, name):
+    return next(p for p in t["phases"] if p["name"] == name)
+
+
+def recorded(extra, cmd=None, env=None):
+    out = os.path.join(tmpdir(), "trail.json")
+    p = subprocess.run([MEMTRAIL, "record", "-q", "-o", out, *extra, "--",
+                        *(cmd or [workload("sites")])],
+                       capture_output=True, text=True, timeout=120, env=env)
+    check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()})")
+    import json
+    data = next(json.loads(line) for line in p.stdout.splitlines() if line.startswith("{"))
+    with open(out) as f:
+        trail = json.load(f)
+    return p, trail, data, out
+
+
+def check_exact(t, data, names):
+    for fn in names:
+        want = data[fn]
+        for field in ("alloc_bytes", "inuse_bytes", "alloc_objects"):
+            check_eq(site_total(t, fn, want, field), want[field], f"{fn} {field}")
+
+
+def test_mapping_sites_by_default():
+    p, trail, data, _ = recorded([])
+    t = trail["targets"][0]
+    check("heap" not in t["sites"], "no heap probes unless asked")
+    check_exact(t, data, ["map_cache"])
+    s = sites_of(t, "map_cache", "mapped", "load")[0]
+    check(s["frames"][1].get("source", "").endswith("sites.c:50"),
+          f"map_cache's frame names its line: {s['frames'][1]}")
+
+
+def test_heap_sites_exact():
+    p, trail, data, _ = recorded(["--heap"])
+    t = trail["targets"][0]
+    check_eq(t["sites"]["heap"]["mode"], "full", "heap mode")
+    check_exact(t, data, ["load_weights", "map_cache", "serve_requests", "grow_buffer",
+                          "aligned_blocks"])
+    # the heap kind in the phases: the same arithmetic, realloc as free + alloc
+    load, serve = phase(t, "load")["kinds"]["heap"], phase(t, "serve")["kinds"]["heap"]
+    check_eq(load["allocations"], 4000000, "heap allocated in 'load'")
+    check_eq(serve["allocations"], 2000000 + 55000 + 50000, "heap allocated in 'serve'")
+    check_eq(serve["deallocations"], 2000000 + 45000, "heap freed in 'serve'")
+    top = [s for s in t["sites"]["list"] if s["phase"] == "load" and s["kind"] == "heap"][0]
+    check_eq(top["frames"][0]["function"], "load_weights", "top heap site of 'load'")
+    r = run([MEMTRAIL, "report", "--top", "3", _])
+    check(re.search(r"heap\s+3\.81 MiB\s+3\.81 MiB\s+load_weights \(sites\.c:40\) < main",
+                    r.stdout), f"report lists load_weights: {r.stdout[-1500:]}")
+
+
+def test_heap_sites_sampled():
+    p, trail, data, _ = recorded(["--heap", "--heap-sample", "8192"])
+    t = trail["targets"][0]
+    check_eq(t["sites"]["heap"]["sample_bytes"], 8192, "sampling rate in the trail")
+    want = data["load_weights"]
+    got = site_total(t, "load_weights", want, "alloc_bytes")
+    check_within(got, want["alloc_bytes"], 10, "load_weights re-weighted bytes")
+    s = sum(x["samples"] for x in sites_of(t, "load_weights", "heap", "load"))
+    check(100 < s < 1000, f"load_weights sampled, not every call: {s} samples")
+    # levels stay exact under sampling: every allocation is still tracked
+    check_eq(phase(t, "load")["kinds"]["heap"]["allocations"], 4000000, "heap level exact")
+
+
+def pprof_top(path, index):
+    p = run(["go", "tool", "pprof", "-top", "-unit=B", "-nodefraction=0",
+             f"-sample_index={index}", path], timeout=300,
+            env=dict(os.environ, HOME=tmpdir(), GOCACHE=tmpdir(), GOFLAGS="-mod=mod"))
+    check_eq(p.returncode, 0, f"go tool pprof ({p.stderr.strip()[-300:]})")
+    rows = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"\s*(\d+)B?\s+\S+%\s+\S+%\s+(\d+)B?\s+\S+%\s+(\S+)", line)
+        if m:
+            rows[m.group(3)] = (int(m.group(1)), int(m.group(2)))
+    return rows
+
+
+def test_pprof_read_by_go_pprof():
+    check(shutil.which("go"), "go (golang-go) is installed")
+    p, trail, data, out = recorded(["--heap"])
+    prof = os.path.join(tmpdir(), "sites.pb.gz")
+    r = run([MEMTRAIL, "report", "--pprof", prof, out])
+    check_eq(r.returncode, 0, f"report --pprof ({r.stderr.strip()})")
+    with open(prof, "rb") as f:
+        check_eq(f.read(2), b"\x1f\x8b", "gzip magic")
+    alloc, inuse = pprof_top(prof, "alloc_space"), pprof_top(prof, "inuse_space")
+    for fn in ("load_weights", "serve_requests", "grow_buffer", "aligned_blocks"):
+        check_eq(alloc[fn][0], data[fn]["alloc_bytes"], f"pprof alloc_space flat {fn}")
+        check_eq(inuse.get(fn, (0, 0))[0], data[fn]["inuse_bytes"], f"pprof inuse_space {fn}")
+    check_eq(alloc["map_cache"][1], data["map_cache"]["alloc_bytes"], "pprof map_cache cum")
+    check_eq(inuse["map_cache"][1], data["map_cache"]["inuse_bytes"], "pprof map_cache in use")
+
+
+def preloaded(lib):
+    check(os.path.exists(lib), f"{lib} is installed")
+    env = dict(os.environ, LD_PRELOAD=lib)
+    p, trail, data, _ = recorded(["--heap"], env=env)
+    t = trail["targets"][0]
+    check(any(os.path.basename(lib) in line for line in p.stderr.splitlines()
+              if "heap: probing" in line), f"{lib} probed: {p.stderr}")
+    check_exact(t, data, ["load_weights", "serve_requests", "aligned_blocks"])
+    # both allocators are probed (libc's malloc too): each call counted once
+    check_eq(phase(t, "load")["kinds"]["heap"]["allocations"], 4000000, "heap in 'load'")
+
+
+def test_jemalloc_preloaded():
+    preloaded(JEMALLOC)
+
+
+def test_tcmalloc_preloaded():
+    preloaded(TCMALLOC)
+
+
+def test_stripped_binary_unknown_frames():
+    p, trail, data, _ = recorded(["--heap"], cmd=[workload("sites_stripped")])
+    t = trail["targets"][0]
+    rows = [s for s in t["sites"]["list"] if s["kind"] == "heap" and s["phase"] == "load"
+            and s["alloc_bytes"] == 4000000]
+    check_eq(len(rows), 1, "the load_weights site, unnamed")
+    f0 = rows[0]["frames"][0]
+    check_eq(f0["function"], "[unknown]", "a stripped function is [unknown]")
+    check(f0["module"].endswith("sites_stripped") and f0["offset"].startswith("0x"),
+          f"its file and offset stay: {f0}")
+
+
+def test_overhead_budget_cycles():
+    p, trail, data, _ = recorded(["--overhead-budget", "2"], cmd=[workload("bench_malloc")])
+    t = trail["targets"][0]
+    h = t["sites"]["heap"]
+    check_eq((h["mode"], h["inuse"]), ("budget", False), "budget mode, in-use not claimed")
+    check("heap" not in trail["kinds"], "no heap levels under a budget")
+    check(h["probe_hits"] > 0 and h["cycles"] >= 1, f"probes ran: {h}")
+    check(0 < h["coverage"] < 0.5, f"coverage reported and partial: {h['coverage']}")
+    check(h["cycles_spent"] >= 1, f"the budget ran out and the probes went: {h}")
+    check(h["probe_cost_ms"] > 0 and h["target_cpu_ms"] > 0, f"cost and CPU reported: {h}")
+    r = run([MEMTRAIL, "report", _])
+    check("in use not measured" in r.stdout, "the report says in-use was not measured")
