@@ -14,6 +14,7 @@
 #include "devices.h"
 #include "elfsym.h"
 #include "log.h"
+#include "proc.h"
 
 #define LAUNCH_MAX 8	/* launch functions one file may hold */
 
@@ -421,48 +422,6 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, const 
 	return &d->files[*index];
 }
 
-struct map_line {
-	unsigned long long start, end, pgoff;
-	dev_t dev;
-	ino_t ino;
-	bool exec;
-	const char *path;	/* NULL: anonymous */
-};
-
-/* One line of /proc/PID/maps; false when it does not parse. */
-static bool parse_map(char *line, struct map_line *m)
-{
-	char perms[8];
-	unsigned int maj, min;
-	unsigned long long inode;
-	int pos = 0;
-
-	line[strcspn(line, "\n")] = '\0';
-	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &m->start, &m->end, perms,
-		   &m->pgoff, &maj, &min, &inode, &pos) < 7)
-		return false;
-	m->exec = perms[2] == 'x';
-	m->dev = makedev(maj, min);
-	m->ino = inode;
-	m->path = pos && line[pos] == '/' && inode && !strstr(line + pos, " (deleted)") ?
-		  line + pos : NULL;
-	return true;
-}
-
-/*
- * A path that opens a file PID maps: through its root, where the path is the
- * target's own (a container's), else its map_files link (a chroot whose
- * files memtrail's root does not reach by that path). 0, or -ENOENT.
- */
-static int mapped_path(uint32_t pid, const struct map_line *m, char *buf, size_t len)
-{
-	snprintf(buf, len, "/proc/%u/root%s", pid, m->path);
-	if (!access(buf, R_OK))
-		return 0;
-	snprintf(buf, len, "/proc/%u/map_files/%llx-%llx", pid, m->start, m->end);
-	return access(buf, R_OK) ? -ENOENT : 0;
-}
-
 void devices__scan(struct devices *d, uint32_t pid)
 {
 	char name[64], line[4096 + 128], full[4096 + 64];
@@ -474,11 +433,11 @@ void devices__scan(struct devices *d, uint32_t pid)
 	if (!f)
 		return;		/* gone: its exit event says so */
 	while (fgets(line, sizeof(line), f)) {
-		struct map_line m;
+		struct proc_map_line m;
 		struct dev_file *df;
 		size_t idx, i;
 
-		if (!parse_map(line, &m) || !m.exec || !m.path)
+		if (!proc__parse_map(line, &m) || !m.exec || !m.path)
 			continue;
 		if (!array__grow((void **)&seen.maps, &seen.cap_maps, seen.n_maps + 1,
 				 sizeof(*seen.maps))) {
@@ -488,7 +447,7 @@ void devices__scan(struct devices *d, uint32_t pid)
 			if (pm->path)
 				seen.n_maps++;
 		}
-		if (mapped_path(pid, &m, full, sizeof(full)))
+		if (proc__mapped_path(pid, &m, full, sizeof(full)))
 			continue;
 		df = file_get(d, m.dev, m.ino, full, &idx);
 		if (!df || !df->n_launch || pid == (uint32_t)getpid())
@@ -628,7 +587,7 @@ static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
 json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr)
 {
 	char name[64], line[4096 + 128], full[4096 + 64], sym[256], text[4096 + 512];
-	struct map_line m;
+	struct proc_map_line m;
 	uint64_t delta, off;
 	json_t *cached;
 	FILE *f;
@@ -640,13 +599,13 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr)
 		return cached ? cached : json_sprintf("0x%" PRIx64, addr);
 	}
 	while (fgets(line, sizeof(line), f)) {
-		if (!parse_map(line, &m) || addr < m.start || addr >= m.end)
+		if (!proc__parse_map(line, &m) || addr < m.start || addr >= m.end)
 			continue;
 		fclose(f);
 		if (!m.path)
 			return json_sprintf("[anon] 0x%" PRIx64, addr);
 		off = addr - m.start + m.pgoff;
-		if (!mapped_path(pid, &m, full, sizeof(full)) &&
+		if (!proc__mapped_path(pid, &m, full, sizeof(full)) &&
 		    !elfsym__at(full, off, sym, sizeof(sym), &delta))
 			snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", sym, delta, m.path);
 		else

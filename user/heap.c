@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include "elfsym.h"
 #include "heap.h"
 #include "log.h"
+#include "proc.h"
 
 #define CYCLE_MS 1000		/* the budget's period */
 #define CALIBRATE_PAIRS 2000	/* alloc/free pairs timed with and without probes */
@@ -377,12 +377,10 @@ void heap__prepare_command(struct heap *h, uint32_t pid, const char *path)
 
 void heap__scan(struct heap *h, uint32_t pid)
 {
-	char name[64], line[4096 + 128], full[4096 + 64], perms[8];
-	unsigned long long start, end, pgoff, inode;
-	unsigned int maj, min;
+	char name[64], line[4096 + 128], full[4096 + 64];
 	struct heap_proc *p = NULL;
+	struct proc_map_line m;
 	ssize_t idx;
-	int pos;
 	FILE *f;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
@@ -390,18 +388,10 @@ void heap__scan(struct heap *h, uint32_t pid)
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		pos = 0;
-		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &pgoff,
-			   &maj, &min, &inode, &pos) < 7 || perms[2] != 'x' || !pos ||
-		    line[pos] != '/' || !inode || strstr(line + pos, " (deleted)"))
+		if (!proc__parse_map(line, &m) || !m.exec || !m.path ||
+		    proc__mapped_path(pid, &m, full, sizeof(full)))
 			continue;
-		/* through its root: the file of a container is the one it maps */
-		snprintf(full, sizeof(full), "/proc/%u/root%s", pid, line + pos);
-		if (access(full, R_OK))
-			snprintf(full, sizeof(full), "/proc/%u/map_files/%llx-%llx", pid, start,
-				 end);
-		idx = file_get(h, makedev(maj, min), inode, full);
+		idx = file_get(h, m.dev, m.ino, full);
 		if (idx < 0)
 			continue;
 		p = p ? p : proc_get(h, pid, true);

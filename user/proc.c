@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -148,4 +149,38 @@ char *proc__which(const char *name)
 			return strdup(buf);
 	}
 	return NULL;
+}
+
+/* One line of /proc/PID/maps; false when it does not parse. */
+bool proc__parse_map(char *line, struct proc_map_line *m)
+{
+	char perms[8];
+	unsigned int maj, min;
+	unsigned long long inode;
+	int pos = 0;
+
+	line[strcspn(line, "\n")] = '\0';
+	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &m->start, &m->end, perms,
+		   &m->pgoff, &maj, &min, &inode, &pos) < 7)
+		return false;
+	m->exec = perms[2] == 'x';
+	m->dev = makedev(maj, min);
+	m->ino = inode;
+	m->path = pos && line[pos] == '/' && inode && !strstr(line + pos, " (deleted)") ?
+		  line + pos : NULL;
+	return true;
+}
+
+/*
+ * A path that opens a file PID maps: through its root, where the path is the
+ * target's own (a container's), else its map_files link (a chroot whose
+ * files memtrail's root does not reach by that path). 0, or -ENOENT.
+ */
+int proc__mapped_path(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/%u/root%s", pid, m->path);
+	if (!access(buf, R_OK))
+		return 0;
+	snprintf(buf, len, "/proc/%u/map_files/%llx-%llx", pid, m->start, m->end);
+	return access(buf, R_OK) ? -ENOENT : 0;
 }

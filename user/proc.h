@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Running (not a zombie, not gone). */
 bool proc__alive(uint32_t pid);
@@ -28,5 +29,22 @@ struct proc_status {
 
 /* 0, or -ESRCH when the process is gone. */
 int proc__status(uint32_t pid, struct proc_status *st);
+
+/* One line of /proc/PID/maps. */
+struct proc_map_line {
+	unsigned long long start, end, pgoff;
+	dev_t dev;
+	ino_t ino;
+	bool exec;
+	const char *path;	/* NULL: anonymous */
+};
+
+/* Parse LINE (its newline is cut); false when it does not parse. */
+bool proc__parse_map(char *line, struct proc_map_line *m);
+/*
+ * A path that opens a file PID maps: through its root, where the path is the
+ * target's own (a container's), else its map_files link. 0, or -ENOENT.
+ */
+int proc__mapped_path(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len);
 
 #endif
