@@ -198,7 +198,6 @@ int mt_heap_return(struct pt_regs *ctx)
 		return 0;
 	switch (c->op) {
 	case MEMTRAIL_HEAP_MALLOC:
-	case MEMTRAIL_HEAP_CALIBRATE:
 		ptr = rc;
 		size = c->arg[0];
 		break;

@@ -372,7 +372,6 @@ enum memtrail_heap_op {
 	MEMTRAIL_HEAP_MEMALIGN,		/* (align, size): memalign, aligned_alloc */
 	MEMTRAIL_HEAP_POSIX_MEMALIGN,	/* (void **out, align, size) -> 0 */
 	MEMTRAIL_HEAP_FREE,		/* entry: (ptr, ...) */
-	MEMTRAIL_HEAP_CALIBRATE,	/* memtrail's own calibration function: (size) */
 };
 
 struct memtrail_event_heap_budget {

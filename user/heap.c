@@ -4,7 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,8 +18,9 @@
 #include "log.h"
 #include "proc.h"
 
-#define CYCLE_MS 1000		/* the budget's period */
-#define CALIBRATE_PAIRS 2000	/* alloc/free pairs timed with and without probes */
+#define TICK_MS 100		/* the budget's books are kept this often */
+#define BANK_MS 5000		/* credit kept at most: this much CPU time's share */
+#define CALIBRATE_PAIRS 20000	/* alloc/free pairs timed with and without probes */
 
 enum {
 	MALLOC = MEMTRAIL_HEAP_MALLOC, CALLOC = MEMTRAIL_HEAP_CALLOC,
@@ -131,16 +136,30 @@ struct heap_proc {
 	uint64_t on_since_ms;
 	uint64_t on_ms;		/* time attached, closed windows */
 	uint64_t first_ms;
-	uint64_t next_cycle_ms;
+	uint64_t next_tick_ms;
 	uint64_t cpu_start_ns, cpu_last_ns;
 	bool cpu_known;
-	uint64_t cycles, spent;	/* cycles run, and those whose budget ran out */
+	double cpu_share;	/* of one CPU, over the last tick */
+	/*
+	 * The budget's account, in ns of probe time: credited with the budget's
+	 * share of the CPU time the target uses, debited with hits x cost. A
+	 * window opens only while the credit covers what closing it will cost
+	 * (hits go on until the kernel has removed the breakpoints), so an
+	 * overshoot is paid from credit already earned, not from debt.
+	 */
+	double balance_ns;
+	uint64_t hits_booked;	/* hits debited so far */
+	uint64_t allow_hits;	/* the hit at which BPF says the window is spent */
+	double close_seen_ns;	/* what closing its windows has cost, recently at most */
+	uint64_t cycles, spent;	/* windows opened, and those whose budget ran out */
 };
 
 struct heap {
 	struct tracer *tracer;
 	struct heap_config cfg;
 	double cost_ns;		/* measured cost of one probe hit, 0: not measured */
+	uint64_t detach_ns;	/* how long removing the probes takes */
+	double close_ns;	/* probe time a saturating target spends while they go */
 	struct heap_file *files;
 	size_t n_files, cap_files;
 	struct heap_proc *procs;
@@ -209,20 +228,30 @@ static int on_symbol(void *ctx, const char *name, uint64_t off)
 static void file_probes(struct heap_file *f, const char *path)
 {
 	struct matches m = { .n = 0 };
-	size_t i;
+	size_t i, pass;
 
 	if (elfsym__each(path, on_symbol, &m) || !m.allocator)
 		return;
-	for (i = 0; i < m.n; i++) {
-		const struct heap_spec *s = &specs[m.spec[i]];
-		uint64_t cookie = MEMTRAIL_COOKIE(s->op, MEMTRAIL_KIND_HEAP, 0, 0, m.spec[i]);
+	/*
+	 * The kernel removes a link's probes in this order while the target
+	 * runs on: the hot pair first, so its hits stop soonest.
+	 */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < m.n; i++) {
+			const struct heap_spec *s = &specs[m.spec[i]];
+			bool hot = s->op == MALLOC || s->op == FREE;
+			uint64_t cookie = MEMTRAIL_COOKIE(s->op, MEMTRAIL_KIND_HEAP, 0, 0,
+							  m.spec[i]);
 
-		f->entry_off[f->n_entry] = m.off[i];
-		f->entry_cookie[f->n_entry++] = cookie;
-		if (s->op == FREE)
-			continue;
-		f->ret_off[f->n_ret] = m.off[i];
-		f->ret_cookie[f->n_ret++] = cookie;
+			if (hot != (pass == 0))
+				continue;
+			f->entry_off[f->n_entry] = m.off[i];
+			f->entry_cookie[f->n_entry++] = cookie;
+			if (s->op == FREE)
+				continue;
+			f->ret_off[f->n_ret] = m.off[i];
+			f->ret_cookie[f->n_ret++] = cookie;
+		}
 	}
 	log__debug("'%s': %zu allocator functions", path, f->n_entry);
 }
@@ -266,12 +295,31 @@ static struct heap_proc *proc_get(struct heap *h, uint32_t pid, bool create)
 	return p;
 }
 
+static void *close_fd(void *fd)
+{
+	close((int)(intptr_t)fd);
+	return NULL;
+}
+
+/*
+ * Closing a link removes its breakpoints one probe at a time, then waits
+ * out a grace period; the target traps until the last breakpoint is gone.
+ * Both links go at once, so their removals overlap.
+ */
 static void link_detach(struct heap_link *l)
 {
-	/* closing a link removes its breakpoints, then waits out one grace period */
-	if (l->fd_entry >= 0)
+	pthread_t thread;
+	bool joined = false;
+
+	if (l->fd_entry >= 0 && l->fd_ret >= 0 &&
+	    !pthread_create(&thread, NULL, close_fd, (void *)(intptr_t)l->fd_ret)) {
 		close(l->fd_entry);
-	if (l->fd_ret >= 0)
+		pthread_join(thread, NULL);
+		joined = true;
+	}
+	if (!joined && l->fd_entry >= 0)
+		close(l->fd_entry);
+	if (!joined && l->fd_ret >= 0)
 		close(l->fd_ret);
 	l->fd_entry = l->fd_ret = -1;
 }
@@ -338,7 +386,7 @@ static void proc_switch(struct heap *h, struct heap_proc *p, bool on, uint64_t n
 				log__debug("heap: cannot probe '%s' for %u: %s", p->links[i].path,
 					   p->pid, strerror(-err));
 		}
-		p->on_since_ms = now_ms;
+		p->on_since_ms = mono_ms();	/* attached: from now on calls are seen */
 	} else {
 		for (i = 0; i < p->n_links; i++)
 			link_detach(&p->links[i]);
@@ -448,36 +496,88 @@ static bool proc_cpu_ns(uint32_t pid, uint64_t *ns)
 	return true;
 }
 
-/*
- * One cycle of P's budget: the CPU time it used in the last cycle (or one
- * CPU's worth, the first time) times the budget, divided by the measured
- * cost of a hit, is the number of hits it may take before its links go.
- */
-static void proc_cycle(struct heap *h, struct heap_proc *p, uint64_t now_ms)
+/* Debit the hits P's probes took since the last booking. */
+static void book_hits(struct heap *h, struct heap_proc *p)
 {
-	uint64_t cpu, used, allow, hits;
+	uint64_t hits = tracer__heap_hits(h->tracer, p->pid);
 
-	p->next_cycle_ms = now_ms + CYCLE_MS;
+	p->balance_ns -= (double)(hits - p->hits_booked) * h->cost_ns;
+	p->hits_booked = hits;
+}
+
+/*
+ * What closing P's window will cost in probe time, with a margin: as much
+ * as closing its recent windows cost, or, before the first, what it costs
+ * a target that does nothing but allocate on as many CPUs as P uses.
+ */
+static double closing_cost_ns(const struct heap *h, const struct heap_proc *p)
+{
+	double cpus = p->cpu_share > 1.0 ? p->cpu_share : 1.0;
+
+	return 1.25 * (p->close_seen_ns > 0 ? p->close_seen_ns : h->close_ns * cpus);
+}
+
+/* Close P's window, decided at hit DECIDED; the hits taken until the probes are gone are paid. */
+static void window_close(struct heap *h, struct heap_proc *p, uint64_t decided, uint64_t now_ms)
+{
+	double over;
+
+	proc_switch(h, p, false, now_ms);
+	book_hits(h, p);
+	over = p->hits_booked > decided ? (double)(p->hits_booked - decided) * h->cost_ns : 0;
+	p->close_seen_ns = over > 0.75 * p->close_seen_ns ? over : 0.75 * p->close_seen_ns;
+	if (!p->close_seen_ns)
+		p->close_seen_ns = h->cost_ns;
+}
+
+/* Tell BPF the hit at which P's credit, less the closing, is spent. */
+static bool window_allow(struct heap *h, struct heap_proc *p)
+{
+	double spend = p->balance_ns - closing_cost_ns(h, p);
+
+	if (spend < h->cost_ns)
+		return false;
+	p->allow_hits = p->hits_booked + (uint64_t)(spend / h->cost_ns);
+	tracer__heap_allow(h->tracer, p->pid, p->allow_hits);
+	return true;
+}
+
+/* Keep P's books: credit its CPU time's share, debit its hits, open or close. */
+static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
+{
+	double bank = BANK_MS * 1e6 * h->cfg.budget_pct / 100.0, closing;
+	uint64_t cpu, elapsed_ms = TICK_MS + (now_ms - p->next_tick_ms);
+
+	p->next_tick_ms = now_ms + TICK_MS;
 	if (!proc_cpu_ns(p->pid, &cpu))
 		return;
 	if (!p->cpu_known) {
+		/* nothing is earned before the target has run: windows open on credit */
 		p->cpu_known = true;
 		p->cpu_start_ns = p->cpu_last_ns = cpu;
-		used = (uint64_t)CYCLE_MS * 1000000;
-	} else {
-		used = cpu - p->cpu_last_ns;
-		p->cpu_last_ns = cpu;
-	}
-	p->cycles++;
-	allow = (uint64_t)(used * h->cfg.budget_pct / 100.0 / h->cost_ns);
-	if (!allow) {
-		proc_switch(h, p, false, now_ms);
+		p->hits_booked = tracer__heap_hits(h->tracer, p->pid);
 		return;
 	}
-	hits = tracer__heap_hits(h->tracer, p->pid);
-	tracer__heap_allow(h->tracer, p->pid, hits + allow);
-	log__debug("heap: %u may take %" PRIu64 " hits from %" PRIu64, p->pid, allow, hits);
-	proc_switch(h, p, true, now_ms);
+	p->cpu_share = (double)(cpu - p->cpu_last_ns) / (elapsed_ms * 1e6);
+	p->balance_ns += (double)(cpu - p->cpu_last_ns) * h->cfg.budget_pct / 100.0;
+	p->cpu_last_ns = cpu;
+	book_hits(h, p);
+	closing = closing_cost_ns(h, p);
+	/* an idle target banks a bounded credit, always enough for one window */
+	if (bank < 2 * closing)
+		bank = 2 * closing;
+	if (p->balance_ns > bank)
+		p->balance_ns = bank;
+	if (p->on) {
+		if (!window_allow(h, p))
+			window_close(h, p, p->hits_booked, now_ms);
+		return;
+	}
+	/* a window worth opening: at least a quarter of what closing it costs */
+	if (p->balance_ns >= 1.25 * closing + 10 * h->cost_ns && window_allow(h, p)) {
+		p->cycles++;
+		proc_switch(h, p, true, now_ms);
+	}
 }
 
 void heap__tick(struct heap *h, uint64_t now_ms)
@@ -489,8 +589,8 @@ void heap__tick(struct heap *h, uint64_t now_ms)
 		return;
 	now_ms = mono_ms();
 	for (i = 0; i < h->n_procs; i++)
-		if (now_ms >= h->procs[i].next_cycle_ms)
-			proc_cycle(h, &h->procs[i], now_ms);
+		if (now_ms >= h->procs[i].next_tick_ms)
+			proc_tick(h, &h->procs[i], now_ms);
 }
 
 void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms)
@@ -498,14 +598,12 @@ void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms)
 	struct heap_proc *p = proc_get(h, pid, false);
 
 	(void)now_ms;
-	if (!p || h->cfg.budget_pct <= 0)
+	if (!p || !p->on || h->cfg.budget_pct <= 0)
 		return;
 	p->spent++;
-	log__debug("heap: %u spent its budget at %" PRIu64 " hits", pid,
-		   tracer__heap_hits(h->tracer, pid));
-	proc_switch(h, p, false, mono_ms());
-	log__debug("heap: %u probes off at %" PRIu64 " hits", pid,
-		   tracer__heap_hits(h->tracer, pid));
+	window_close(h, p, p->allow_hits, mono_ms());
+	log__debug("heap: %u spent its budget; probes off at %" PRIu64 " hits, %.1f us owed",
+		   pid, p->hits_booked, p->balance_ns < 0 ? -p->balance_ns / 1000 : 0.0);
 }
 
 static json_t *sampling_json(struct heap *h, struct heap_proc *p, uint32_t pid, uint64_t now_ms);
@@ -546,49 +644,15 @@ static json_t *sampling_json(struct heap *h, struct heap_proc *p, uint32_t pid, 
 		json_object_set_new(o, "budget_pct", json_real(h->cfg.budget_pct));
 		json_object_set_new(o, "cycles", json_integer(p->cycles));
 		json_object_set_new(o, "cycles_spent", json_integer(p->spent));
-		if (p->cpu_known && proc_cpu_ns(pid, &cpu))
-			p->cpu_last_ns = p->cpu_last_ns > cpu ? p->cpu_last_ns : cpu;
-		if (p->cpu_known)
-			json_object_set_new(o, "target_cpu_ms",
-					    json_real((p->cpu_last_ns - p->cpu_start_ns) / 1e6));
+		json_object_set_new(o, "close_ms", json_real(h->detach_ns / 1e6));
+		json_object_set_new(o, "close_cost_ms", json_real(p->close_seen_ns / 1e6));
+		if (!p->cpu_known)
+			return o;
+		if (!proc_cpu_ns(pid, &cpu) || cpu < p->cpu_last_ns)
+			cpu = p->cpu_last_ns;	/* gone: as of the last tick */
+		json_object_set_new(o, "target_cpu_ms", json_real((cpu - p->cpu_start_ns) / 1e6));
 	}
 	return o;
-}
-
-/* The calibration pair: probed in memtrail itself, like malloc and free. */
-static char calibrate_buf[64];
-
-__attribute__((noinline, used)) void *memtrail_calibrate_alloc(size_t size)
-{
-	asm volatile("" : : "r"(size) : "memory");
-	return calibrate_buf;
-}
-
-__attribute__((noinline, used)) void memtrail_calibrate_free(void *p)
-{
-	asm volatile("" : : "r"(p) : "memory");
-}
-
-/* The file offset of code at ADDR in memtrail itself. */
-static int self_offset(const void *addr, uint64_t *off)
-{
-	unsigned long long start, end, pgoff, a = (uintptr_t)addr;
-	char line[4096 + 128], perms[8];
-	FILE *f = fopen("/proc/self/maps", "re");
-	int err = -ENOENT;
-
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%llx-%llx %7s %llx", &start, &end, perms, &pgoff) == 4 &&
-		    a >= start && a < end) {
-			*off = a - start + pgoff;
-			err = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return err;
 }
 
 static uint64_t mono_ns(void)
@@ -599,57 +663,158 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
-static uint64_t calibrate_run(void)
+/*
+ * The calibration child: for each 'r' read from IN, time CALIBRATE_PAIRS
+ * malloc/free pairs and write the nanoseconds to OUT; for an 's', run
+ * pairs until the next byte comes, then write their count; exit at end of
+ * file.
+ */
+static void __attribute__((noreturn)) calibrate_child(int in, int out)
 {
-	void *(*volatile alloc)(size_t) = memtrail_calibrate_alloc;
-	void (*volatile release)(void *) = memtrail_calibrate_free;
-	uint64_t t0 = mono_ns();
+	void *(*volatile alloc)(size_t) = malloc;
+	void (*volatile release)(void *) = free;
+	struct pollfd pfd = { .fd = in, .events = POLLIN };
+	uint64_t t0, n;
+	char c;
 	int i;
 
-	for (i = 0; i < CALIBRATE_PAIRS; i++)
-		release(alloc(64));
-	return mono_ns() - t0;
+	while (read(in, &c, 1) == 1) {
+		t0 = mono_ns();
+		for (n = 0; c == 'r' ? n < CALIBRATE_PAIRS : !poll(&pfd, 1, 0); ) {
+			for (i = 0; i < 64; i++, n++)
+				release(alloc(64));
+		}
+		n = c == 'r' ? mono_ns() - t0 : n;
+		if (c == 's' && read(in, &c, 1) != 1)
+			break;
+		if (write(out, &n, sizeof(n)) != sizeof(n))
+			break;
+	}
+	_exit(0);
+}
+
+/* One timed run of the child's; 0 when it is gone. */
+static uint64_t calibrate_run(int cmd, int result)
+{
+	uint64_t ns = 0;
+
+	if (write(cmd, "r", 1) != 1 || read(result, &ns, sizeof(ns)) != sizeof(ns))
+		return 0;
+	return ns;
 }
 
 /*
- * The cost of one probe hit, as the budget counts it: memtrail becomes a
- * target for a moment and times alloc/free pairs through the same programs
- * (entry, return, entry), against the same pairs unprobed.
+ * What closing a window costs a target that does nothing but allocate: the
+ * child spins on malloc/free while its probes are removed, and the hits it
+ * takes from the start of the removal to its end are the cost, in ns of
+ * probe time. The removal's own duration goes to h->detach_ns.
+ */
+static int calibrate_close(struct heap *h, struct heap_link *l, uint32_t child, int cmd,
+			   int result)
+{
+	struct timespec spin = { 0, 20 * 1000000 };
+	uint64_t hits, t0, n;
+
+	if (write(cmd, "s", 1) != 1)
+		return -EIO;
+	nanosleep(&spin, NULL);
+	hits = tracer__heap_hits(h->tracer, child);
+	t0 = mono_ns();
+	link_detach(l);
+	h->detach_ns = mono_ns() - t0;
+	h->close_ns = (double)(tracer__heap_hits(h->tracer, child) - hits) * h->cost_ns;
+	if (write(cmd, "x", 1) != 1 || read(result, &n, sizeof(n)) != sizeof(n))
+		return -EIO;
+	return 0;
+}
+
+/* The first allocator PID maps, as an index into h->files and a path; -1 if none. */
+static ssize_t calibrate_file(struct heap *h, uint32_t pid, char *full, size_t len)
+{
+	char name[64], line[4096 + 128];
+	struct proc_map_line m;
+	ssize_t idx = -1;
+	FILE *f;
+
+	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
+	f = fopen(name, "re");
+	if (!f)
+		return -1;
+	while (idx < 0 && fgets(line, sizeof(line), f))
+		if (proc__parse_map(line, &m) && m.exec && m.path &&
+		    !proc__mapped_path(pid, &m, full, len))
+			idx = file_get(h, m.dev, m.ino, full);
+	fclose(f);
+	return idx;
+}
+
+/*
+ * The cost of one probe hit, as the budget counts it: a child of memtrail's
+ * becomes a target for a moment and times malloc/free pairs of the
+ * allocator memtrail itself uses through the same probes and programs a
+ * target gets, against the same pairs unprobed. The probes' cost depends
+ * on the probed instructions (some are emulated, others stepped out of
+ * line), so the allocator's own functions are timed, not stand-ins.
  */
 static int calibrate(struct heap *h)
 {
-	uint64_t off[2], cookie[2], bare, probed, hits;
-	uint32_t self = getpid();
-	int fds[2] = { -1, -1 }, err;
+	int cmd[2], result[2], err;
+	struct heap_link l = { .fd_entry = -1, .fd_ret = -1 };
+	char path[4096 + 64];
+	uint64_t bare, probed, hits;
+	ssize_t idx;
+	pid_t child;
 
-	if (self_offset((const void *)memtrail_calibrate_alloc, &off[0]) ||
-	    self_offset((const void *)memtrail_calibrate_free, &off[1]))
-		return -ENOENT;
-	cookie[0] = MEMTRAIL_COOKIE(MEMTRAIL_HEAP_CALIBRATE, MEMTRAIL_KIND_HEAP, 0, 0, 0);
-	cookie[1] = MEMTRAIL_COOKIE(MEMTRAIL_HEAP_FREE, MEMTRAIL_KIND_HEAP, 0, 0, 0);
-	err = tracer__self_target(h->tracer, true);
-	if (err)
+	if (pipe2(cmd, O_CLOEXEC))
+		return -errno;
+	if (pipe2(result, O_CLOEXEC)) {
+		err = -errno;
+		close(cmd[0]);
+		close(cmd[1]);
 		return err;
-	bare = calibrate_run();
-	fds[0] = tracer__attach_heap(h->tracer, false, self, "/proc/self/exe", off, cookie, 2);
-	fds[1] = tracer__attach_heap(h->tracer, true, self, "/proc/self/exe", off, cookie, 1);
-	if (fds[0] < 0 || fds[1] < 0) {
-		err = fds[0] < 0 ? fds[0] : fds[1];
+	}
+	child = fork();
+	if (!child) {
+		close(cmd[1]);
+		close(result[0]);
+		calibrate_child(cmd[0], result[1]);
+	}
+	close(cmd[0]);
+	close(result[1]);
+	if (child < 0) {
+		err = -errno;
 		goto out;
 	}
-	probed = calibrate_run();
-	hits = tracer__heap_hits(h->tracer, self);
-	if (hits < CALIBRATE_PAIRS) {
-		err = -EIO;
+	idx = calibrate_file(h, child, path, sizeof(path));
+	if (idx < 0) {
+		err = -ENOENT;	/* no allocator of the malloc family in memtrail */
 		goto out;
+	}
+	l.file = idx;
+	l.path = path;
+	err = tracer__calibration_target(h->tracer, child, true);
+	if (err)
+		goto out;
+	bare = calibrate_run(cmd[1], result[0]);
+	err = link_attach(h, child, &l);
+	if (err)
+		goto untarget;
+	probed = calibrate_run(cmd[1], result[0]);
+	hits = tracer__heap_hits(h->tracer, child);
+	if (!bare || !probed || hits < CALIBRATE_PAIRS) {
+		err = -EIO;
+		goto untarget;
 	}
 	h->cost_ns = probed > bare ? (double)(probed - bare) / hits : 1.0;
+	err = calibrate_close(h, &l, child, cmd[1], result[0]);
+untarget:
+	link_detach(&l);
+	tracer__calibration_target(h->tracer, child, false);
 out:
-	if (fds[0] >= 0)
-		close(fds[0]);
-	if (fds[1] >= 0)
-		close(fds[1]);
-	tracer__self_target(h->tracer, false);
+	close(cmd[1]);	/* the child exits at end of file */
+	close(result[0]);
+	if (child > 0)
+		waitpid(child, NULL, 0);
 	return err;
 }
 
@@ -670,7 +835,9 @@ int heap__open(struct heap **out, struct tracer *t, const struct heap_config *cf
 		return err;
 	}
 	if (!err)
-		log__info("heap: one probe hit costs %.2f us here%s", h->cost_ns / 1000.0,
+		log__info("heap: one probe hit costs %.2f us here; removing the probes takes %.0f ms, "
+			  "%.1f ms of probe time for a busy allocator%s", h->cost_ns / 1000.0,
+			  h->detach_ns / 1e6, h->close_ns / 1e6,
 			  cfg->budget_pct > 0 ? "" : " (no --overhead-budget: probes stay on)");
 	*out = h;
 	return 0;

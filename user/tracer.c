@@ -460,18 +460,18 @@ void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow)
 		bpf_map_delete_elem(fd, &tgid);
 }
 
-int tracer__self_target(struct tracer *t, bool on)
+int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on)
 {
 	struct memtrail_target v = { 0 };
-	uint32_t self = getpid();
 
 	if (!on) {
-		tracer__forget(t, self);
-		tracer__drop_cell(t, self, 0);
-		tracer__sites_forget(t, self);
+		tracer__forget(t, pid);
+		tracer__drop_cell(t, pid, 0);
+		tracer__sites_forget(t, pid);
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_hits), &pid);
 		return 0;
 	}
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.targets), &self, &v, BPF_ANY))
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.targets), &pid, &v, BPF_ANY))
 		return -errno;
 	return 0;
 }

@@ -95,8 +95,8 @@ int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
 uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid);
 /* Tell user space (MEMTRAIL_EV_HEAP_BUDGET) when TGID's hits reach ALLOW; 0: never. */
 void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow);
-/* Make memtrail itself a target (heap probe calibration), or stop. */
-int tracer__self_target(struct tracer *t, bool on);
+/* Make PID, a child of memtrail's, a target for heap probe calibration, or stop. */
+int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on);
 typedef void (*tracer_site_fn)(void *ctx, const struct memtrail_site_key *k,
 			       const struct memtrail_site *v);
 /* Each allocation site the kernel holds. */

@@ -152,7 +152,12 @@ def test_stripped_binary_unknown_frames():
 
 
 def test_overhead_budget_cycles():
-    p, trail, data, _ = recorded(["--overhead-budget", "2"], cmd=[workload("bench_malloc")])
+    """A malloc-heavy loop (about 3 s of CPU) under --overhead-budget 2: the
+    controller's own accounting, probe hits x the cost per hit it measured,
+    stays within 2% of the target's CPU time (from /proc/PID/stat, as the
+    controller reads it), and the windows it opened are reported."""
+    p, trail, data, _ = recorded(["--overhead-budget", "2"],
+                                 cmd=[workload("bench_malloc"), "300000000"])
     t = trail["targets"][0]
     h = t["sites"]["heap"]
     check_eq((h["mode"], h["inuse"]), ("budget", False), "budget mode, in-use not claimed")
@@ -160,6 +165,10 @@ def test_overhead_budget_cycles():
     check(h["probe_hits"] > 0 and h["cycles"] >= 1, f"probes ran: {h}")
     check(0 < h["coverage"] < 0.5, f"coverage reported and partial: {h['coverage']}")
     check(h["cycles_spent"] >= 1, f"the budget ran out and the probes went: {h}")
-    check(h["probe_cost_ms"] > 0 and h["target_cpu_ms"] > 0, f"cost and CPU reported: {h}")
+    check(h["target_cpu_ms"] > 1000, f"the target's CPU time is reported: {h}")
+    cost = h["probe_hits"] * h["cost_per_hit_ns"] / 1e6
+    check(abs(cost - h["probe_cost_ms"]) < 0.01, f"probe cost = hits x cost per hit: {h}")
+    check(cost <= h["budget_pct"] / 100 * h["target_cpu_ms"],
+          f"probe cost {cost:.1f} ms within 2% of {h['target_cpu_ms']} ms of CPU: {h}")
     r = run([MEMTRAIL, "report", _])
     check("in use not measured" in r.stdout, "the report says in-use was not measured")
