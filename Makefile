@@ -155,7 +155,21 @@ test: deps
 unit-build: $(UNIT_TESTS)
 workloads: $(WORKLOADS) $(STANDINS)
 
-bench: memtrail $(WORKLOADS)
+# the benchmark's floor: counting uprobes on malloc and free, nothing else
+$(OUT)/bench/floor.bpf.o: tests/bench/floor.bpf.c $(OUT)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUT)/bench/floor.skel.h: $(OUT)/bench/floor.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@
+
+$(OUT)/bench/floor: tests/bench/floor.c $(OUT)/bench/floor.skel.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(WARNINGS) -I$(OUT)/bench -o $@ $< -lbpf
+
+bench: memtrail $(WORKLOADS) $(OUT)/bench/floor
 	$(Q)$(PYTHON) tests/bench/bench.py
 
 demo: deps

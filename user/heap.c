@@ -20,6 +20,7 @@
 
 #define TICK_MS 100		/* the budget's books are kept this often */
 #define BANK_MS 5000		/* credit kept at most: this much CPU time's share */
+#define WINDOW_CPU_MS 1000	/* a window opens on this much CPU time's share */
 #define CALIBRATE_PAIRS 20000	/* alloc/free pairs timed with and without probes */
 
 enum {
@@ -573,8 +574,13 @@ static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 			window_close(h, p, p->hits_booked, now_ms);
 		return;
 	}
-	/* a window worth opening: at least a quarter of what closing it costs */
-	if (p->balance_ns >= 1.25 * closing + 10 * h->cost_ns && window_allow(h, p)) {
+	/*
+	 * A window opens once a second of the target's CPU time has earned its
+	 * share: each opening and closing rewrites the allocator's code pages
+	 * in the target, a cost beyond the hits, so windows are few and full.
+	 */
+	if (p->balance_ns >= closing + WINDOW_CPU_MS * 1e6 * h->cfg.budget_pct / 100.0 &&
+	    window_allow(h, p)) {
 		p->cycles++;
 		proc_switch(h, p, true, now_ms);
 	}

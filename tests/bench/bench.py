@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """make bench: memtrail's overhead on two workloads, measured in one run
 against the same workloads untraced, as ratios of the workloads' own
-elapsed time (median of interleaved runs); then memtrail watch's own CPU use
-with 2,000 idle processes on the node. Not a test: it asserts nothing, it
+elapsed time (median of interleaved runs); heap probes per malloc/free pair
+against the bare counting uprobe (the floor) and under an overhead budget;
+then memtrail watch's own CPU use with 2,000 idle processes on the node. Not a test: it asserts nothing, it
 prints the figures and the targets they are held to."""
 
 import json
@@ -62,6 +63,36 @@ def with_watch(fn):
         m.send_signal(2)
         m.communicate()
         subprocess.run(["rm", "-rf", d])
+
+
+def libc_of(path):
+    """The C library PATH loads, as the loader resolves it."""
+    out = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
+    return next(l.split("=>")[1].split()[0] for l in out.splitlines() if "libc.so" in l)
+
+
+def heap_pairs(pairs=300000, budget_pairs=300000000):
+    """Heap probes per malloc/free pair: untraced, the floor (counting uprobes
+    on malloc entry and return and free entry, nothing else: the traps alone),
+    memtrail --heap at full coverage; then a 3-second loop untraced and under
+    --heap --overhead-budget 2. Medians of interleaved runs."""
+    wl = os.path.join(WL, "bench_malloc")
+    floor = os.path.join(ROOT, "build", "bench", "floor")
+    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
+
+    def per_pair(cmd, n):
+        return elapsed([*cmd, wl, str(n)]) / n * 1e9
+    base, bare, full, ubase, budget = [], [], [], [], []
+    for _ in range(RUNS):
+        base.append(per_pair([], budget_pairs // 10))
+        bare.append(per_pair([floor, libc_of(wl), "--"], pairs))
+        full.append(per_pair([MEMTRAIL, "record", "-q", "-o", out, "--heap", "--"], pairs))
+        ubase.append(elapsed([wl, str(budget_pairs)]))
+        budget.append(elapsed([MEMTRAIL, "record", "-q", "-o", out, "--heap",
+                               "--overhead-budget", "2", "--", wl, str(budget_pairs)]))
+    if os.path.exists(out):
+        os.unlink(out)
+    return [statistics.median(x) for x in (base, bare, full, ubase, budget)]
 
 
 def cpu_seconds(pid):
@@ -160,6 +191,12 @@ def main():
         print(f"{label:18} {b:9.3f}s {a:9.3f}s {a / b:6.3f}x {r:9.3f}s {r / b:6.3f}x "
               f"{'<=' + format(target, '.2f') + 'x':>8} {w:9.3f}s {w / b:6.3f}x "
               f"{w / a:6.3f}x {'<=1.03x':>8}", flush=True)
+    base, bare, full, ubase, budget = heap_pairs()
+    print(f"heap probes per malloc/free pair: untraced {base:.0f} ns, floor (3 counting "
+          f"uprobes) {bare / 1000:.2f} us, memtrail --heap {full / 1000:.2f} us "
+          f"({full / bare:.3f}x the floor, target <= 1.15x)", flush=True)
+    print(f"malloc/free loop, 3 s: untraced {ubase:.3f}s, --heap --overhead-budget 2 "
+          f"{budget:.3f}s ({budget / ubase:.3f}x, target <= 1.02x + noise)", flush=True)
     b, t = device_pairs()
     print(f"device alloc/free pairs (CUDA stand-in, 100k): untraced {b:.0f} ns/pair, "
           f"memtrail {t:.0f} ns/pair, +{t - b:.0f} ns ({t / b:.1f}x; two uprobe traps "
