@@ -132,6 +132,15 @@ $(OUT)/workloads/dlopen_late: | $(OUT)/standins/libcuda.so.1
 $(OUT)/workloads/sites: private CFLAGS_EXTRA := -fno-omit-frame-pointer
 $(OUT)/workloads/sites: private POSTLINK = strip -o $@_stripped $@
 
+# a library the unload workload maps memory from, then unloads
+PLUGIN := $(OUT)/workloads/lib/libplugin.so
+$(PLUGIN): tests/workloads/lib/plugin.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -fPIC -shared -fno-omit-frame-pointer $(WARNINGS) -o $@ $<
+$(OUT)/workloads/unload: private CFLAGS_EXTRA := -fno-omit-frame-pointer
+$(OUT)/workloads/unload: | $(PLUGIN)
+
 # nvcc's static cudart leaves cudaMalloc and friends as local symbols of the
 # executable: check that they are, under their exact names (no clones)
 $(OUT)/workloads/static_cudart: private POSTLINK = for s in cudaMalloc cudaFree cudaMallocHost cudaFreeHost; do \
@@ -153,7 +162,7 @@ test: deps
 	$(Q)$(PYTHON) tests/run_all.py $(UNIT_TESTS)
 
 unit-build: $(UNIT_TESTS)
-workloads: $(WORKLOADS) $(STANDINS)
+workloads: $(WORKLOADS) $(STANDINS) $(PLUGIN)
 
 # the benchmark's floor: counting uprobes on malloc and free, nothing else
 $(OUT)/bench/floor.bpf.o: tests/bench/floor.bpf.c $(OUT)/vmlinux.h

@@ -9,7 +9,8 @@ import re
 import shutil
 import subprocess
 
-from harness import MEMTRAIL, check, check_eq, check_within, record, run, target, tmpdir, workload
+from harness import (MEMTRAIL, WORKLOADS, check, check_eq, check_within, no_programs_left, record,
+                     run, target, tmpdir, workload)
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
@@ -149,6 +150,36 @@ def test_stripped_binary_unknown_frames():
     check_eq(f0["function"], "[unknown]", "a stripped function is [unknown]")
     check(f0["module"].endswith("sites_stripped") and f0["offset"].startswith("0x"),
           f"its file and offset stay: {f0}")
+
+
+def test_unloaded_library_unknown_frames():
+    """A library that mapped 8 MiB is unloaded before memtrail resolves the
+    stack: its frame is honest (named while it was mapped, else [unknown]
+    with its address), the frames around it keep their names, and the
+    report and the pprof export take it."""
+    plugin = os.path.join(WORKLOADS, "lib", "libplugin.so")
+    p, trail, data, out = recorded(["--heap"], cmd=[workload("unload"), plugin])
+    check(data["unmapped"], "the workload saw its plugin unmapped")
+    t = target(trail, data["pid"])
+    rows = [s for s in t["sites"]["list"] if s["kind"] == "mapped" and s["phase"] == "start"
+            and s["alloc_bytes"] == data["plugin_bytes"]]
+    check_eq(len(rows), 1, f"one site of the plugin's {data['plugin_bytes']} bytes")
+    frames = rows[0]["frames"]
+    names = [f.get("function") for f in frames]
+    check("main" in names, f"the workload's main stays named: {names}")
+    f = frames[names.index("main") - 1]
+    check((f.get("function") == "plugin_map" and f.get("module", "").endswith("libplugin.so"))
+          or (f["function"] == "[unknown]" and "module" not in f
+              and int(f["address"], 16) > 0),
+          f"the plugin's frame is plugin_map or an honest [unknown]: {f}")
+    check_eq(rows[0]["inuse_bytes"], data["plugin_bytes"], "its memory outlives the plugin")
+    r = run([MEMTRAIL, "report", out])
+    check_eq(r.returncode, 0, f"report ({r.stderr.strip()})")
+    prof = os.path.join(tmpdir(), "unload.pb.gz")
+    r = run([MEMTRAIL, "report", "--pprof", prof, out])
+    check_eq(r.returncode, 0, f"report --pprof ({r.stderr.strip()})")
+    check(os.path.getsize(prof) > 0, "the profile is written")
+    no_programs_left()
 
 
 def test_overhead_budget_cycles():
