@@ -58,6 +58,7 @@ void phase_log__free(struct phase_log *l)
 	free(l->first);
 	free(l->recent);
 	free(l->aggs);
+	free(l->agg_of);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -152,8 +153,10 @@ int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 		l->cum_peak[k] = p.f[k][PF_CUMULATIVE_PEAK];
 	}
 	a = phase_log__agg(l, p.name);
-	if (!a)
+	if (!a || array__grow((void **)&l->agg_of, &l->cap_agg_of, l->n_closed + 1,
+			      sizeof(*l->agg_of)))
 		return -ENOMEM;
+	l->agg_of[l->n_closed++] = (uint16_t)(a - l->aggs);
 	a->count++;
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
 		for (f = 0; f < PF_MAX; f++) {
@@ -163,6 +166,11 @@ int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 		}
 	}
 	return list_append(l, &p);
+}
+
+const char *phase_log__name(const struct phase_log *l, uint32_t seq)
+{
+	return seq < l->n_closed ? l->aggs[l->agg_of[seq]].name : NULL;
 }
 
 size_t phase_log__count(const struct phase_log *l)

@@ -50,6 +50,9 @@ struct phase_log {
 	uint64_t folded;		/* phases in neither list */
 	struct phase_agg *aggs;
 	size_t n_aggs, cap_aggs;
+	/* the aggregate of each closed phase by sequence number: two bytes a phase */
+	uint16_t *agg_of;
+	size_t n_closed, cap_agg_of;
 	/* levels at the end of the last closed phase, for the cumulative fields */
 	int64_t cum_current[MEMTRAIL_KIND_MAX];
 	int64_t cum_peak[MEMTRAIL_KIND_MAX];
@@ -76,6 +79,8 @@ int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 int phase_log__push(struct phase_log *l, const struct trail_phase *p);
 struct phase_agg *phase_log__agg(struct phase_log *l, const char *name);
 size_t phase_log__count(const struct phase_log *l);
+/* The name of closed phase SEQ (its aggregate's: "(other)" beyond the names kept), or NULL. */
+const char *phase_log__name(const struct phase_log *l, uint32_t seq);
 /* The i-th listed phase in order of time. */
 const struct trail_phase *phase_log__at(const struct phase_log *l, size_t i);
 

@@ -417,6 +417,7 @@ const char *session__phase_name(const struct trail_target *tt, uint32_t seq, cha
 	const struct phase_log *l = &tt->phases;
 	const struct trail_phase *p = NULL;
 	size_t n = phase_log__count(l);
+	const char *name;
 
 	if (seq == tt->phase_seq)
 		return tt->phase_name;
@@ -426,8 +427,10 @@ const char *session__phase_name(const struct trail_target *tt, uint32_t seq, cha
 		else if (tt->phase_seq - seq <= l->n_recent)
 			p = phase_log__at(l, n - (tt->phase_seq - seq));
 	}
-	if (p)
-		return p->name;
+	/* listed phases keep their own names; folded ones their aggregate's */
+	name = p ? p->name : phase_log__name(l, seq);
+	if (name)
+		return name;
 	snprintf(buf, len, "#%u", seq);
 	return buf;
 }
@@ -580,7 +583,7 @@ static void on_libs(struct session *s, const struct memtrail_event_hdr *e)
 int session__open_sites(struct session *s, const struct heap_config *heap)
 {
 	size_t i;
-	int err = sites__open(&s->sites, s->tracer);
+	int err = sites__open(&s->sites, s->tracer, s);
 
 	if (err)
 		return err;

@@ -14,6 +14,9 @@
 #include "session.h"
 #include "sites.h"
 
+/* The phase of a folded site: this bit and the index of its phase's aggregate. */
+#define SITE_FOLDED 0x80000000u
+
 /* A file some target mapped code from, opened once for its symbols. */
 struct module {
 	char *name;		/* as the kernel names it in the target's maps */
@@ -65,6 +68,9 @@ struct sites {
 	size_t n_list, cap_list;
 	void *site_index;	/* tsearch tree of list by key */
 	uint64_t gen;		/* harvests so far */
+	struct session *session;	/* its targets' phases, for folding */
+	struct memtrail_site_key *fold;	/* kernel sites to fold, this harvest */
+	size_t n_fold, cap_fold;
 	struct pid_maps *pids;
 	size_t n_pids, cap_pids;
 };
@@ -75,7 +81,7 @@ static const Dwfl_Callbacks offline_callbacks = {
 	.section_address = dwfl_offline_section_address,
 };
 
-int sites__open(struct sites **out, struct tracer *t)
+int sites__open(struct sites **out, struct tracer *t, struct session *session)
 {
 	struct sites *s = calloc(1, sizeof(*s));
 
@@ -83,6 +89,7 @@ int sites__open(struct sites **out, struct tracer *t)
 	if (!s)
 		return -ENOMEM;
 	s->tracer = t;
+	s->session = session;
 	return 0;
 }
 
@@ -294,34 +301,34 @@ static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
 	s->stacks[s->n_stacks++] = st;
 }
 
-static void on_site(void *ctx, const struct memtrail_site_key *k, const struct memtrail_site *v)
+/*
+ * The user-space entry of key K, made if new (its stack resolved against
+ * the target's mappings now, once a harvest, while it lives). NULL when
+ * out of memory.
+ */
+static struct site *site_entry(struct sites *s, const struct memtrail_site_key *k)
 {
-	struct sites *s = ctx;
 	struct site probe = { .key = *k }, *e;
 	struct pid_maps *pm;
 	void *found = tfind(&probe, &s->site_index, site_cmp);
 
 	if (found) {
 		e = *(struct site **)found;
-		e->v = *v;	/* the kernel's figures are cumulative */
 	} else {
 		if (array__grow((void **)&s->list, &s->cap_list, s->n_list + 1, sizeof(*s->list)))
-			return;
-		e = malloc(sizeof(*e));
+			return NULL;
+		e = calloc(1, sizeof(*e));
 		if (!e)
-			return;
-		memset(e, 0, sizeof(*e));
+			return NULL;
 		e->key = *k;
-		e->v = *v;
 		if (!tsearch(e, &s->site_index, site_cmp)) {
 			free(e);
-			return;
+			return NULL;
 		}
 		s->list[s->n_list++] = e;
 	}
 	if (e->resolved && (k->stack < 0 || stack_find(s, k->tgid, k->stack)))
-		return;
-	/* its mappings now, once a harvest, while it lives: the stack may be in new code */
+		return e;
 	pm = pid_maps_get(s, k->tgid, false);
 	if (!pm || pm->gen != s->gen) {
 		sites__note_maps(s, k->tgid);
@@ -338,12 +345,91 @@ static void on_site(void *ctx, const struct memtrail_site_key *k, const struct m
 							 e->caller.offset))
 			e->caller.module = -2;
 	}
+	return e;
+}
+
+static void site_remove(struct sites *s, struct site *e)
+{
+	size_t i;
+
+	tdelete(e, &s->site_index, site_cmp);
+	for (i = 0; i < s->n_list; i++) {
+		if (s->list[i] == e) {
+			s->list[i] = s->list[--s->n_list];
+			break;
+		}
+	}
+	free(e);
+}
+
+/*
+ * Whether a site of phase SEQ of target PID folds: the phase is closed and
+ * listed neither among the first nor the recent phases of the trail, so
+ * its sites join those of its name, as the phase joined its aggregate.
+ */
+static bool site_folds(struct sites *s, uint32_t pid, uint32_t seq)
+{
+	const struct trail_target *tt = s->session ? trail__find_target(&s->session->trail, pid) :
+				       NULL;
+	const struct phase_log *l = tt ? &tt->phases : NULL;
+
+	return l && l->keep_recent && seq < l->n_closed && seq >= l->keep_first &&
+	       tt->phase_seq - seq > l->keep_recent;
+}
+
+static void on_site(void *ctx, const struct memtrail_site_key *k, const struct memtrail_site *v)
+{
+	struct sites *s = ctx;
+	struct site *e;
+
+	if (site_folds(s, k->tgid, k->phase)) {
+		if (!array__grow((void **)&s->fold, &s->cap_fold, s->n_fold + 1, sizeof(*s->fold)))
+			s->fold[s->n_fold++] = *k;
+		return;
+	}
+	e = site_entry(s, k);
+	if (e)
+		e->v = *v;	/* the kernel's figures are cumulative */
+}
+
+/*
+ * Take a folding site out of the kernel and add it to its name's entry;
+ * drop its own entry, whose figures the kernel's final ones include. A free
+ * of its memory later makes a new kernel site, folded in its turn.
+ */
+static void fold(struct sites *s, const struct memtrail_site_key *k)
+{
+	const struct trail_target *tt = trail__find_target(&s->session->trail, k->tgid);
+	struct memtrail_site_key fk = *k;
+	struct site probe = { .key = *k }, *e;
+	struct memtrail_site v;
+	void *found;
+
+	if (tracer__site_take(s->tracer, k, &v))
+		return;
+	fk.phase = SITE_FOLDED | (uint16_t)tt->phases.agg_of[k->phase];
+	e = site_entry(s, &fk);
+	if (e) {
+		e->v.alloc_bytes += v.alloc_bytes;
+		e->v.alloc_objects += v.alloc_objects;
+		e->v.free_bytes += v.free_bytes;
+		e->v.free_objects += v.free_objects;
+		e->v.samples += v.samples;
+	}
+	found = tfind(&probe, &s->site_index, site_cmp);
+	if (found)
+		site_remove(s, *(struct site **)found);
 }
 
 void sites__harvest(struct sites *s)
 {
+	size_t i;
+
 	s->gen++;
+	s->n_fold = 0;
 	tracer__sites(s->tracer, on_site, s);
+	for (i = 0; i < s->n_fold; i++)
+		fold(s, &s->fold[i]);
 }
 
 /* A frame's symbol, source line and module into OBJ. */
@@ -458,9 +544,17 @@ json_t *sites__json(struct sites *s, const struct trail_target *tt)
 			break;
 		o = json_object();
 		json_object_set_new(o, "kind", json_string(site_kind_name(e->key.kind)));
-		json_object_set_new(o, "phase", json_string(session__phase_name(tt, e->key.phase, buf,
-									       sizeof(buf))));
-		json_object_set_new(o, "phase_seq", json_integer(e->key.phase));
+		if (e->key.phase & SITE_FOLDED) {
+			/* phases beyond the trail's lists, by name */
+			json_object_set_new(o, "phase", json_string(
+				tt->phases.aggs[e->key.phase & ~SITE_FOLDED].name));
+			json_object_set_new(o, "phase_seq", json_null());
+			json_object_set_new(o, "folded", json_true());
+		} else {
+			json_object_set_new(o, "phase", json_string(session__phase_name(
+				tt, e->key.phase, buf, sizeof(buf))));
+			json_object_set_new(o, "phase_seq", json_integer(e->key.phase));
+		}
 		json_object_set_new(o, "alloc_bytes", json_integer(e->v.alloc_bytes));
 		json_object_set_new(o, "alloc_objects",
 				    json_real((double)e->v.alloc_objects / MEMTRAIL_OBJ_ONE));
@@ -548,5 +642,6 @@ void sites__destroy(struct sites *s)
 	for (i = 0; i < s->n_pids; i++)
 		free(s->pids[i].maps);
 	free(s->pids);
+	free(s->fold);
 	free(s);
 }

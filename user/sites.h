@@ -19,10 +19,17 @@
 
 struct sites;
 
-int sites__open(struct sites **out, struct tracer *t);
+struct session;
+
+/* SESSION: its targets' phases, so that sites of folded phases fold by name. */
+int sites__open(struct sites **out, struct tracer *t, struct session *session);
 void sites__destroy(struct sites *s);
 
-/* Read the kernel's sites; resolve new stacks of targets still alive. */
+/*
+ * Read the kernel's sites; resolve new stacks of targets still alive. Sites
+ * of phases beyond the trail's lists (--phase-history) are taken out of the
+ * kernel and kept by phase name, so memory stays flat in the number of phases.
+ */
 void sites__harvest(struct sites *s);
 /* Remember PID's mappings now (its stacks resolve after it exits). */
 void sites__note_maps(struct sites *s, uint32_t pid);

@@ -217,6 +217,26 @@ static void site_text(json_t *frames, char *buf, size_t len)
 	}
 }
 
+/*
+ * The group a site is listed in: its phase's sequence number, or for a
+ * site of folded phases (beyond the trail's lists, kept by name) one group
+ * per name after every listed phase.
+ */
+static json_int_t site_group(json_t *list, json_t *site)
+{
+	const char *name = json_string_value(json_object_get(site, "phase"));
+	json_t *other;
+	size_t j;
+
+	if (!json_is_true(json_object_get(site, "folded")))
+		return json_integer_value(json_object_get(site, "phase_seq"));
+	json_array_foreach(list, j, other)
+		if (json_is_true(json_object_get(other, "folded")) && name &&
+		    !strcmp(name, json_string_value(json_object_get(other, "phase"))))
+			break;
+	return ((json_int_t)1 << 32) + (json_int_t)j;
+}
+
 void table__print_sites(FILE *f, const struct trail *t, size_t top)
 {
 	size_t i, j, shown;
@@ -246,7 +266,7 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 		for (;;) {
 			next = -1;
 			json_array_foreach(list, j, site) {
-				phase = json_integer_value(json_object_get(site, "phase_seq"));
+				phase = site_group(list, site);
 				if (phase > last && (next < 0 || phase < next))
 					next = phase;
 			}
@@ -258,11 +278,13 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 				char a[32], u[32], text[512];
 				const char *kind = json_string_value(json_object_get(site, "kind"));
 
-				if (json_integer_value(json_object_get(site, "phase_seq")) != next)
+				if (site_group(list, site) != next)
 					continue;
 				if (!shown)
-					fprintf(f, "  %s\n    %-8s %12s %12s  %s\n",
+					fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
 						json_string_value(json_object_get(site, "phase")),
+						json_is_true(json_object_get(site, "folded")) ?
+						" (folded: phases beyond the listed ones)" : "",
 						"KIND", "ALLOC", "IN_USE", "SITE");
 				if (shown++ == top)
 					continue;

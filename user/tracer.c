@@ -491,6 +491,14 @@ void tracer__sites(struct tracer *t, tracer_site_fn fn, void *ctx)
 	}
 }
 
+int tracer__site_take(struct tracer *t, const struct memtrail_site_key *k,
+		      struct memtrail_site *v)
+{
+	int fd = bpf_map__fd(t->skel->maps.sites);
+
+	return bpf_map_lookup_and_delete_elem(fd, k, v) ? -errno : 0;
+}
+
 int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH])
 {
 	uint32_t key = id;

@@ -99,6 +99,9 @@ void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow);
 int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on);
 typedef void (*tracer_site_fn)(void *ctx, const struct memtrail_site_key *k,
 			       const struct memtrail_site *v);
+/* Take a site out of the kernel with its figures, atomically; 0 or -errno. */
+int tracer__site_take(struct tracer *t, const struct memtrail_site_key *k,
+		      struct memtrail_site *v);
 /* Each allocation site the kernel holds. */
 void tracer__sites(struct tracer *t, tracer_site_fn fn, void *ctx);
 /* The user stack with this id, innermost first; its depth, or -errno. */

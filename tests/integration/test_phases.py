@@ -105,9 +105,8 @@ def test_threads_in_one_phase_exact_20_runs():
 def test_repeated_phases_aggregate_with_flat_memory():
     def traced(n):
         out = os.path.join(tmpdir(), "trail.json")
-        # sites are kept per phase: memory flat in the number of phases needs them off
-        # (known limit, see the README's Allocation sites)
-        m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--no-sites",
+        # mapping sites on (the default): those of folded phases fold by name too
+        m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out,
                               *rules(workload("phase_loop"), ("a", "b")),
                               "--", workload("phase_loop"), str(n)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -137,6 +136,13 @@ def test_repeated_phases_aggregate_with_flat_memory():
         check_eq(m["segment_change"], {"total": 0, "mean": 0, "max": 0},
                  f"'{name}' mapped segment_change")
     check_eq(t["lost"] if "lost" in t else 0, 0, "lost")
+    sites = t["sites"]["list"]
+    for name, size in (("a", 8192), ("b", 4096)):
+        rows = [x for x in sites if x["kind"] == "mapped" and x["phase"] == name]
+        check_eq(sum(x["alloc_bytes"] for x in rows), n * size, f"'{name}' mapping sites' bytes")
+        check_eq(sum(x["inuse_bytes"] for x in rows), 0, f"'{name}' mapping sites in use")
+        check_eq(len([x for x in rows if x.get("folded")]), 1, f"'{name}' folded sites")
+    check(len(sites) < 1000, f"sites stay bounded: {len(sites)}")
     check(rss_big - rss_small < 4 * MiB,
           f"memtrail grew by {rss_big - rss_small} bytes from 20k to 200k phases")
 

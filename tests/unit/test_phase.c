@@ -66,6 +66,11 @@ static void bounded_history_keeps_first_and_latest(void **state)
 	assert_int_equal(phase_log__at(&l, 3)->start_ms, 997);
 	assert_int_equal(phase_log__at(&l, 5)->start_ms, 999);
 	assert_null(phase_log__at(&l, 6));
+	/* every closed phase keeps its name by sequence number, listed or folded */
+	assert_string_equal(phase_log__name(&l, 0), "a");
+	assert_string_equal(phase_log__name(&l, 501), "b");
+	assert_string_equal(phase_log__name(&l, 999), "b");
+	assert_null(phase_log__name(&l, 1000));
 	assert_int_equal(l.n_aggs, 2);
 	assert_int_equal(l.aggs[0].count, 500);
 	assert_int_equal(l.aggs[0].total[MEMTRAIL_KIND_MAPPED][PF_ALLOCATIONS], 500 * 4096);
@@ -89,6 +94,8 @@ static void distinct_names_bounded(void **state)
 	assert_int_equal(l.n_aggs, PHASE_NAMES_MAX + 1);
 	assert_string_equal(l.aggs[PHASE_NAMES_MAX].name, "(other)");
 	assert_int_equal(l.aggs[PHASE_NAMES_MAX].count, 50);
+	assert_string_equal(phase_log__name(&l, 3), "request-3");
+	assert_string_equal(phase_log__name(&l, PHASE_NAMES_MAX + 3), "(other)");
 	phase_log__free(&l);
 }
 
