@@ -546,7 +546,7 @@ static bool window_allow(struct heap *h, struct heap_proc *p)
 /* Keep P's books: credit its CPU time's share, debit its hits, open or close. */
 static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 {
-	double bank = BANK_MS * 1e6 * h->cfg.budget_pct / 100.0, closing;
+	double bank = BANK_MS * 1e6 * h->cfg.budget_pct / 100.0, window, opening;
 	uint64_t cpu, elapsed_ms = TICK_MS + (now_ms - p->next_tick_ms);
 
 	p->next_tick_ms = now_ms + TICK_MS;
@@ -563,10 +563,11 @@ static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 	p->balance_ns += (double)(cpu - p->cpu_last_ns) * h->cfg.budget_pct / 100.0;
 	p->cpu_last_ns = cpu;
 	book_hits(h, p);
-	closing = closing_cost_ns(h, p);
-	/* an idle target banks a bounded credit, always enough for one window */
-	if (bank < 2 * closing)
-		bank = 2 * closing;
+	window = WINDOW_CPU_MS * 1e6 * h->cfg.budget_pct / 100.0;
+	opening = closing_cost_ns(h, p) + window;
+	/* an idle target banks a bounded credit, always enough for a window */
+	if (bank < 2 * opening)
+		bank = 2 * opening;
 	if (p->balance_ns > bank)
 		p->balance_ns = bank;
 	if (p->on) {
@@ -579,8 +580,7 @@ static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 	 * share: each opening and closing rewrites the allocator's code pages
 	 * in the target, a cost beyond the hits, so windows are few and full.
 	 */
-	if (p->balance_ns >= closing + WINDOW_CPU_MS * 1e6 * h->cfg.budget_pct / 100.0 &&
-	    window_allow(h, p)) {
+	if (p->balance_ns >= opening && window_allow(h, p)) {
 		p->cycles++;
 		proc_switch(h, p, true, now_ms);
 	}
