@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """make bench: memtrail's overhead on two workloads, measured in one run
 against the same workloads untraced, as ratios of the workloads' own
-elapsed time (median of interleaved runs); then memtrail watch's and
-memtrail top's own CPU use with 2,000 idle processes on the node. Not a test: it asserts nothing, it
+elapsed time (median of interleaved runs); then memtrail watch's own CPU use
+with 2,000 idle processes on the node. Not a test: it asserts nothing, it
 prints the figures and the targets they are held to."""
 
 import json
