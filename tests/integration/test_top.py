@@ -5,7 +5,6 @@ pod view of kubelet-shaped cgroups; q, Ctrl-C and SIGTERM restoring the
 terminal; 80x24 and a resize; plain tables into a pipe; bad arguments. And
 record's and watch's status line: on a terminal only."""
 
-import itertools
 import json
 import os
 import re
@@ -21,21 +20,20 @@ from harness import (MEMTRAIL, MiB, check, check_eq, in_cgroup, kubelet_memcg, m
 PROMPT = "prompt$ "
 TITLE = re.compile(r"^memtrail top \d\d:\d\d:\d\d, ")
 UNITS = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_names = itertools.count()
 
 
 class Pane:
-    """An interactive bash in a tmux pane of COLS x ROWS on a server of its own."""
+    """An interactive bash in a tmux pane of COLS x ROWS, on a server of its own."""
 
     def __init__(self, cols=80, rows=24):
         check(shutil.which("tmux"), "tmux is installed (tests/deps.sh lists it)")
-        self.socket = f"memtrail-test-{os.getpid()}-{next(_names)}"
+        self.socket = os.path.join(tmpdir(), "tmux")
         self.tmux("new-session", "-d", "-s", "t", "-x", str(cols), "-y", str(rows),
                   "env", f"PS1={PROMPT}", "TERM=screen", "bash", "--norc", "--noprofile")
         self.wait(lambda s: s.rstrip().endswith(PROMPT.strip()), "the shell's prompt")
 
     def tmux(self, *args):
-        p = run(["tmux", "-L", self.socket, *args], timeout=30)
+        p = run(["tmux", "-S", self.socket, *args], timeout=30)
         check_eq(p.returncode, 0, f"tmux {' '.join(args)}: {p.stderr.strip()}")
         return p.stdout
 
@@ -77,7 +75,9 @@ class Pane:
         raise AssertionError("the shell runs no command")
 
     def close(self):
-        run(["tmux", "-L", self.socket, "kill-server"])
+        run(["tmux", "-S", self.socket, "kill-server"])
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
 
 
 def size(text):
