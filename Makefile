@@ -43,7 +43,7 @@ SKEL := $(OUT)/memtrail.skel.h
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
 UNIT_MODULES := user/trail.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
-	user/table.c user/log.c
+	user/table.c user/log.c user/topview.c
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUT)/workloads/%,$(wildcard tests/workloads/*.c))
 
@@ -106,7 +106,7 @@ $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES)
 	$(call msg,TEST,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARNINGS) $(SAN_FLAGS) -D_GNU_SOURCE -Iinclude -Iuser -MMD -MP \
-		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lbpf
+		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lbpf -lm
 
 $(OUT)/workloads/%: tests/workloads/%.c
 	$(call msg,CC,$@)

@@ -6,6 +6,7 @@
 
 static bool verbose;
 static bool quiet;
+static void (*before)(void);
 
 void log__set_verbose(bool on)
 {
@@ -17,8 +18,15 @@ void log__set_quiet(bool on)
 	quiet = on;
 }
 
+void log__set_before(void (*fn)(void))
+{
+	before = fn;
+}
+
 static void vlog(const char *level, const char *fmt, va_list ap)
 {
+	if (before)
+		before();
 	fprintf(stderr, "memtrail: %s", level);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);

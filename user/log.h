@@ -11,5 +11,7 @@ void log__info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log__set_verbose(bool verbose);
 void log__set_quiet(bool quiet);
+/* FN runs before each message is printed (a status line clears itself); NULL: none. */
+void log__set_before(void (*fn)(void));
 
 #endif

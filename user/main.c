@@ -17,6 +17,7 @@ static const struct {
 } commands[] = {
 	{ "record", cmd_record, "trace processes' memory until they exit, write a trail" },
 	{ "watch", cmd_watch, "flight recorder: snapshots before OOM kills, exit-137 verdicts" },
+	{ "top", cmd_top, "a live view of memory per process or pod, with phase and trend" },
 	{ "report", cmd_report, "print a trail again: the summary table, or JSON" },
 	{ "mark", cmd_mark, "start a named phase in a process a running memtrail traces" },
 	{ "demo", cmd_demo, "record a bundled example workload and explain the output" },

@@ -24,6 +24,7 @@
 #include "phase.h"
 #include "proc.h"
 #include "session.h"
+#include "statusline.h"
 #include "table.h"
 #include "tracer.h"
 #include "trail.h"
@@ -537,6 +538,7 @@ static void trace_loop(struct record *r, const struct record_opts *o, bool resca
 			next_sample = now + o->interval_ms;
 		}
 		session__tick(&r->s, now);
+		statusline__tick(&r->s);
 		if (rescan && now >= next_scan) {
 			tracer__scan(r->s.tracer);
 			next_scan = now + SCAN_PERIOD_MS;
@@ -672,7 +674,10 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 	log__info("tracing %s; Ctrl-C to stop", r.s.trail.command);
+	/* not with a command: its own output shares the terminal */
+	statusline__start(!o.quiet && !o.cmd);
 	trace_loop(&r, &o, cfg.mode != MEMTRAIL_FILTER_PID);
+	statusline__stop();
 	if (r.s.err)
 		log__warn("out of memory while recording: the trail may be incomplete");
 

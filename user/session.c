@@ -664,6 +664,7 @@ int session__on_event(void *ctx, const void *data, size_t size)
 	const struct memtrail_event_hdr *h = data;
 	struct session *s = ctx;
 
+	s->events++;
 	if (size < sizeof(*h))
 		return 0;
 	switch (h->type) {

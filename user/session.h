@@ -57,6 +57,7 @@ struct session {
 	void *ctx;		/* for the hooks */
 	const char *pods_dir;	/* the kubelet's pod log directory, NULL: the default */
 	int err;		/* -ENOMEM once something could not be kept */
+	uint64_t events;	/* ring-buffer records handled */
 	/* exits the ring buffer may have dropped: check /proc for those gone */
 	uint64_t lost_seen;
 	uint64_t next_liveness_ms;

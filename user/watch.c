@@ -26,6 +26,7 @@
 #include "log.h"
 #include "proc.h"
 #include "session.h"
+#include "statusline.h"
 #include "verdict.h"
 
 #define DEFAULT_DIR "memtrail-snapshots"
@@ -618,6 +619,7 @@ static void on_ended(struct session *s, struct trail_target *tt)
 		set_attribution(doc, tt->cgroup, w->o->pods_dir);
 	verdict__line(line, sizeof(line), tt->verdict);
 	container__describe(who, sizeof(who), doc ? doc : tt->verdict);
+	statusline__clear();
 	printf("verdict: %u (%s)%s%s: %s\n", tt->pid, tt->comm, who[0] ? " " : "", who, line);
 	fflush(stdout);
 	file_name(name, sizeof(name), "verdict", tt->pid);
@@ -887,6 +889,7 @@ static void watch_loop(struct watch *w)
 			next_retry = now + RETRY_MS;
 		}
 		session__tick(&w->s, now);
+		statusline__tick(&w->s);
 		sweep(w);
 	}
 }
@@ -959,7 +962,9 @@ int cmd_watch(int argc, char **argv)
 		goto out;
 	log__info("tracing %s (%zu processes); snapshots and verdicts to '%s'; Ctrl-C to stop",
 		  o.n_cgroups ? "the given cgroups" : "all processes", w.s.live, o.dir);
+	statusline__start(true);
 	watch_loop(&w);
+	statusline__stop();
 	if (w.n_pend)
 		flush_pending(&w);
 	tracer__lost(w.s.tracer, lost);

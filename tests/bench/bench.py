@@ -124,6 +124,43 @@ def watch_idle_cpu(n=2000, seconds=30):
         subprocess.run(["rm", "-rf", d])
 
 
+def children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
+
+
+def top_idle_cpu(n=2000, seconds=20):
+    """memtrail top's CPU use and VmRSS with N idle processes on the node: on a
+    terminal (a pseudo-terminal from script(1), 80x24, so 22 rows drawn) and
+    into a pipe (every row printed), each at the default interval."""
+    idle = [subprocess.Popen(["sleep", "3600"]) for _ in range(n)]
+    figures = []
+    try:
+        for label, cmd in (("terminal", ["script", "-q", "-e", "-c", f"{MEMTRAIL} top",
+                                         "/dev/null"]),
+                           ("pipe", [MEMTRAIL, "top"])):
+            m = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            time.sleep(3)  # past the start-up scan
+            pid = m.pid
+            while os.readlink(f"/proc/{pid}/exe") != MEMTRAIL:
+                pid = children(pid)[0]
+            c0, t0 = cpu_seconds(pid), time.monotonic()
+            time.sleep(seconds)
+            c1, t1 = cpu_seconds(pid), time.monotonic()
+            with open(f"/proc/{pid}/status") as f:
+                rss = [l.split()[1] for l in f if l.startswith("VmRSS:")][0]
+            os.kill(pid, 15)
+            m.wait()
+            figures.append((label, (c1 - c0) / (t1 - t0), int(rss)))
+        return figures
+    finally:
+        for p in idle:
+            p.kill()
+        for p in idle:
+            p.wait()
+
+
 def device_pairs(n=100000):
     """Cost of one device allocation/free pair through the CUDA stand-in,
     untraced and under memtrail, median of interleaved runs."""
@@ -206,7 +243,10 @@ def main():
           f"dev_allocs {kmem / 2**20:.1f} MiB (bounded: 1M entries at most)", flush=True)
     cpu, rss = watch_idle_cpu()
     print(f"memtrail watch with 2000 idle processes: {cpu * 100:.2f}% of one core "
-          f"(target < 2%), VmRSS {rss / 1024:.1f} MiB")
+          f"(target < 2%), VmRSS {rss / 1024:.1f} MiB", flush=True)
+    for label, cpu, rss in top_idle_cpu():
+        print(f"memtrail top with 2000 idle processes, {label}: {cpu * 100:.2f}% of one "
+              f"core, VmRSS {rss / 1024:.1f} MiB", flush=True)
     if os.path.exists(out):
         os.unlink(out)
     return 0

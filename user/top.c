@@ -1,0 +1,651 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * memtrail top: a live table of what processes (or pods) hold, per kind,
+ * with the phase each is in, its peak and its trend, refreshed every
+ * interval. On a terminal it draws one screen in place and quits on q,
+ * Ctrl-C or SIGTERM; elsewhere it prints one plain table per interval.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "array.h"
+#include "cgroup.h"
+#include "commands.h"
+#include "container.h"
+#include "format.h"
+#include "kinds.h"
+#include "log.h"
+#include "proc.h"
+#include "session.h"
+#include "term.h"
+#include "topview.h"
+
+#define DEFAULT_INTERVAL_MS 1000
+#define DEFAULT_MAX_TARGETS 8192
+#define DEFAULT_SORT MEMTRAIL_KIND_RSS_ANON
+/* the trend: bytes per second over this many intervals */
+#define TREND_INTERVALS 5
+/* per target: phases listed and phase names aggregated (top shows the open one) */
+#define TOP_PHASE_HISTORY 2
+#define TOP_PHASE_NAMES 2
+#define SCAN_PERIOD_MS 2000
+#define POLL_MS 50
+/* how long a cgroup's pod or container name is taken as known */
+#define GROUP_TTL_MS 10000
+#define TITLE_LINES 2
+/* pod view labels besides "namespace/pod" */
+#define LABEL_POD "pod:"
+#define LABEL_CONTAINER "ctr:"
+#define LABEL_NONE "-"
+
+struct top_opts {
+	uint32_t interval_ms;
+	uint32_t iterations;		/* 0: until stopped */
+	enum topview_by by;
+	int sort;
+	uint32_t *pids;
+	size_t n_pids;
+	const char *cgroups[MEMTRAIL_FILTER_CGROUPS_MAX];
+	size_t n_cgroups;
+	const char *pods_dir;
+	uint32_t max_targets;
+	bool no_devices;
+};
+
+/* The pod view's label of a cgroup path, looked up again after a while. */
+struct group_of {
+	char *cgroup;
+	char label[TOPVIEW_KEY_LEN];
+	uint64_t until_ms;
+	bool used;
+};
+
+struct top {
+	struct session s;
+	const struct top_opts *o;
+	struct topview view;
+	struct group_of *groups;
+	size_t n_groups, cap_groups;
+	bool screen;		/* stdout is a terminal: draw in place */
+	bool out_failed;	/* stdout cannot be written: stop */
+	bool out_error;		/* and not because its reader went away */
+};
+
+/* ---- pods ---- */
+
+/*
+ * "namespace/pod" from the kubelet's log directory, "pod:UID" when it has no
+ * entry, "ctr:ID" (12 digits) for a container outside a pod, "-" for the rest.
+ */
+static void group_label(const char *cgroup, const char *pods_dir, char *buf, size_t len)
+{
+	struct container_ref c;
+	struct pod_names n;
+
+	snprintf(buf, len, LABEL_NONE);
+	if (!cgroup || container__parse(cgroup, &c))
+		return;
+	if (c.pod_uid[0] && !container__pod_names(pods_dir, c.pod_uid, c.id, &n))
+		snprintf(buf, len, "%s/%s", n.namespace, n.pod);
+	else if (c.pod_uid[0])
+		snprintf(buf, len, LABEL_POD "%s", c.pod_uid);
+	else if (c.id[0])
+		snprintf(buf, len, LABEL_CONTAINER "%.12s", c.id);
+}
+
+static const char *group_of(struct top *t, const char *cgroup, uint64_t now)
+{
+	struct group_of *g;
+	size_t i;
+
+	if (!cgroup)
+		return LABEL_NONE;
+	for (i = 0; i < t->n_groups; i++) {
+		g = &t->groups[i];
+		if (strcmp(g->cgroup, cgroup))
+			continue;
+		if (now >= g->until_ms) {
+			group_label(cgroup, t->o->pods_dir, g->label, sizeof(g->label));
+			g->until_ms = now + GROUP_TTL_MS;
+		}
+		g->used = true;
+		return g->label;
+	}
+	if (array__grow((void **)&t->groups, &t->cap_groups, t->n_groups + 1, sizeof(*g)))
+		return LABEL_NONE;
+	g = &t->groups[t->n_groups];
+	g->cgroup = strdup(cgroup);
+	if (!g->cgroup)
+		return LABEL_NONE;
+	group_label(cgroup, t->o->pods_dir, g->label, sizeof(g->label));
+	g->until_ms = now + GROUP_TTL_MS;
+	g->used = true;
+	t->n_groups++;
+	return g->label;
+}
+
+/* Forget the cgroups no live process is in. */
+static void sweep_groups(struct top *t)
+{
+	size_t i, j;
+
+	for (i = j = 0; i < t->n_groups; i++) {
+		if (t->groups[i].used) {
+			t->groups[i].used = false;
+			t->groups[j++] = t->groups[i];
+		} else {
+			free(t->groups[i].cgroup);
+		}
+	}
+	t->n_groups = j;
+}
+
+/* ---- drawing ---- */
+
+static int refresh_view(struct top *t, uint64_t now)
+{
+	uint64_t window = (uint64_t)TREND_INTERVALS * t->o->interval_ms;
+	size_t i;
+
+	topview__begin(&t->view);
+	for (i = 0; i < t->s.trail.n_targets; i++) {
+		const struct trail_target *tt = &t->s.trail.targets[i];
+		const char *group = NULL;
+
+		if (tt->exited || tt->end_ms)
+			continue;
+		if (t->o->by == TOPVIEW_BY_POD)
+			group = group_of(t, tt->cgroup, now);
+		if (topview__add(&t->view, tt, group, now, window))
+			return -ENOMEM;
+	}
+	if (t->o->by == TOPVIEW_BY_POD)
+		sweep_groups(t);
+	return topview__end(&t->view, now);
+}
+
+/* Rows that are pods: not containers outside pods, not the rest. */
+static size_t count_pods(const struct topview *v)
+{
+	size_t pods = 0, i;
+
+	for (i = 0; i < v->n_rows; i++)
+		pods += strcmp(v->rows[i].key, LABEL_NONE) &&
+			strncmp(v->rows[i].key, LABEL_CONTAINER, strlen(LABEL_CONTAINER));
+	return pods;
+}
+
+/* The first line: what is shown, and how to quit when it fits COLS (0: any). */
+static void title(struct top *t, char *buf, size_t len, unsigned cols)
+{
+	static const char hint[] = "; q quits";
+	uint64_t lost[MEMTRAIL_LOST_MAX], total = 0;
+	size_t procs = t->view.n_procs, pods, n;
+	char clock[16], who[64];
+	time_t now = time(NULL);
+	struct tm tm;
+	int k;
+
+	tracer__lost(t->s.tracer, lost);
+	for (k = 0; k < MEMTRAIL_LOST_MAX; k++)
+		total += lost[k];
+	localtime_r(&now, &tm);
+	strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
+	if (t->o->by == TOPVIEW_BY_POD) {
+		pods = count_pods(&t->view);
+		snprintf(who, sizeof(who), "%zu pod%s, %zu process%s", pods, pods == 1 ? "" : "s",
+			 procs, procs == 1 ? "" : "es");
+	} else {
+		snprintf(who, sizeof(who), "%zu process%s", procs, procs == 1 ? "" : "es");
+	}
+	n = snprintf(buf, len, "memtrail top %s, %s, sort %s, every %.1f s, lost %llu", clock,
+		     who, kind__name(t->o->sort), t->o->interval_ms / 1000.0,
+		     (unsigned long long)total);
+	if (t->screen && n + sizeof(hint) - 1 <= cols && n + sizeof(hint) <= len)
+		memcpy(buf + n, hint, sizeof(hint));
+	if (cols && strlen(buf) > cols)
+		buf[cols] = '\0';
+}
+
+/* One line of a frame: on a screen, the rest of the row erased. */
+static void emit_line(const struct top *t, FILE *fp, const char *text, unsigned width,
+		      bool last)
+{
+	fputs(text, fp);
+	if (!t->screen) {
+		fputc('\n', fp);
+		return;
+	}
+	/* a full row leaves the cursor past the edge, where erasing would eat a character */
+	if (strlen(text) < width)
+		fputs("\x1b[K", fp);
+	if (!last)
+		fputs("\r\n", fp);
+}
+
+/*
+ * The screen: title, column header, as many rows as fit. Built in memory
+ * and written at once, so the terminal never shows half a frame. Not on a
+ * terminal: the whole table, then an empty line.
+ */
+static void draw(struct top *t)
+{
+	unsigned cols = 0, lines = 0, n_lines, i;
+	struct topview_layout l;
+	char buf[1024], *frame = NULL;
+	size_t frame_len = 0;
+	FILE *fp;
+
+	if (t->screen && !term__size(STDOUT_FILENO, &cols, &lines))
+		cols = 80, lines = 24;
+	if (t->screen && cols > sizeof(buf) - 1)
+		cols = sizeof(buf) - 1;
+	fp = open_memstream(&frame, &frame_len);
+	if (!fp) {
+		log__error("out of memory");
+		t->out_failed = t->out_error = true;
+		return;
+	}
+	topview__layout(&t->view, t->screen ? cols : 0, &l);
+	n_lines = t->view.n_rows + TITLE_LINES;
+	if (t->screen && n_lines > lines)
+		n_lines = lines;
+	if (t->screen)
+		fputs("\x1b[H", fp);
+	for (i = 0; i < n_lines; i++) {
+		if (i == 0)
+			title(t, buf, sizeof(buf), cols);
+		else if (i == 1)
+			topview__header(&t->view, &l, buf, sizeof(buf));
+		else
+			topview__line(&t->view, &l, i - TITLE_LINES, buf, sizeof(buf));
+		emit_line(t, fp, buf, cols, i + 1 == n_lines);
+	}
+	/* on a screen, nothing left below of a bigger frame */
+	fputs(t->screen ? "\x1b[J" : "\n", fp);
+	if (fclose(fp)) {
+		log__error("out of memory");
+		t->out_failed = t->out_error = true;
+	} else if (fwrite(frame, 1, frame_len, stdout) != frame_len || fflush(stdout)) {
+		/* a reader that went away (top | head) is an end, not an error */
+		if (errno != EPIPE) {
+			log__error("cannot write the table: %s", strerror(errno));
+			t->out_error = true;
+		}
+		t->out_failed = true;
+	}
+	free(frame);
+}
+
+/* ---- options ---- */
+
+static void usage(FILE *f)
+{
+	int k, col;
+
+	fprintf(f,
+"usage: memtrail top [options]\n"
+"\n"
+"A live view of what every process (or pod) holds, per kind of memory, with\n"
+"the phase it is in, its peak and its trend, refreshed every interval. On a\n"
+"terminal: one screen redrawn in place; q or Ctrl-C quits. When stdout is not a\n"
+"terminal: one plain table per interval, without escape codes.\n"
+"\n"
+"options:\n"
+"  -i, --interval MS     refresh interval, 100..60000 (default %d)\n"
+"  -n, --iterations N    print N plain tables (as when not on a terminal), then\n"
+"                        exit, 1..1000000 (default: until q, Ctrl-C or SIGTERM)\n"
+"  -b, --by WHAT         'process' (default) or 'pod': one row per pod, from the\n"
+"                        cgroup paths of the kubelet and the container runtimes;\n"
+"                        processes outside a pod grouped by container, or '-'\n"
+"  -s, --sort KIND       the kind rows are sorted by, whose PEAK and TREND are\n"
+"                        shown (default %s); one of:",
+		DEFAULT_INTERVAL_MS, kind__name(DEFAULT_SORT));
+	for (k = 0, col = 80; k < MEMTRAIL_KIND_MAX; k++) {
+		if (k == MEMTRAIL_KIND_HEAP)
+			continue;
+		if (col + 1 + strlen(kind__name(k)) > 79)
+			col = fprintf(f, "\n                       ");
+		col += fprintf(f, " %s", kind__name(k));
+	}
+	fprintf(f,
+"\n"
+"  -p, --pid PID         only this process and the children it forks; repeatable\n"
+"  -c, --cgroup PATH     only processes in this cgroup or below (v1 or v2, one\n"
+"                        hierarchy); repeatable, at most %d\n"
+"      --pods-dir DIR    the kubelet's pod log directory, for pod names\n"
+"                        (default %s)\n"
+"      --max-targets N   most processes traced at once, 16..1048576 (default %d)\n"
+"      --no-devices      do not probe CUDA and Neuron runtimes\n"
+"  -v, --verbose         debug messages\n"
+"  -h, --help            this help\n"
+"\n"
+"Columns: PID, COMM and PHASE of the process (the pod view: POD, PROCS, and the\n"
+"PHASE of its largest process); bytes now of RSS_ANON, RSS_FILE and MAPPED, of\n"
+"the sort kind, and of device kinds some process holds (K, M, G: KiB, MiB,\n"
+"GiB); PEAK, the sort kind's highest level since top started, exact (pods: the\n"
+"highest total seen at a refresh); TREND, its change per second over the last\n"
+"%d intervals. Columns that do not fit the screen are left out, rows that do\n"
+"not fit are not shown. Needs root and BTF.\n",
+		MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_PODS_DIR, DEFAULT_MAX_TARGETS,
+		TREND_INTERVALS);
+}
+
+static int parse_num(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint32_t *out)
+{
+	uint64_t v;
+
+	if (format__parse_u64(arg, lo, hi, &v)) {
+		log__error("invalid %s '%s': give %llu to %llu", opt, arg,
+			   (unsigned long long)lo, (unsigned long long)hi);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_sort(const char *arg, struct top_opts *o)
+{
+	int k = kind__from_name(arg);
+
+	/* heap needs its probes, which top does not attach */
+	if (k < 0 || k == MEMTRAIL_KIND_HEAP) {
+		log__error("invalid --sort '%s': give a kind top shows (rss_anon, rss_file, "
+			   "rss_shmem, mapped, cuda_device, cuda_host, cuda_managed, "
+			   "neuron_device, neuron_host)", arg);
+		return -EINVAL;
+	}
+	o->sort = k;
+	return 0;
+}
+
+static int add_pid(const char *arg, struct top_opts *o)
+{
+	uint32_t *p, pid;
+
+	if (parse_num("--pid", arg, 1, INT32_MAX, &pid))
+		return -EINVAL;
+	p = realloc(o->pids, (o->n_pids + 1) * sizeof(*p));
+	if (!p) {
+		log__error("out of memory");
+		return -ENOMEM;
+	}
+	o->pids = p;
+	o->pids[o->n_pids++] = pid;
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct top_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "iterations", required_argument, NULL, 'n' },
+		{ "by", required_argument, NULL, 'b' },
+		{ "sort", required_argument, NULL, 's' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "cgroup", required_argument, NULL, 'c' },
+		{ "pods-dir", required_argument, NULL, 'D' },
+		{ "max-targets", required_argument, NULL, 'M' },
+		{ "no-devices", no_argument, NULL, 'X' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c, err = 0;
+
+	o->interval_ms = DEFAULT_INTERVAL_MS;
+	o->sort = DEFAULT_SORT;
+	o->by = TOPVIEW_BY_PROCESS;
+	o->pods_dir = DEFAULT_PODS_DIR;
+	o->max_targets = DEFAULT_MAX_TARGETS;
+	optind = 1;
+	opterr = 0;
+	while (!err && (c = getopt_long(argc, argv, ":i:n:b:s:p:c:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			err = parse_num("--interval", optarg, 100, 60000, &o->interval_ms);
+			break;
+		case 'n':
+			err = parse_num("--iterations", optarg, 1, 1000000, &o->iterations);
+			break;
+		case 'b':
+			if (!strcmp(optarg, "process")) {
+				o->by = TOPVIEW_BY_PROCESS;
+			} else if (!strcmp(optarg, "pod")) {
+				o->by = TOPVIEW_BY_POD;
+			} else {
+				log__error("invalid --by '%s': give 'process' or 'pod'", optarg);
+				err = -EINVAL;
+			}
+			break;
+		case 's':
+			err = parse_sort(optarg, o);
+			break;
+		case 'p':
+			err = add_pid(optarg, o);
+			break;
+		case 'c':
+			if (o->n_cgroups == MEMTRAIL_FILTER_CGROUPS_MAX) {
+				log__error("too many --cgroup: the most is %d",
+					   MEMTRAIL_FILTER_CGROUPS_MAX);
+				return -EINVAL;
+			}
+			o->cgroups[o->n_cgroups++] = optarg;
+			break;
+		case 'D':
+			o->pods_dir = optarg;
+			break;
+		case 'M':
+			err = parse_num("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
+			break;
+		case 'X':
+			o->no_devices = true;
+			break;
+		case 'v':
+			log__set_verbose(true);
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			log__error("option '%s' needs a value (see 'memtrail top --help')",
+				   argv[optind - 1]);
+			return -EINVAL;
+		default:
+			log__error("unknown option '%s' (see 'memtrail top --help')",
+				   argv[optind - 1]);
+			return -EINVAL;
+		}
+	}
+	if (err)
+		return err;
+	if (optind < argc) {
+		log__error("unexpected argument '%s' (see 'memtrail top --help')", argv[optind]);
+		return -EINVAL;
+	}
+	if (o->n_pids && o->n_cgroups) {
+		log__error("too many targets: give --pid or --cgroup, not both");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int build_config(const struct top_opts *o, struct tracer_config *cfg)
+{
+	struct cgroup_ref ref;
+	char err[512];
+	size_t i;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_targets = o->max_targets;
+	cfg->cgroup_subsys = -1;
+	cfg->mode = MEMTRAIL_FILTER_ALL;
+	if (o->n_pids) {
+		for (i = 0; i < o->n_pids; i++) {
+			if (!proc__alive(o->pids[i])) {
+				log__error("no process with PID %u", o->pids[i]);
+				return -ESRCH;
+			}
+		}
+		cfg->mode = MEMTRAIL_FILTER_PID;
+		cfg->pids = o->pids;
+		cfg->n_pids = o->n_pids;
+		return 0;
+	}
+	for (i = 0; i < o->n_cgroups; i++) {
+		if (cgroup__resolve(o->cgroups[i], &ref, err, sizeof(err))) {
+			log__error("%s", err);
+			return -ENOENT;
+		}
+		if (i && ref.subsys != cfg->cgroup_subsys) {
+			log__error("--cgroup '%s' is in another hierarchy than '%s': give cgroups "
+				   "of one (v2, or one v1 controller)", o->cgroups[i], o->cgroups[0]);
+			return -EINVAL;
+		}
+		cfg->cgroup_ids[i] = ref.id;
+		cfg->cgroup_subsys = ref.subsys;
+	}
+	cfg->n_cgroups = o->n_cgroups;
+	if (o->n_cgroups)
+		cfg->mode = MEMTRAIL_FILTER_CGROUP;
+	return 0;
+}
+
+/* ---- running ---- */
+
+/* Forget targets that ended: top shows the living. */
+static void sweep(struct top *t)
+{
+	size_t i = 0;
+
+	while (i < t->s.trail.n_targets) {
+		if (t->s.trail.targets[i].end_ms)
+			trail__remove_target(&t->s.trail, &t->s.trail.targets[i]);
+		else
+			i++;
+	}
+}
+
+static int top_loop(struct top *t)
+{
+	const struct top_opts *o = t->o;
+	uint64_t next_frame = 0, next_scan = SCAN_PERIOD_MS;
+	uint32_t frames = 0;
+	int key;
+
+	while (!session__stop_signal && !t->out_failed) {
+		uint64_t now;
+
+		if (tracer__poll(t->s.tracer, POLL_MS) < 0 && !session__stop_signal) {
+			log__error("cannot read BPF events: %s", strerror(errno));
+			return 1;
+		}
+		now = session__now_ms(&t->s);
+		if (now >= next_frame) {
+			session__sample_all(&t->s, now);
+			if (refresh_view(t, now)) {
+				log__error("out of memory");
+				return 1;
+			}
+			term__resized = 0;
+			draw(t);
+			next_frame = now + o->interval_ms;
+			if (o->iterations && ++frames >= o->iterations)
+				break;
+		} else if (term__resized) {
+			term__resized = 0;
+			draw(t);
+		}
+		while ((key = term__key()) >= 0)
+			if (key == 'q' || key == 'Q')
+				return 0;
+		if (o->n_cgroups && now >= next_scan) {
+			tracer__scan(t->s.tracer);	/* processes moved into a cgroup shown */
+			next_scan = now + SCAN_PERIOD_MS;
+		}
+		session__tick(&t->s, now);
+		sweep(t);
+	}
+	return t->out_error;
+}
+
+static void free_top(struct top *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n_groups; i++)
+		free(t->groups[i].cgroup);
+	free(t->groups);
+	topview__free(&t->view);
+	free(t->s.rescans);
+	devices__destroy(t->s.devices);
+	tracer__destroy(t->s.tracer);
+	trail__free(&t->s.trail);
+}
+
+int cmd_top(int argc, char **argv)
+{
+	struct top_opts o = { 0 };
+	struct tracer_config cfg;
+	struct top t = { 0 };
+	int ret = 1, err;
+	size_t i;
+
+	if (parse_opts(argc, argv, &o)) {
+		free(o.pids);
+		return 2;
+	}
+	if (build_config(&o, &cfg)) {
+		free(o.pids);
+		return 1;
+	}
+	if (trail__init(&t.s.trail)) {
+		log__error("out of memory");
+		free(o.pids);
+		return 1;
+	}
+	t.o = &o;
+	/* with -n, tables to keep: plain ones, as for a pipe */
+	t.screen = isatty(STDOUT_FILENO) && !o.iterations;
+	topview__init(&t.view, o.by, o.sort);
+	t.s.trail.interval_ms = o.interval_ms;
+	t.s.trail.phase_history = TOP_PHASE_HISTORY;
+	t.s.trail.phase_names = TOP_PHASE_NAMES;
+	t.s.trail.kinds = kind__sourced();
+	t.s.trail.command = strdup("top");
+	/* the timeline the trend needs, and no more */
+	t.s.keep_ms = (uint64_t)(TREND_INTERVALS + 1) * o.interval_ms;
+	t.s.pods_dir = o.pods_dir;
+	session__install_signals();
+	t.s.t0_ns = session__mono_ns();
+	trail__set_started(&t.s.trail);
+	if (tracer__open(&t.s.tracer, &cfg, session__on_event, &t.s))
+		goto out;
+	for (i = 0; i < cfg.n_pids; i++)
+		if (!session__new_target(&t.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0))
+			goto out;
+	/* twice: the first pass adopts children of listed PIDs, the second theirs */
+	if (tracer__scan(t.s.tracer) || (o.n_pids && tracer__scan(t.s.tracer)))
+		goto out;
+	tracer__poll(t.s.tracer, 0);
+	if (!o.no_devices && session__open_devices(&t.s))
+		goto out;
+	if (t.screen && (err = term__open())) {
+		log__error("cannot use the terminal: %s", strerror(-err));
+		goto out;
+	}
+	ret = top_loop(&t);
+	/* the screen back first: detaching can take a moment */
+	term__close();
+	if (t.s.err)
+		log__warn("out of memory while tracing: some processes were not shown");
+out:
+	free_top(&t);
+	free(o.pids);
+	return ret;
+}
