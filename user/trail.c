@@ -77,6 +77,8 @@ void trail__free(struct trail *t)
 	free(t->targets);
 	free(t->command);
 	json_decref(t->events);
+	json_decref(t->snapshot);
+	json_decref(t->verdict_doc);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -542,6 +544,53 @@ fail:
 	return -1;
 }
 
+/*
+ * A verdict file of watch holds one target's death without a timeline:
+ * read it as a trail of that target (its exit, verdict and peaks) so that
+ * report prints and draws it like a snapshot.
+ */
+static int read_verdict_doc(struct trail *t, json_t *root, char *err, size_t errlen)
+{
+	json_t *pid = json_object_get(root, "pid"), *v = json_object_get(root, "verdict");
+	json_t *peaks = json_object_get(root, "peaks"), *sig;
+	struct trail_target *tt;
+	const char *comm, *name;
+
+	if (!json_is_integer(pid) || json_integer_value(pid) <= 0)
+		FAIL("malformed verdict file: no valid 'pid'");
+	if (!json_is_string(json_object_get(v, "cause")))
+		FAIL("malformed verdict file: 'verdict' has no 'cause'");
+	if (peaks && !json_is_object(peaks))
+		FAIL("malformed verdict file: 'peaks' is not an object");
+	tt = trail__add_target(t, json_integer_value(pid));
+	if (!tt)
+		FAIL("out of memory");
+	comm = json_string_value(json_object_get(root, "comm"));
+	snprintf(tt->comm, sizeof(tt->comm), "%s", comm ? comm : "?");
+	tt->cmdline = opt_strdup(json_object_get(root, "cmdline"));
+	tt->cgroup = opt_strdup(json_object_get(root, "cgroup"));
+	tt->end_ms = json_integer_value(json_object_get(root, "t_ms"));
+	t->duration_ms = tt->end_ms;
+	sig = json_object_get(json_object_get(root, "exit"), "signal");
+	tt->exited = true;
+	tt->exit_signal = json_is_integer(sig) ? json_integer_value(sig) : 9;
+	tt->verdict = json_incref(v);
+	json_object_foreach(peaks, name, v) {
+		int k = kind__from_name(name);
+
+		if (k < 0 || !json_is_integer(v))
+			FAIL("malformed verdict file: peak of '%s' is not a kind's integer", name);
+		tt->peak[k] = json_integer_value(v);
+		t->kinds |= 1U << k;
+	}
+	name = json_string_value(json_object_get(root, "time"));
+	snprintf(t->started, sizeof(t->started), "%s", name ? name : "");
+	t->verdict_doc = json_incref(root);
+	return 0;
+fail:
+	return -1;
+}
+
 int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
 {
 	json_t *ver, *targets, *lost, *kinds, *v;
@@ -559,6 +608,11 @@ int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
 		FAIL("unsupported trail version %lld (this memtrail reads version %d)",
 		     (long long)json_integer_value(ver), MEMTRAIL_TRAIL_VERSION);
 	targets = json_object_get(root, "targets");
+	if (!targets && !strcmp(json_string_value(json_object_get(root, "type")) ?: "", "verdict")) {
+		if (read_verdict_doc(t, root, err, errlen))
+			goto fail_quiet;
+		return 0;
+	}
 	if (!json_is_array(targets))
 		FAIL("malformed trail: 'targets' is not an array");
 	s = json_string_value(json_object_get(root, "started"));
@@ -587,6 +641,10 @@ int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
 		FAIL("malformed trail: 'lost' is not an object");
 	for (i = 0; i < MEMTRAIL_LOST_MAX; i++)
 		t->lost[i] = json_integer_value(json_object_get(lost, lost_names[i]));
+	v = json_object_get(root, "snapshot");
+	if (v && !json_is_object(v))
+		FAIL("malformed snapshot: 'snapshot' is not an object");
+	t->snapshot = json_incref(v);
 	return 0;
 fail:
 fail_quiet:

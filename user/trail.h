@@ -62,6 +62,9 @@ struct trail {
 	size_t n_targets;
 	size_t cap_targets;
 	json_t *events;		/* array of event objects */
+	/* read from a watch file: its "snapshot" object, or the whole verdict file */
+	json_t *snapshot;
+	json_t *verdict_doc;
 	uint64_t lost[MEMTRAIL_LOST_MAX];
 };
 
@@ -95,7 +98,11 @@ const char *trail__lost_name(int why);
 json_t *trail__to_json(const struct trail *t, bool with_timeline);
 /* Write atomically (temporary file, fsync, rename); -errno on failure. */
 int trail__write(const struct trail *t, const char *path);
-/* Read and validate; on failure -1 and a one-line reason in err. */
+/*
+ * Read and validate a trail, a watch snapshot (a trail with a "snapshot"
+ * object) or a watch verdict file (one target, no timeline); on failure -1
+ * and a one-line reason in err.
+ */
 int trail__read(struct trail *t, const char *path, char *err, size_t errlen);
 int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen);
 
