@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "format.h"
 #include "log.h"
+#include "perfetto.h"
 #include "pprof.h"
 #include "table.h"
 #include "trail.h"
@@ -16,10 +17,11 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: memtrail report [--json] [--pprof OUT.pb.gz] [--top N] FILE\n"
+"usage: memtrail report [--json] [--pprof OUT.pb.gz] [--perfetto OUT.json] [--top N] FILE\n"
 "\n"
-"Print the summary of a trail written by 'memtrail record': levels per\n"
-"target and phase, verdicts, and the top allocation sites of each phase.\n"
+"Print the summary of a trail written by 'memtrail record' (or of a snapshot\n"
+"or verdict file of 'memtrail watch'): levels per target and phase, verdicts,\n"
+"and the top allocation sites of each phase.\n"
 "\n"
 "  -j, --json          a JSON document instead of the table: the trail's targets\n"
 "                      (pid, ppid, comm, cmdline, cgroup, exit, kinds, sites),\n"
@@ -28,6 +30,10 @@ static void usage(FILE *f)
 "                      profile (alloc_objects, alloc_space, inuse_objects,\n"
 "                      inuse_space; labels pid, comm, phase, kind), for\n"
 "                      'go tool pprof -top OUT'\n"
+"      --perfetto OUT  also write a Chrome Trace Event file for ui.perfetto.dev and\n"
+"                      chrome://tracing: a process per target, a counter track\n"
+"                      per target and kind (bytes), phases as slices, events and\n"
+"                      verdicts as instants\n"
 "  -t, --top N         sites listed per target and phase, 0..1000 (default 5)\n"
 "  -h, --help          this help\n");
 }
@@ -37,13 +43,14 @@ int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "pprof", required_argument, NULL, 'P' },
+		{ "perfetto", required_argument, NULL, 'F' },
 		{ "top", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct trail t;
 	char err[512];
-	const char *pprof = NULL;
+	const char *pprof = NULL, *perfetto = NULL;
 	bool json = false;
 	uint64_t top = 5;
 	size_t samples;
@@ -58,6 +65,9 @@ int cmd_report(int argc, char **argv)
 			break;
 		case 'P':
 			pprof = optarg;
+			break;
+		case 'F':
+			perfetto = optarg;
 			break;
 		case 't':
 			if (format__parse_u64(optarg, 0, 1000, &top)) {
@@ -109,6 +119,16 @@ int cmd_report(int argc, char **argv)
 			ret = 1;
 		} else {
 			log__info("pprof profile written to '%s' (%zu sites)", pprof, samples);
+		}
+	}
+	if (perfetto) {
+		int err = perfetto__write(&t, perfetto, &samples);
+
+		if (err) {
+			log__error("cannot write perfetto trace '%s': %s", perfetto, strerror(-err));
+			ret = 1;
+		} else {
+			log__info("perfetto trace written to '%s' (%zu events)", perfetto, samples);
 		}
 	}
 	if (fflush(stdout)) {
