@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "format.h"
+#include "html.h"
 #include "log.h"
 #include "perfetto.h"
 #include "pprof.h"
@@ -17,7 +18,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: memtrail report [--json] [--pprof OUT.pb.gz] [--perfetto OUT.json] [--top N] FILE\n"
+"usage: memtrail report [--json] [--pprof OUT.pb.gz] [--perfetto OUT.json]\n"
+"                      [--html OUT.html] [--top N] FILE\n"
 "\n"
 "Print the summary of a trail written by 'memtrail record' (or of a snapshot\n"
 "or verdict file of 'memtrail watch'): levels per target and phase, verdicts,\n"
@@ -34,6 +36,10 @@ static void usage(FILE *f)
 "                      chrome://tracing: a process per target, a counter track\n"
 "                      per target and kind (bytes), phases as slices, events and\n"
 "                      verdicts as instants\n"
+"      --html OUT      also write one self-contained HTML page (no network): per\n"
+"                      target a stacked timeline of its kinds with phase bands,\n"
+"                      event markers and the cgroup limit, per-phase peaks, the\n"
+"                      verdict and the top sites\n"
 "  -t, --top N         sites listed per target and phase, 0..1000 (default 5)\n"
 "  -h, --help          this help\n");
 }
@@ -44,13 +50,14 @@ int cmd_report(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "pprof", required_argument, NULL, 'P' },
 		{ "perfetto", required_argument, NULL, 'F' },
+		{ "html", required_argument, NULL, 'H' },
 		{ "top", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct trail t;
 	char err[512];
-	const char *pprof = NULL, *perfetto = NULL;
+	const char *pprof = NULL, *perfetto = NULL, *html = NULL;
 	bool json = false;
 	uint64_t top = 5;
 	size_t samples;
@@ -65,6 +72,9 @@ int cmd_report(int argc, char **argv)
 			break;
 		case 'P':
 			pprof = optarg;
+			break;
+		case 'H':
+			html = optarg;
 			break;
 		case 'F':
 			perfetto = optarg;
@@ -129,6 +139,18 @@ int cmd_report(int argc, char **argv)
 			ret = 1;
 		} else {
 			log__info("perfetto trace written to '%s' (%zu events)", perfetto, samples);
+		}
+	}
+	if (html) {
+		bool decimated;
+		int err = html__write(&t, html, &decimated);
+
+		if (err) {
+			log__error("cannot write html report '%s': %s", html, strerror(-err));
+			ret = 1;
+		} else {
+			log__info("html report written to '%s'%s", html,
+				  decimated ? " (timelines decimated for drawing)" : "");
 		}
 	}
 	if (fflush(stdout)) {

@@ -5,10 +5,17 @@ own samples; the HTML page in headless Chromium driven over the DevTools
 protocol (no console error, no request, drawn series and phase bands equal
 to the trail's)."""
 
+import base64
+import fcntl
 import json
 import os
+import select
+import shutil
+import signal
+import subprocess
+import time
 
-from harness import (MEMTRAIL, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
+from harness import (MEMTRAIL, ROOT, TestFailure, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
                      one_line_error, record, remove_tree, run, tmpdir, workload)
 
 MiB = 1024 * 1024
@@ -153,3 +160,227 @@ def test_report_exporters_bad_input():
         check("Not a directory" in errs[0], f"the reason spelled out: {errs[0]!r}")
         p = run([MEMTRAIL, "report", good, opt])
         one_line_error(p, opt, "needs a value")
+
+
+# ---- HTML in headless Chromium, over the DevTools protocol on a pipe ----
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = os.path.join(ROOT, "build", "test-artifacts")
+
+
+class Browser:
+    """Headless Chromium driven with --remote-debugging-pipe: NUL-terminated
+    JSON commands on its fd 3, replies and events from its fd 4."""
+
+    def __init__(self):
+        if not os.path.exists(CHROMIUM):
+            # under CI=true a missing browser is a failure, never a skip
+            raise TestFailure(f"{CHROMIUM} is missing: install Debian's chromium")
+        self.profile = tmpdir()
+        to_r, self.to_w = os.pipe()
+        self.from_r, from_w = os.pipe()
+        # the browser's end of each pipe above fd 4, so that the child's dup2
+        # onto 3 and 4 cannot overwrite one with the other
+        hi_r = fcntl.fcntl(to_r, fcntl.F_DUPFD_CLOEXEC, 10)
+        hi_w = fcntl.fcntl(from_w, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.close(to_r)
+        os.close(from_w)
+        to_r, from_w = hi_r, hi_w
+
+        def child_fds():
+            os.dup2(to_r, 3)
+            os.dup2(from_w, 4)
+        # close_fds stays off: subprocess would close 3 and 4 after preexec_fn;
+        # every other fd of this process is close-on-exec (Python's default)
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--remote-debugging-pipe",
+             f"--user-data-dir={self.profile}", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            close_fds=False, preexec_fn=child_fds, start_new_session=True)
+        os.close(to_r)
+        os.close(from_w)
+        self.buf = b""
+        self.next_id = 0
+        self.events = []
+        self.session = None
+
+    def send(self, method, params=None, session=True, timeout=20):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params or {}}
+        if session and self.session:
+            msg["sessionId"] = self.session
+        os.write(self.to_w, json.dumps(msg).encode() + b"\0")
+        deadline = time.time() + timeout
+        while True:
+            m = self.read(deadline, f"reply to {method}")
+            if m.get("id") == self.next_id:
+                if "error" in m:
+                    raise TestFailure(f"{method}: {m['error']}")
+                return m["result"]
+
+    def read(self, deadline, what):
+        while b"\0" not in self.buf:
+            left = deadline - time.time()
+            check(left > 0, f"chromium: no {what} in time")
+            r, _, _ = select.select([self.from_r], [], [], left)
+            if r:
+                chunk = os.read(self.from_r, 1 << 20)
+                check(chunk, f"chromium closed its pipe waiting for {what}")
+                self.buf += chunk
+        raw, self.buf = self.buf.split(b"\0", 1)
+        m = json.loads(raw)
+        if "method" in m:
+            self.events.append(m)
+        return m
+
+    def wait_event(self, method, timeout=20):
+        deadline = time.time() + timeout
+        for m in self.events:
+            if m["method"] == method:
+                return m
+        while True:
+            m = self.read(deadline, method)
+            if m.get("method") == method:
+                return m
+
+    def open(self, path):
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.send("Target.attachToTarget",
+                                 {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Runtime", "Log", "Network", "Page"):
+            self.send(f"{domain}.enable")
+        self.events.clear()
+        self.url = "file://" + os.path.abspath(path)
+        self.send("Page.navigate", {"url": self.url})
+        self.wait_event("Page.loadEventFired")
+        # the script marks the body once it drew everything
+        deadline = time.time() + 20
+        while self.eval("document.body && document.body.getAttribute('data-ready')") != "1":
+            check(time.time() < deadline, "the page never finished drawing")
+            time.sleep(0.05)
+
+    def eval(self, expr):
+        r = self.send("Runtime.evaluate", {"expression": expr, "returnByValue": True})
+        if "exceptionDetails" in r:
+            raise TestFailure(f"evaluating {expr!r}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def problems(self):
+        """Exceptions, console errors and warnings, and requests but the file's own."""
+        out = []
+        for m in self.events:
+            p = m.get("params", {})
+            if m["method"] == "Runtime.exceptionThrown":
+                out.append(f"exception: {p['exceptionDetails']}")
+            elif m["method"] == "Runtime.consoleAPICalled" and p["type"] in ("error", "warning"):
+                out.append(f"console {p['type']}: {p['args']}")
+            elif m["method"] == "Log.entryAdded" and p["entry"]["level"] == "error":
+                out.append(f"log error: {p['entry']}")
+            elif m["method"] == "Network.requestWillBeSent":
+                url = p["request"]["url"]
+                if url != self.url and not url.startswith("data:"):
+                    out.append(f"request: {url}")
+        return out
+
+    def screenshot(self, name):
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        png = base64.b64decode(self.send("Page.captureScreenshot",
+                                          {"format": "png", "captureBeyondViewport": True})["data"])
+        path = os.path.join(ARTIFACTS, name)
+        with open(path, "wb") as f:
+            f.write(png)
+        print(f"     screenshot: {path}")
+        return path
+
+    def close(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+        os.close(self.to_w)
+        os.close(self.from_r)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def html(trail_path):
+    out = os.path.join(tmpdir(), "report.html")
+    p = run([MEMTRAIL, "report", trail_path, "--html", out])
+    check_eq(p.returncode, 0, f"report --html status ({p.stderr!r})")
+    check(f"html report written to '{out}'" in p.stderr, f"no log line: {p.stderr!r}")
+    return out
+
+
+def drawn(b):
+    """What the page drew, read back from the SVG's data- attributes."""
+    return b.eval("""(() => {
+        const all = (sel, f) => Array.from(document.querySelectorAll(sel)).map(f);
+        return {
+          series: all('path.series', e => [+e.dataset.pid, e.dataset.kind]),
+          bands: all('g.band', e => [+e.dataset.pid, e.dataset.phase]),
+          markers: all('g.marker', e => [+e.dataset.pid, e.dataset.event]),
+          limits: all('svg.timeline line.limit', e => [+e.closest('svg').dataset.pid,
+                                                       +e.dataset.limit]),
+          bars: all('svg.bars rect', e => [+e.closest('svg').dataset.pid, e.dataset.phase,
+                                            e.closest('svg').dataset.kind, e.dataset.bar,
+                                            +e.dataset.value]),
+          heads: all('section.target h2', e => e.textContent),
+        };
+    })()""")
+
+
+def want_drawn(trail):
+    """The same sets from the trail file: every kind with a non-zero sample,
+    every listed phase."""
+    series, bands = [], []
+    for t in trail["targets"]:
+        for k in trail["kinds"]:
+            if any(s.get(k, 0) for s in t.get("timeline", [])):
+                series.append([t["pid"], k])
+        bands += [[t["pid"], p["name"]] for p in t["phases"]] if t.get("timeline") else []
+    return sorted(series), sorted(bands)
+
+
+def check_page(path, trail, shot):
+    b = Browser()
+    try:
+        b.open(path)
+        d = drawn(b)
+        b.screenshot(shot)
+        problems = b.problems()
+    finally:
+        b.close()
+    check_eq(problems, [], "console errors, exceptions or network requests")
+    series, bands = want_drawn(trail)
+    check(series, "the trail has no non-zero series to draw")
+    check_eq(sorted(d["series"]), series, "drawn series (pid, kind)")
+    check_eq(sorted(d["bands"]), bands, "drawn phase bands (pid, phase)")
+    check_eq(d["heads"], [f"{t['comm']} ({t['pid']})" for t in trail["targets"]], "targets")
+    # the bar chart: each phase's segment and cumulative peak of the kind shown
+    for pid, phase, kind, bar, value in d["bars"]:
+        t = [x for x in trail["targets"] if x["pid"] == pid][0]
+        want = [p["kinds"][kind][bar] for p in t["phases"] if p["name"] == phase]
+        check(value in want, f"bar {pid}/{phase}/{kind}/{bar} = {value}, trail says {want}")
+    return d
+
+
+def test_html_phases():
+    path = phases_trail()
+    trail = load_trail(path)
+    d = check_page(html(path), trail, "viz-phases.png")
+    names = [p for _, p in d["bands"]]
+    check(["load", "warmup", "serve", "shrink"] == names[-4:], f"bands {names}")
+    check(d["bars"], "no per-phase bars drawn")
+    check(any(e == "exit" for _, e in d["markers"]), f"no exit marker: {d['markers']}")
+
+
+def test_html_oom():
+    path, limit = oom_trail()
+    trail = load_trail(path)
+    d = check_page(html(path), trail, "viz-oom.png")
+    pid = [t for t in trail["targets"] if t.get("verdict")][0]["pid"]
+    check_eq(d["limits"], [[pid, limit]], "the cgroup limit line vs memory.limit_in_bytes")
+    events = {e for p, e in d["markers"] if p == pid}
+    check({"verdict", "exit"} <= events, f"markers of the OOM victim: {events}")

@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The HTML report: a fixed page (styles and a small script, below) and the
+ * data it draws, one JSON object inside a <script type="application/json">.
+ * Every string from the trail reaches the page only there, with <, > and &
+ * written as \u escapes so no comm or phase name can end the script element,
+ * and the script puts strings on the page as text nodes, never as markup.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "html.h"
+#include "kinds.h"
+
+/* v1's "no limit" is near INT64_MAX: larger than any memory, not drawn */
+#define LIMIT_MAX (1LL << 56)
+#define SITES_SHOWN 10
+
+struct page {
+	size_t samples, drawn;
+	bool decimated;
+};
+
+static json_int_t known_limit(json_t *v)
+{
+	json_int_t l = json_integer_value(v);
+
+	return json_is_integer(v) && l > 0 && l < LIMIT_MAX ? l : 0;
+}
+
+/*
+ * The memory limit a target ran under, from what the file says: a snapshot's
+ * cgroup, its OOM or pressure record, the verdict, an oom or pressure event.
+ */
+static json_int_t target_limit(const struct trail *t, const struct trail_target *tt,
+			       const char **from)
+{
+	json_t *s = t->snapshot, *ev;
+	json_int_t l = 0;
+	size_t i;
+
+	*from = "cgroup limit";
+	if (s && json_integer_value(json_object_get(s, "pid")) == tt->pid) {
+		l = known_limit(json_object_get(json_object_get(s, "cgroup"), "limit"));
+		if (!l)
+			l = known_limit(json_object_get(json_object_get(s, "oom"), "limit"));
+		if (!l)
+			l = known_limit(json_object_get(json_object_get(s, "pressure"), "limit"));
+	}
+	if (!l && tt->verdict)
+		l = known_limit(json_object_get(tt->verdict, "limit"));
+	json_array_foreach(t->events, i, ev)
+		if (!l && json_integer_value(json_object_get(ev, "pid")) == tt->pid)
+			l = known_limit(json_object_get(ev, "limit"));
+	return l;
+}
+
+/*
+ * The samples drawn: all of them when few; otherwise, per time bucket, the
+ * one with the lowest and the one with the highest total (in time order), so
+ * every peak and trough of the stacked total survives, plus the last sample.
+ */
+static size_t pick_samples(const struct trail_target *tt, uint32_t kinds, size_t *idx)
+{
+	uint64_t t0, span;
+	size_t i, n = 0, lo = 0, hi = 0;
+	int64_t min = 0, max = 0;
+	long cur = -1;
+
+	if (tt->n_samples <= 2 * HTML_BUCKETS) {
+		for (i = 0; i < tt->n_samples; i++)
+			idx[n++] = i;
+		return n;
+	}
+	t0 = tt->timeline[0].t_ms;
+	span = tt->timeline[tt->n_samples - 1].t_ms - t0 + 1;
+	for (i = 0; i <= tt->n_samples; i++) {
+		long b = i < tt->n_samples ?
+			 (long)((tt->timeline[i].t_ms - t0) * HTML_BUCKETS / span) : -2;
+		int64_t sum = 0;
+		int k;
+
+		if (b != cur && cur >= 0) {
+			idx[n++] = lo < hi ? lo : hi;
+			if (lo != hi)
+				idx[n++] = lo < hi ? hi : lo;
+		}
+		if (i == tt->n_samples)
+			break;
+		for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+			if (kinds & (1U << k))
+				sum += tt->timeline[i].level[k];
+		if (b != cur || sum < min) {
+			min = sum;
+			lo = i;
+		}
+		if (b != cur || sum > max) {
+			max = sum;
+			hi = i;
+		}
+		cur = b;
+	}
+	if (idx[n - 1] != tt->n_samples - 1)
+		idx[n++] = tt->n_samples - 1;
+	return n;
+}
+
+static json_t *timeline_json(const struct trail_target *tt, uint32_t kinds, struct page *pg)
+{
+	json_t *tl = json_array(), *v = json_object();
+	size_t *idx = calloc(tt->n_samples + 1, sizeof(*idx)), n, i;
+	int k;
+
+	if (!tl || !v || !idx) {
+		json_decref(tl);
+		json_decref(v);
+		free(idx);
+		return NULL;
+	}
+	n = tt->n_samples ? pick_samples(tt, kinds, idx) : 0;
+	pg->samples += tt->n_samples;
+	pg->drawn += n;
+	pg->decimated |= n < tt->n_samples;
+	for (i = 0; i < n; i++)
+		json_array_append_new(tl, json_integer(tt->timeline[idx[i]].t_ms));
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+		json_t *arr;
+
+		if (!(kinds & (1U << k)))
+			continue;
+		arr = json_array();
+		for (i = 0; i < n; i++)
+			json_array_append_new(arr, json_integer(tt->timeline[idx[i]].level[k]));
+		json_object_set_new(v, kind__name(k), arr);
+	}
+	free(idx);
+	return json_pack("{s:o, s:o}", "t", tl, "v", v);
+}
+
+/* Kinds with a non-zero level in the timeline: the series drawn. */
+static uint32_t drawn_kinds(const struct trail *t, const struct trail_target *tt)
+{
+	uint32_t kinds = 0;
+	size_t i;
+	int k;
+
+	for (i = 0; i < tt->n_samples; i++)
+		for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+			if ((t->kinds & (1U << k)) && tt->timeline[i].level[k])
+				kinds |= 1U << k;
+	return kinds;
+}
+
+static json_t *phases_json(const struct trail *t, const struct trail_target *tt)
+{
+	json_t *arr = json_array(), *seg, *cum, *p;
+	size_t i, n = phase_log__count(&tt->phases);
+	int k;
+
+	for (i = 0; i < n; i++) {
+		const struct trail_phase *ph = phase_log__at(&tt->phases, i);
+
+		seg = json_object();
+		cum = json_object();
+		for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+			if (!(t->kinds & (1U << k)))
+				continue;
+			json_object_set_new(seg, kind__name(k), json_integer(ph->f[k][PF_SEGMENT_PEAK]));
+			json_object_set_new(cum, kind__name(k),
+					    json_integer(ph->f[k][PF_CUMULATIVE_PEAK]));
+		}
+		p = json_pack("{s:s, s:I, s:I, s:o, s:o}", "name", ph->name,
+			      "start", (json_int_t)ph->start_ms, "end", (json_int_t)ph->end_ms,
+			      "seg", seg, "cum", cum);
+		json_array_append_new(arr, p);
+	}
+	return arr;
+}
+
+static void add_marker(json_t *arr, json_int_t t_ms, const char *type, const char *text)
+{
+	json_array_append_new(arr, json_pack("{s:I, s:s, s:s}", "t", t_ms, "type", type,
+					     "text", text));
+}
+
+/* A line for people: the event's type and its own fields, as the file has them. */
+static void add_event_marker(json_t *arr, json_t *ev)
+{
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	char *text = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
+
+	add_marker(arr, json_integer_value(json_object_get(ev, "t_ms")), type ? type : "event",
+		   text ? text : "?");
+	free(text);
+}
+
+static json_t *markers_json(const struct trail *t, const struct trail_target *tt)
+{
+	json_t *arr = json_array(), *ev, *s = t->snapshot;
+	char text[256];
+	size_t i;
+
+	json_array_foreach(t->events, i, ev)
+		if (json_integer_value(json_object_get(ev, "pid")) == tt->pid)
+			add_event_marker(arr, ev);
+	if (s && json_integer_value(json_object_get(s, "pid")) == tt->pid) {
+		const char *trigger = json_string_value(json_object_get(s, "trigger"));
+
+		snprintf(text, sizeof(text), "snapshot: %s", trigger ? trigger : "?");
+		/* a snapshot's trigger is its marker: oom_kill, pressure or device_oom */
+		add_marker(arr, json_integer_value(json_object_get(s, "t_ms")),
+			   trigger && !strcmp(trigger, "oom_kill") ? "oom" : trigger ? trigger : "snapshot",
+			   text);
+	}
+	if (tt->verdict) {
+		char *v = json_dumps(tt->verdict, JSON_COMPACT | JSON_SORT_KEYS);
+
+		snprintf(text, sizeof(text), "verdict: %s", v ? v : "?");
+		add_marker(arr, tt->end_ms, "verdict", text);
+		free(v);
+	}
+	if (tt->exited && !json_array_size(arr)) {
+		snprintf(text, sizeof(text), "exit: code %d, signal %d", tt->exit_code, tt->exit_signal);
+		add_marker(arr, tt->end_ms, "exit", text);
+	}
+	return arr;
+}
+
+static json_t *sites_json(const struct trail_target *tt)
+{
+	json_t *arr = json_array(), *list = json_object_get(tt->sites, "list"), *s;
+	size_t i;
+
+	json_array_foreach(list, i, s) {
+		json_t *f = json_array_get(json_object_get(s, "frames"), 0);
+
+		if (i >= SITES_SHOWN)
+			break;
+		json_array_append_new(arr, json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}",
+			"kind", json_object_get(s, "kind"), "phase", json_object_get(s, "phase"),
+			"alloc_bytes", json_object_get(s, "alloc_bytes"),
+			"inuse_bytes", json_object_get(s, "inuse_bytes"),
+			"function", json_object_get(f, "function"),
+			"source", json_object_get(f, "source")));
+	}
+	return arr;
+}
+
+static json_t *target_json(const struct trail *t, const struct trail_target *tt, struct page *pg)
+{
+	uint32_t kinds = drawn_kinds(t, tt);
+	json_t *o, *tl, *peak = json_object(), *names = json_array(), *dev = json_array();
+	uint64_t t0 = tt->start_ms, t1 = tt->end_ms;
+	const char *from;
+	json_int_t limit = target_limit(t, tt, &from);
+	size_t n = phase_log__count(&tt->phases);
+	int k;
+
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+		if (!(t->kinds & (1U << k)))
+			continue;
+		if (kinds & (1U << k))
+			json_array_append_new(names, json_string(kind__name(k)));
+		if (tt->peak[k])
+			json_object_set_new(peak, kind__name(k), json_integer(tt->peak[k]));
+		if (kind__device() & (1U << k))
+			json_array_append_new(dev, json_string(kind__name(k)));
+	}
+	/* the time drawn: the timeline, the target's life and its phases */
+	if (tt->n_samples) {
+		t0 = t0 < tt->timeline[0].t_ms ? t0 : tt->timeline[0].t_ms;
+		t1 = t1 > tt->timeline[tt->n_samples - 1].t_ms ? t1 : tt->timeline[tt->n_samples - 1].t_ms;
+		if (tt->start_ms == 0 && tt->timeline[0].t_ms > 0 && t->snapshot)
+			t0 = tt->timeline[0].t_ms;	/* a snapshot keeps a window */
+	}
+	if (n) {
+		const struct trail_phase *last = phase_log__at(&tt->phases, n - 1);
+
+		t1 = t1 > last->end_ms ? t1 : last->end_ms;
+		if (t->snapshot && phase_log__at(&tt->phases, 0)->start_ms < t0)
+			t0 = phase_log__at(&tt->phases, 0)->start_ms;
+	}
+	tl = timeline_json(tt, kinds, pg);
+	o = json_pack("{s:i, s:s, s:s?, s:s?, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:O?, s:o}",
+		      "pid", tt->pid, "comm", tt->comm, "cmdline", tt->cmdline, "cgroup", tt->cgroup,
+		      "t0", (json_int_t)t0, "t1", (json_int_t)t1, "kinds", names,
+		      "device_kinds", dev, "peak", peak,
+		      "limit", limit ? json_integer(limit) : json_null(),
+		      "device_limit", json_null(), "limit_from", from,
+		      "phases", phases_json(t, tt), "verdict", tt->verdict,
+		      "sites", sites_json(tt));
+	if (!o || !tl) {
+		json_decref(o);
+		json_decref(tl);
+		return NULL;
+	}
+	json_object_update(o, tl);
+	json_decref(tl);
+	json_object_set_new(o, "events", markers_json(t, tt));
+	json_object_set_new(o, "exit", tt->exited ?
+			    json_pack("{s:i, s:i}", "code", tt->exit_code, "signal", tt->exit_signal) :
+			    json_null());
+	return o;
+}
+
+static json_t *page_json(const struct trail *t, struct page *pg)
+{
+	json_t *targets = json_array(), *kinds = json_array(), *o;
+	char title[256], sub[512];
+	size_t i;
+	int k;
+
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+		if (t->kinds & (1U << k))
+			json_array_append_new(kinds, json_string(kind__name(k)));
+	for (i = 0; i < t->n_targets; i++) {
+		o = target_json(t, &t->targets[i], pg);
+		if (!o || json_array_append_new(targets, o)) {
+			json_decref(targets);
+			json_decref(kinds);
+			return NULL;
+		}
+	}
+	if (t->verdict_doc && t->n_targets)
+		snprintf(title, sizeof(title), "verdict of %s (%u)", t->targets[0].comm,
+			 t->targets[0].pid);
+	else if (t->snapshot)
+		snprintf(title, sizeof(title), "%s snapshot of %s (%lld)",
+			 json_string_value(json_object_get(t->snapshot, "trigger")) ?: "?",
+			 json_string_value(json_object_get(t->snapshot, "comm")) ?: "?",
+			 (long long)json_integer_value(json_object_get(t->snapshot, "pid")));
+	else
+		snprintf(title, sizeof(title), "trail: %s", t->command ? t->command : "?");
+	snprintf(sub, sizeof(sub), "started %s, %.1f s, sampled every %u ms, %zu targets",
+		 t->started, t->duration_ms / 1000.0, t->interval_ms, t->n_targets);
+	return json_pack("{s:s, s:s, s:o, s:o, s:b, s:i, s:I, s:I}", "title", title, "sub", sub,
+			 "kinds", kinds, "targets", targets, "decimated", pg->decimated,
+			 "buckets", HTML_BUCKETS, "samples", (json_int_t)pg->samples,
+			 "drawn", (json_int_t)pg->drawn);
+}
+
+#include "html_page.h"
+
+/* The JSON, with <, > and & as \u escapes: they occur only inside strings. */
+static int put_data(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		int r = *s == '<' ? fputs("\\u003c", f) : *s == '>' ? fputs("\\u003e", f) :
+			*s == '&' ? fputs("\\u0026", f) : fputc(*s, f);
+
+		if (r == EOF)
+			return -1;
+	}
+	return 0;
+}
+
+int html__write(const struct trail *t, const char *path, bool *decimated)
+{
+	struct page pg = { 0 };
+	json_t *data = page_json(t, &pg);
+	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+	char tmp[PATH_MAX];
+	int fd, err = 0;
+	FILE *f;
+
+	json_decref(data);
+	if (!text)
+		return -ENOMEM;
+	*decimated = pg.decimated;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+		free(text);
+		return -ENAMETOOLONG;
+	}
+	/* written whole or not at all, as trail__write_json does */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		err = -errno;
+		if (fd >= 0)
+			close(fd);
+		free(text);
+		return err;
+	}
+	errno = 0;
+	if (fputs(page_head, f) == EOF || put_data(f, text) || fputs(page_tail, f) == EOF ||
+	    fflush(f))
+		err = errno ? -errno : -EIO;
+	if (!err && fsync(fileno(f)))
+		err = -errno;
+	if (fclose(f) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	free(text);
+	return err;
+}
