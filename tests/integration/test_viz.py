@@ -7,15 +7,17 @@ to the trail's)."""
 
 import base64
 import fcntl
+import glob
 import json
 import os
 import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
-from harness import (MEMTRAIL, ROOT, TestFailure, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
+from harness import (MEMTRAIL, ROOT, Background, TestFailure, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
                      one_line_error, record, remove_tree, run, tmpdir, workload)
 
 MiB = 1024 * 1024
@@ -158,8 +160,11 @@ def test_report_exporters_bad_input():
         errs = [l for l in p.stderr.splitlines() if "error" in l]
         check_eq(len(errs), 1, f"one error line for {opt}: {p.stderr!r}")
         check("Not a directory" in errs[0], f"the reason spelled out: {errs[0]!r}")
+        # a usage error: the error line, then report's usual pointer to --help
         p = run([MEMTRAIL, "report", good, opt])
-        one_line_error(p, opt, "needs a value")
+        check_eq(p.returncode, 2, f"status of {opt} without a value")
+        check_eq(p.stderr.splitlines()[0], f"memtrail: error: option '{opt}' needs a value",
+                 "the error line")
 
 
 # ---- HTML in headless Chromium, over the DevTools protocol on a pipe ----
@@ -384,3 +389,119 @@ def test_html_oom():
     check_eq(d["limits"], [[pid, limit]], "the cgroup limit line vs memory.limit_in_bytes")
     events = {e for p, e in d["markers"] if p == pid}
     check({"verdict", "exit"} <= events, f"markers of the OOM victim: {events}")
+
+
+HOSTILE_PHASE = "</script><b>\"'&<!--<script>"
+HOSTILE_COMM = "<b>\"'&<i>"
+PY_HOSTILE = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import memtrail_marker
+memtrail_marker.phase(sys.argv[2])
+hold = b"x" * (16 << 20)
+time.sleep(0.3)
+"""
+
+
+def test_html_hostile_strings():
+    """A comm (the name a program was run by) and a phase name made of markup
+    render as text: the page's text is the strings themselves, no element
+    comes from them, the script still ran."""
+    d = tmpdir()
+    exe = os.path.join(d, HOSTILE_COMM)
+    os.symlink(os.path.realpath(sys.executable), exe)
+    out = os.path.join(d, "trail.json")
+    p = run([MEMTRAIL, "record", "-q", "-o", out, "--", exe, "-c", PY_HOSTILE,
+             os.path.join(ROOT, "include"), HOSTILE_PHASE])
+    check_eq(p.returncode, 0, f"record status ({p.stderr!r})")
+    trail = load_trail(out)
+    t = [x for x in trail["targets"] if x["comm"] == HOSTILE_COMM]
+    check_eq(len(t), 1, f"the target named {HOSTILE_COMM!r}: {[x['comm'] for x in trail['targets']]}")
+    check(HOSTILE_PHASE in [ph["name"] for ph in t[0]["phases"]], f"phases {t[0]['phases']}")
+    page = html(out)
+    b = Browser()
+    try:
+        b.open(page)
+        heads = b.eval("Array.from(document.querySelectorAll('h2')).map(e => e.textContent)")
+        labels = b.eval("Array.from(document.querySelectorAll('g.band text'))"
+                        ".map(e => e.textContent)")
+        injected = b.eval("document.querySelectorAll('b:not(.verdict b), i').length")
+        scripts = b.eval("document.scripts.length")
+        title = b.eval("document.title")
+        d = drawn(b)
+        b.screenshot("viz-hostile.png")
+        problems = b.problems()
+    finally:
+        b.close()
+    check_eq(problems, [], "console errors, exceptions or network requests")
+    check(f"{HOSTILE_COMM} ({t[0]['pid']})" in heads, f"the comm as text: {heads}")
+    check(HOSTILE_PHASE in labels, f"the phase name as text: {labels}")
+    check_eq(injected, 0, "elements made from the strings")
+    check_eq(scripts, 2, "script elements (the data and the page's own)")
+    check(title.startswith("memtrail: trail: "), f"title {title!r}")
+    series, bands = want_drawn(trail)
+    check_eq(sorted(d["bands"]), bands, "phase bands")
+
+
+def watch_files():
+    """hog OOM-killed under memtrail watch: its OOM snapshot and verdict file."""
+    if "watch" not in _recorded:
+        snaps = os.path.join(tmpdir(), "snapshots")
+        w = Background(["watch", "-o", snaps])
+        path, _, limit, _, _ = kubelet_memcg(64 * MiB)
+        try:
+            p = subprocess.run(in_cgroup(path, [workload("hog")]), capture_output=True,
+                               timeout=60)
+            check_eq(p.returncode, -signal.SIGKILL, "the workload's end")
+            deadline = time.time() + 20
+            while not glob.glob(os.path.join(snaps, "verdict-*.json")):
+                check(time.time() < deadline, "no verdict file written")
+                time.sleep(0.05)
+        finally:
+            rc, _, err = w.stop()
+            remove_tree(path)
+        check_eq(rc, 0, f"watch status ({err!r})")
+        snap = glob.glob(os.path.join(snaps, "oom-*.json"))
+        verdict = glob.glob(os.path.join(snaps, "verdict-*.json"))
+        check_eq((len(snap), len(verdict)), (1, 1), "one OOM snapshot and one verdict file")
+        _recorded["watch"] = (snap[0], verdict[0], limit)
+    return _recorded["watch"]
+
+
+def test_html_watch_snapshot():
+    snap, _, limit = watch_files()
+    doc = load_trail(snap)
+    d = check_page(html(snap), doc, "viz-snapshot.png")
+    pid = doc["snapshot"]["pid"]
+    check_eq([t["pid"] for t in doc["targets"]], [pid], "the snapshot's one target")
+    check_eq(d["limits"], [[pid, limit]], "the snapshot's cgroup limit line")
+    check("oom" in {e for _, e in d["markers"]}, f"no OOM marker: {d['markers']}")
+    check_eq([p for _, p in d["bands"]][-1], doc["snapshot"]["phase"], "the open phase")
+    check_against_trail(check_trace_rules(perfetto(snap)), doc)
+
+
+def test_html_watch_verdict_file():
+    """A verdict file has no timeline: the page shows its target, verdict and peaks."""
+    _, verdict, limit = watch_files()
+    doc = load_trail(verdict)
+    page = html(verdict)
+    b = Browser()
+    try:
+        b.open(page)
+        heads = b.eval("Array.from(document.querySelectorAll('h2')).map(e => e.textContent)")
+        text = b.eval("document.querySelector('.verdict').textContent")
+        meta = b.eval("document.querySelector('.meta').textContent")
+        b.screenshot("viz-verdict.png")
+        problems = b.problems()
+    finally:
+        b.close()
+    check_eq(problems, [], "console errors, exceptions or network requests")
+    check_eq(heads, [f"{doc['comm']} ({doc['pid']})"], "the verdict's target")
+    check(f"verdict: {doc['verdict']['cause']}" in text and f"limit: {limit}" in text,
+          f"verdict shown: {text!r}")
+    for kind, peak in doc["peaks"].items():
+        if peak:
+            check(kind in meta, f"peak of {kind} not shown: {meta!r}")
+    p = run([MEMTRAIL, "report", verdict])
+    check_eq(p.returncode, 0, f"report of a verdict file ({p.stderr!r})")
+    check(str(doc["pid"]) in p.stdout, f"the table names the target: {p.stdout!r}")
