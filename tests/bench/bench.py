@@ -4,7 +4,8 @@
 against the same workloads untraced, as ratios of the workloads' own
 elapsed time (median of interleaved runs); heap probes per malloc/free pair
 against the bare counting uprobe (the floor) and under an overhead budget;
-then memtrail watch's own CPU use with 2,000 idle processes on the node. Not a test: it asserts nothing, it
+then memtrail watch's own CPU use with 2,000 idle processes on the node;
+report --html of a one-hour, 200-target trail. Not a test: it asserts nothing, it
 prints the figures and the targets they are held to."""
 
 import json
@@ -207,6 +208,67 @@ def device_live_memory(n=1000000):
             os.unlink(out)
 
 
+def big_trail(path, targets=200, seconds=3600, interval_ms=100,
+              kinds=("mapped", "rss_anon", "rss_file"), phases=("load", "warmup", "serve")):
+    """A one-hour trail of TARGETS processes sampled every INTERVAL_MS (record's
+    default) whose levels change at every sample: the worst case, as record
+    keeps only the samples where a level moved. Written as a stream."""
+    n = seconds * 1000 // interval_ms
+    zero = {f: 0 for f in ("allocations", "deallocations", "segment_change", "segment_peak",
+                           "cumulative_current", "cumulative_peak")}
+    with open(path, "w") as f:
+        f.write('{"memtrail": 1, "started": "2026-01-01T00:00:00Z", "duration_ms": %d, '
+                '"interval_ms": %d, "command": "bench", "kinds": %s, "targets": ['
+                % (seconds * 1000, interval_ms, json.dumps(list(kinds))))
+        for i in range(targets):
+            span = seconds * 1000 // len(phases)
+            ph = [{"name": p, "start": j * span, "end": (j + 1) * span,
+                   "kinds": {k: dict(zero, segment_peak=j << 20, cumulative_peak=j << 21)
+                             for k in kinds}} for j, p in enumerate(phases)]
+            head = {"pid": 1000 + i, "ppid": 1, "comm": f"server{i}", "cmdline": None,
+                    "cgroup": None, "start_ms": 0, "end_ms": seconds * 1000, "exit": None,
+                    "kinds": {k: {"current": 1 << 20, "peak": 64 << 20} for k in kinds},
+                    "verdict": None, "phases": ph, "phases_folded": 0, "phase_summary": []}
+            f.write(("," if i else "") + json.dumps(head)[:-1] + ', "timeline": [')
+            base = (i % 50 + 1) << 20
+            rows = []
+            for s in range(n):
+                w = (s * 7919 + i) % 1000
+                rows.append('{"t_ms":%d,"mapped":%d,"rss_anon":%d,"rss_file":%d}'
+                            % (s * interval_ms, base + w * 4096, base + w * 2048, 1 << 20))
+            f.write(",".join(rows) + "]}")
+        f.write('], "events": [], "lost": {}}\n')
+    return targets * n
+
+
+def html_render():
+    """report --html of a one-hour, 200-target trail: time, file size, and the
+    page's load in headless Chromium when it is installed."""
+    d = tempfile.mkdtemp(prefix="memtrail-bench-")
+    trail, page = os.path.join(d, "trail.json"), os.path.join(d, "report.html")
+    samples = big_trail(trail)
+    t0 = time.monotonic()
+    subprocess.run([MEMTRAIL, "report", trail, "--html", page], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True)
+    render = time.monotonic() - t0
+    # the same trail only read (report --json prints no timeline): what decoding costs
+    t0 = time.monotonic()
+    subprocess.run([MEMTRAIL, "report", "--json", trail], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True)
+    read = time.monotonic() - t0
+    sizes = os.path.getsize(trail), os.path.getsize(page)
+    load = None
+    if os.path.exists("/usr/bin/chromium"):
+        t0 = time.monotonic()
+        p = subprocess.run(["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                            "--no-first-run", "--disable-background-networking",
+                            f"--user-data-dir={d}/profile", "--dump-dom", "file://" + page],
+                           capture_output=True, text=True, timeout=120)
+        load = time.monotonic() - t0 if 'data-ready="1"' in p.stdout else None
+    subprocess.run(["rm", "-rf", d])
+    return samples, sizes, render, read, load
+
+
 def main():
     if os.geteuid() != 0:
         print("make bench needs root (it loads BPF)")
@@ -247,6 +309,13 @@ def main():
     for label, cpu, rss in top_idle_cpu():
         print(f"memtrail top with 2000 idle processes, {label}: {cpu * 100:.2f}% of one "
               f"core, VmRSS {rss / 1024:.1f} MiB", flush=True)
+    samples, (tsize, hsize), render, read, load = html_render()
+    print(f"report --html of a 1-hour trail, 200 targets, {samples} samples "
+          f"({tsize / 2**20:.0f} MiB): {render:.2f} s (target < 5 s; reading the trail "
+          f"alone, report --json: {read:.2f} s), page "
+          f"{hsize / 2**20:.1f} MiB, loaded and drawn in headless Chromium in "
+          + (f"{load:.2f} s" if load is not None else "(not measured: no chromium or no draw)"),
+          flush=True)
     if os.path.exists(out):
         os.unlink(out)
     return 0
