@@ -147,6 +147,46 @@ static void rejects_malformed(void **state)
 	expect_reject("{\"memtrail\": 1, \"targets\": [], \"kinds\": [\"ram\"]}", "unknown kind");
 }
 
+/* watch's verdict file: one target, its exit, verdict and peaks, no timeline */
+static void reads_verdict_file(void **state)
+{
+	const char *text = "{\"memtrail\": 1, \"type\": \"verdict\", \"time\": \"2026-01-01T00:00:00Z\", "
+		"\"t_ms\": 1500, \"pid\": 42, \"comm\": \"hog\", \"cmdline\": \"./hog\", "
+		"\"cgroup\": \"/a\", \"exit\": {\"signal\": 9}, \"phase\": \"grow\", "
+		"\"verdict\": {\"cause\": \"oom_cgroup\", \"limit\": 67108864}, "
+		"\"peaks\": {\"rss_anon\": 1000, \"mapped\": 2000}, \"snapshot\": null}";
+	json_t *root = json_loads(text, 0, NULL);
+	struct trail t;
+	char err[256] = "";
+
+	(void)state;
+	assert_non_null(root);
+	assert_int_equal(trail__from_json(&t, root, err, sizeof(err)), 0);
+	assert_int_equal(t.n_targets, 1);
+	assert_int_equal(t.targets[0].pid, 42);
+	assert_string_equal(t.targets[0].comm, "hog");
+	assert_true(t.targets[0].exited);
+	assert_int_equal(t.targets[0].exit_signal, 9);
+	assert_int_equal(t.targets[0].end_ms, 1500);
+	assert_int_equal(t.targets[0].peak[MEMTRAIL_KIND_RSS_ANON], 1000);
+	assert_int_equal(t.targets[0].peak[MEMTRAIL_KIND_MAPPED], 2000);
+	assert_int_equal(t.kinds, 1U << MEMTRAIL_KIND_RSS_ANON | 1U << MEMTRAIL_KIND_MAPPED);
+	assert_string_equal(json_string_value(json_object_get(t.targets[0].verdict, "cause")),
+			    "oom_cgroup");
+	assert_ptr_equal(t.verdict_doc, root);
+	assert_null(t.snapshot);
+	trail__free(&t);
+	json_decref(root);
+
+	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 0}", "no valid 'pid'");
+	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, \"verdict\": {}}",
+		      "has no 'cause'");
+	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, "
+		      "\"verdict\": {\"cause\": \"signal\"}, \"peaks\": {\"ram\": 1}}", "peak of 'ram'");
+	expect_reject("{\"memtrail\": 1, \"targets\": [], \"snapshot\": 3}",
+		      "'snapshot' is not an object");
+}
+
 static void read_missing_and_truncated(void **state)
 {
 	char path[] = "/tmp/memtrail-unit-XXXXXX", err[256];
@@ -180,6 +220,7 @@ int main(void)
 		cmocka_unit_test(round_trip),
 		cmocka_unit_test(summary_json_has_no_timeline),
 		cmocka_unit_test(rejects_malformed),
+		cmocka_unit_test(reads_verdict_file),
 		cmocka_unit_test(read_missing_and_truncated),
 		cmocka_unit_test(write_fails_cleanly),
 	};
