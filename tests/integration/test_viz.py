@@ -448,21 +448,30 @@ def watch_files():
     if "watch" not in _recorded:
         snaps = os.path.join(tmpdir(), "snapshots")
         w = Background(["watch", "-o", snaps])
-        path, _, limit, _, _ = kubelet_memcg(64 * MiB)
+
+        def ours(pattern):
+            """Files of this test's cgroup: watch sees the whole node."""
+            found = []
+            for f in glob.glob(os.path.join(snaps, pattern)):
+                doc = load_trail(f)
+                cg = doc["cgroup"] if "type" in doc else doc["targets"][0]["cgroup"]
+                if cg == rel:
+                    found.append(f)
+            return found
+        path, rel, limit, _, _ = kubelet_memcg(64 * MiB)
         try:
             p = subprocess.run(in_cgroup(path, [workload("hog")]), capture_output=True,
                                timeout=60)
             check_eq(p.returncode, -signal.SIGKILL, "the workload's end")
             deadline = time.time() + 20
-            while not glob.glob(os.path.join(snaps, "verdict-*.json")):
+            while not ours("verdict-*.json"):
                 check(time.time() < deadline, "no verdict file written")
                 time.sleep(0.05)
         finally:
             rc, _, err = w.stop()
             remove_tree(path)
         check_eq(rc, 0, f"watch status ({err!r})")
-        snap = glob.glob(os.path.join(snaps, "oom-*.json"))
-        verdict = glob.glob(os.path.join(snaps, "verdict-*.json"))
+        snap, verdict = ours("oom-*.json"), ours("verdict-*.json")
         check_eq((len(snap), len(verdict)), (1, 1), "one OOM snapshot and one verdict file")
         _recorded["watch"] = (snap[0], verdict[0], limit)
     return _recorded["watch"]
