@@ -224,7 +224,11 @@ static json_t *markers_json(const struct trail *t, const struct trail_target *tt
 		add_marker(arr, tt->end_ms, "verdict", text);
 		free(v);
 	}
-	if (tt->exited && !json_array_size(arr)) {
+	/* the exit itself, when its event is not in the file (lost, or a verdict file's) */
+	json_array_foreach(arr, i, ev)
+		if (!strcmp(json_string_value(json_object_get(ev, "type")), "exit"))
+			break;
+	if (tt->exited && i == json_array_size(arr)) {
 		snprintf(text, sizeof(text), "exit: code %d, signal %d", tt->exit_code, tt->exit_signal);
 		add_marker(arr, tt->end_ms, "exit", text);
 	}
@@ -336,8 +340,11 @@ static json_t *page_json(const struct trail *t, struct page *pg)
 			 (long long)json_integer_value(json_object_get(t->snapshot, "pid")));
 	else
 		snprintf(title, sizeof(title), "trail: %s", t->command ? t->command : "?");
-	snprintf(sub, sizeof(sub), "started %s, %.1f s, sampled every %u ms, %zu targets",
-		 t->started, t->duration_ms / 1000.0, t->interval_ms, t->n_targets);
+	if (t->interval_ms)
+		snprintf(sub, sizeof(sub), "started %s, %.1f s, sampled every %u ms, %zu targets",
+			 t->started, t->duration_ms / 1000.0, t->interval_ms, t->n_targets);
+	else
+		snprintf(sub, sizeof(sub), "written %s, no timeline", t->started);
 	return json_pack("{s:s, s:s, s:o, s:o, s:b, s:i, s:I, s:I}", "title", title, "sub", sub,
 			 "kinds", kinds, "targets", targets, "decimated", pg->decimated,
 			 "buckets", HTML_BUCKETS, "samples", (json_int_t)pg->samples,
