@@ -16,6 +16,7 @@
 
 #include "html.h"
 #include "kinds.h"
+#include "table.h"
 
 /* v1's "no limit" is near INT64_MAX: larger than any memory, not drawn */
 #define LIMIT_MAX (1LL << 56)
@@ -241,7 +242,8 @@ static json_t *sites_json(const struct trail_target *tt)
 	size_t i;
 
 	json_array_foreach(list, i, s) {
-		json_t *f = json_array_get(json_object_get(s, "frames"), 0);
+		json_t *frames = json_object_get(s, "frames");
+		json_t *f = json_array_get(frames, table__site_frame(frames));
 
 		if (i >= SITES_SHOWN)
 			break;

@@ -187,18 +187,22 @@ static bool allocator_frame(json_t *fr)
 	return false;
 }
 
+size_t table__site_frame(json_t *frames)
+{
+	size_t i, n = json_array_size(frames);
+
+	for (i = 0; i < n; i++)
+		if (!allocator_frame(json_array_get(frames, i)))
+			return i;
+	return 0;
+}
+
 /* "fn (file:line) < caller": the first frame outside the allocator, and its caller. */
 static void site_text(json_t *frames, char *buf, size_t len)
 {
-	size_t i, n = json_array_size(frames), first = 0, used;
+	size_t i, n = json_array_size(frames), first = table__site_frame(frames), used;
 	json_t *fr;
 
-	for (i = 0; i < n; i++) {
-		if (!allocator_frame(json_array_get(frames, i))) {
-			first = i;
-			break;
-		}
-	}
 	buf[0] = '\0';
 	used = 0;
 	for (i = first; i < n && i < first + 2 && used < len; i++) {

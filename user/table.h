@@ -15,4 +15,7 @@ void table__print_verdicts(FILE *f, const struct trail *t);
 /* Per target and phase: its TOP allocation sites by bytes allocated, and how they were taken. */
 void table__print_sites(FILE *f, const struct trail *t, size_t top);
 
+/* The frame a site is named after: the first outside the allocator (libc, jemalloc, ...). */
+size_t table__site_frame(json_t *frames);
+
 #endif
