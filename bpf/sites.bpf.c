@@ -18,6 +18,8 @@ const volatile __u32 sites_mapping = 1;
 const volatile __u32 heap_track = 1;
 /* heap: sampling rate in bytes, 0: every allocation has its stack taken */
 const volatile __u64 heap_sample = 0;
+/* heap: an overhead budget's windows, watched per hit (else one lookup a hit saved) */
+const volatile __u32 heap_budget = 0;
 /* faults: one user fault in this many has its stack taken */
 const volatile __u32 fault_sample = 1;
 
@@ -39,9 +41,9 @@ struct heap_call {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct heap_call);
 } heap_calls SEC(".maps");
 
@@ -69,7 +71,6 @@ struct {
 	__type(value, __u64);
 } heap_allow SEC(".maps");
 
-static const struct heap_call zero_call;
 static const __u64 zero_hits;
 
 /* Count a probe hit; tell user space once the hit that spends the budget comes. */
@@ -82,6 +83,8 @@ static __always_inline void heap_hit(__u32 tgid)
 	if (!hits)
 		return;
 	n = __sync_add_and_fetch(hits, 1);
+	if (!heap_budget)
+		return;
 	allow = bpf_map_lookup_elem(&heap_allow, &tgid);
 	if (!allow || n != *allow)
 		return;
@@ -148,7 +151,7 @@ SEC("uprobe")
 int mt_heap_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_get_attach_cookie(ctx);
-	__u32 tgid = id >> 32, tid = (__u32)id, op = MEMTRAIL_COOKIE_OP(cookie);
+	__u32 tgid = id >> 32, op = MEMTRAIL_COOKIE_OP(cookie);
 	struct memtrail_target *t = live_target(tgid);
 	struct heap_call *c;
 	__u64 sp = PT_REGS_SP(ctx);
@@ -156,7 +159,7 @@ int mt_heap_entry(struct pt_regs *ctx)
 	if (!t)
 		return 0;
 	heap_hit(tgid);
-	c = bpf_map_lookup_elem(&heap_calls, &tid);
+	c = bpf_task_storage_get(&heap_calls, bpf_get_current_task_btf(), 0, 0);
 	/* a frame deeper than the outermost call's is nested in it; one above it is stale */
 	if (c && c->depth && sp >= c->sp)
 		c->depth = 0;
@@ -166,8 +169,8 @@ int mt_heap_entry(struct pt_regs *ctx)
 		return 0;
 	}
 	if (!c) {
-		bpf_map_update_elem(&heap_calls, &tid, &zero_call, BPF_ANY);
-		c = bpf_map_lookup_elem(&heap_calls, &tid);
+		c = bpf_task_storage_get(&heap_calls, bpf_get_current_task_btf(), 0,
+					 BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!c)
 			return 0;
 	}
@@ -185,7 +188,7 @@ SEC("uretprobe")
 int mt_heap_return(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), rc = PT_REGS_RC(ctx), ptr = 0;
-	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 tgid = id >> 32;
 	struct memtrail_target *t = live_target(tgid);
 	struct heap_call *c;
 	__u64 old = 0, size = 0;
@@ -193,7 +196,7 @@ int mt_heap_return(struct pt_regs *ctx)
 	if (!t)
 		return 0;
 	heap_hit(tgid);
-	c = bpf_map_lookup_elem(&heap_calls, &tid);
+	c = bpf_task_storage_get(&heap_calls, bpf_get_current_task_btf(), 0, 0);
 	if (!c || !c->depth || --c->depth)
 		return 0;
 	switch (c->op) {

@@ -480,6 +480,7 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg,
 		/* with a budget the probes come and go: frees would go unseen */
 		.heap_track = o->heap && o->heap_cfg.budget_pct <= 0,
 		.heap_sample = o->heap_cfg.sample_bytes,
+		.heap_budget = o->heap && o->heap_cfg.budget_pct > 0,
 	};
 	cfg->rules = o->rules;
 	cfg->n_rules = o->n_rules;

@@ -96,6 +96,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->sites_mapping = cfg->sites.mapping;
 	s->rodata->heap_track = cfg->sites.heap_track;
 	s->rodata->heap_sample = cfg->sites.heap_sample;
+	s->rodata->heap_budget = cfg->sites.heap_budget;
 	s->rodata->fault_sample = cfg->sites.fault_sample ? cfg->sites.fault_sample : 1;
 	bpf_program__set_autoload(s->progs.mt_unmapped_area, cfg->sites.mapping);
 	bpf_program__set_autoload(s->progs.mt_fault, cfg->sites.faults);

@@ -29,6 +29,7 @@ struct tracer_sites {
 	bool heap;		/* the malloc family (links per process, tracer__attach_heap) */
 	bool heap_track;	/* keep every live allocation: exact heap levels and in-use */
 	uint64_t heap_sample;	/* sampling rate in bytes, 0: every allocation */
+	bool heap_budget;	/* an overhead budget: tell user space when a window is spent */
 };
 
 struct tracer_config {
