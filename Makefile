@@ -24,7 +24,7 @@ WARNINGS := -Wall -Wextra -Werror
 USER_CFLAGS := $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE -Iinclude -I$(OUT) -MMD -MP
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	-Iinclude -I$(OUT) -MMD -MP
-LIBS := -lbpf -ldw -lelf -lz -ljansson -lprotobuf-c -lm
+LIBS := -lbpf -ldw -lelf -lz -ljansson -lprotobuf-c -lmicrohttpd -lpthread -lm
 
 ifeq ($(V),1)
 Q :=

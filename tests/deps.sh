@@ -5,7 +5,8 @@ set -e
 
 PKGS="make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libjansson-dev
 libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linux mount procps
-golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium"
+golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd-dev prometheus
+python3-yaml"
 
 if [ ! -r /etc/debian_version ] || ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "memtrail: 'make deps' knows Debian and its derivatives only; install by hand:" \

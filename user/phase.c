@@ -7,7 +7,7 @@
 #include "array.h"
 #include "phase.h"
 
-static const char *const field_names[PF_MAX] = {
+static const char *const field_names[PF_FIELDS] = {
 	[PF_ALLOCATIONS] = "allocations",
 	[PF_DEALLOCATIONS] = "deallocations",
 	[PF_SEGMENT_CHANGE] = "segment_change",
@@ -18,7 +18,7 @@ static const char *const field_names[PF_MAX] = {
 
 const char *phase__field_name(int field)
 {
-	return field >= 0 && field < PF_MAX ? field_names[field] : NULL;
+	return field >= 0 && field < PF_FIELDS ? field_names[field] : NULL;
 }
 
 int phase__check_name(const char *name, char *why, size_t len)
@@ -122,7 +122,7 @@ int phase_log__push(struct phase_log *l, const struct trail_phase *p)
 }
 
 void phase_log__fields(const struct phase_log *l, const struct memtrail_cell *cell,
-		       int64_t f[][PF_MAX])
+		       int64_t f[][PF_FIELDS])
 {
 	int k;
 
@@ -159,7 +159,7 @@ int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 	l->agg_of[l->n_closed++] = (uint16_t)(a - l->aggs);
 	a->count++;
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
-		for (f = 0; f < PF_MAX; f++) {
+		for (f = 0; f < PF_FIELDS; f++) {
 			a->total[k][f] += p.f[k][f];
 			if (a->count == 1 || p.f[k][f] > a->max[k][f])
 				a->max[k][f] = p.f[k][f];

@@ -20,7 +20,7 @@ enum phase_field {
 	PF_SEGMENT_PEAK,
 	PF_CUMULATIVE_CURRENT,
 	PF_CUMULATIVE_PEAK,
-	PF_MAX,
+	PF_FIELDS,
 };
 
 #define PHASE_NAMES_MAX 256	/* distinct names aggregated; more share "(other)" */
@@ -30,14 +30,14 @@ struct trail_phase {
 	char name[MEMTRAIL_PHASE_NAME_LEN];
 	uint64_t start_ms;
 	uint64_t end_ms;
-	int64_t f[MEMTRAIL_KIND_MAX][PF_MAX];
+	int64_t f[MEMTRAIL_KIND_MAX][PF_FIELDS];
 };
 
 struct phase_agg {
 	char name[MEMTRAIL_PHASE_NAME_LEN];
 	uint64_t count;
-	int64_t total[MEMTRAIL_KIND_MAX][PF_MAX];
-	int64_t max[MEMTRAIL_KIND_MAX][PF_MAX];
+	int64_t total[MEMTRAIL_KIND_MAX][PF_FIELDS];
+	int64_t max[MEMTRAIL_KIND_MAX][PF_FIELDS];
 };
 
 struct phase_log {
@@ -72,7 +72,7 @@ void phase_log__free(struct phase_log *l);
  */
 /* The fields of a phase whose segment is CELL, after the phases closed so far. */
 void phase_log__fields(const struct phase_log *l, const struct memtrail_cell *cell,
-		       int64_t f[][PF_MAX]);
+		       int64_t f[][PF_FIELDS]);
 int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 		     uint64_t end_ms, const struct memtrail_cell *cell);
 /* Append a phase as it is (reading a trail); aggregates are read separately. */

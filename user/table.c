@@ -65,20 +65,20 @@ void table__print_summary(FILE *f, const struct trail *t)
 	}
 }
 
-static bool kind_active(const int64_t f[PF_MAX])
+static bool kind_active(const int64_t f[PF_FIELDS])
 {
 	int i;
 
-	for (i = 0; i < PF_MAX; i++)
+	for (i = 0; i < PF_FIELDS; i++)
 		if (f[i])
 			return true;
 	return false;
 }
 
-static void print_fields(FILE *f, const struct trail *t, const int64_t v[][PF_MAX],
+static void print_fields(FILE *f, const struct trail *t, const int64_t v[][PF_FIELDS],
 			 const char *indent)
 {
-	char b[PF_MAX][32];
+	char b[PF_FIELDS][32];
 	int k, i;
 
 	fprintf(f, "%s%-10s %12s %12s %12s %12s %12s %12s\n", indent, "KIND", "ALLOC", "FREED",
@@ -86,7 +86,7 @@ static void print_fields(FILE *f, const struct trail *t, const int64_t v[][PF_MA
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
 		if (!(t->kinds & (1U << k)) || !kind_active(v[k]))
 			continue;
-		for (i = 0; i < PF_MAX; i++)
+		for (i = 0; i < PF_FIELDS; i++)
 			format__bytes(b[i], sizeof(b[i]), v[k][i]);
 		fprintf(f, "%s%-10s %12s %12s %12s %12s %12s %12s\n", indent, kind__name(k),
 			b[0], b[1], b[2], b[3], b[4], b[5]);
@@ -95,7 +95,7 @@ static void print_fields(FILE *f, const struct trail *t, const int64_t v[][PF_MA
 
 static void print_summary_by_name(FILE *f, const struct trail *t, const struct phase_log *l)
 {
-	int64_t v[MEMTRAIL_KIND_MAX][PF_MAX];
+	int64_t v[MEMTRAIL_KIND_MAX][PF_FIELDS];
 	size_t i;
 	int k, j;
 
@@ -107,7 +107,7 @@ static void print_summary_by_name(FILE *f, const struct trail *t, const struct p
 			continue;
 		fprintf(f, "  %s x%llu\n", a->name, (unsigned long long)a->count);
 		for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
-			for (j = 0; j < PF_MAX; j++)
+			for (j = 0; j < PF_FIELDS; j++)
 				v[k][j] = a->total[k][j] / (int64_t)a->count;
 		fprintf(f, "    mean\n");
 		print_fields(f, t, v, "      ");

@@ -137,7 +137,7 @@ int trail__add_event(struct trail *t, json_t *obj)
 
 /* ---- writing ---- */
 
-static json_t *fields_to_json(const struct trail *t, const int64_t f[][PF_MAX])
+static json_t *fields_to_json(const struct trail *t, const int64_t f[][PF_FIELDS])
 {
 	json_t *kinds = json_object();
 	int k, i;
@@ -148,7 +148,7 @@ static json_t *fields_to_json(const struct trail *t, const int64_t f[][PF_MAX])
 		if (!(t->kinds & (1U << k)))
 			continue;
 		o = json_object();
-		for (i = 0; i < PF_MAX; i++)
+		for (i = 0; i < PF_FIELDS; i++)
 			json_object_set_new(o, phase__field_name(i), json_integer(f[k][i]));
 		json_object_set_new(kinds, kind__name(k), o);
 	}
@@ -187,7 +187,7 @@ static json_t *summary_to_json(const struct trail *t, const struct phase_log *l)
 			if (!(t->kinds & (1U << k)))
 				continue;
 			o = json_object();
-			for (f = 0; f < PF_MAX; f++)
+			for (f = 0; f < PF_FIELDS; f++)
 				json_object_set_new(o, phase__field_name(f),
 					json_pack("{s:I, s:I, s:I}", "total", (json_int_t)a->total[k][f],
 						  "mean", (json_int_t)(a->total[k][f] / (int64_t)a->count),
@@ -407,7 +407,7 @@ static int read_fields(json_t *kinds, uint32_t pid, const char *what,
 
 		if (k < 0)
 			FAIL("target %u: %s: unknown kind '%s'", pid, what, name);
-		for (f = 0; f < PF_MAX; f++)
+		for (f = 0; f < PF_FIELDS; f++)
 			if (get(json_object_get(v, phase__field_name(f)), k, f, ctx))
 				FAIL("target %u: %s: kind '%s' has no valid '%s'", pid, what, name,
 				     phase__field_name(f));

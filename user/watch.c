@@ -24,6 +24,7 @@
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
+#include "metrics.h"
 #include "proc.h"
 #include "session.h"
 #include "statusline.h"
@@ -66,6 +67,8 @@ struct watch_opts {
 	uint32_t max_targets;
 	const char *pods_dir;
 	bool no_devices;
+	const char *metrics;	/* [ADDR:]PORT, NULL: no metrics */
+	uint32_t metrics_expire_s;
 };
 
 /* A memory cgroup with a limit that holds targets: watched for pressure. */
@@ -107,6 +110,7 @@ struct watch {
 	struct { uint32_t pid; uint64_t t_ms; } device_ooms[OOM_NAMES];
 	size_t device_next;
 	size_t oom_next;
+	struct metrics *metrics;	/* NULL: no --metrics */
 };
 
 /* ---- writing files: atomically, 0600, kept in memory while the dir fails ---- */
@@ -352,6 +356,8 @@ static void on_oom(struct session *s, struct trail_target *tt, const struct memt
 	file_name(name, sizeof(name), "oom", tt->pid);
 	emit(w, name, snapshot_doc(w, tt, f->oom_ms, cgroup, snap));
 	w->snapshots++;
+	if (w->metrics)
+		metrics__snapshot(w->metrics, "oom");
 	w->oom_names[w->oom_next].pid = tt->pid;
 	snprintf(w->oom_names[w->oom_next].name, sizeof(w->oom_names[0].name), "%s", name);
 	w->oom_next = (w->oom_next + 1) % OOM_NAMES;
@@ -382,6 +388,8 @@ static void on_device_oom(struct session *s, struct trail_target *tt, json_t *ev
 	file_name(name, sizeof(name), "device-oom", tt->pid);
 	emit(w, name, snapshot_doc(w, tt, t_ms, NULL, snap));
 	w->snapshots++;
+	if (w->metrics)
+		metrics__snapshot(w->metrics, "device_oom");
 }
 
 /* ---- pressure ---- */
@@ -527,6 +535,8 @@ static void pressure_snapshot(struct watch *w, struct watched *c, struct trail_t
 	file_name(name, sizeof(name), "pressure", tt->pid);
 	emit(w, name, snapshot_doc(w, tt, t_ms, c->path, snap));
 	w->snapshots++;
+	if (w->metrics)
+		metrics__snapshot(w->metrics, "pressure");
 }
 
 static void on_pressure(struct session *s, struct trail_target *tt,
@@ -625,18 +635,23 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	file_name(name, sizeof(name), "verdict", tt->pid);
 	emit(w, name, doc);
 	w->verdicts++;
+	if (w->metrics)
+		metrics__verdict(w->metrics, json_string_value(json_object_get(tt->verdict, "cause")));
 }
 
-/* Forget targets that ended: watch keeps only the living. */
-static void sweep(struct watch *w)
+/* Forget targets that ended: watch keeps only the living (metrics, a while). */
+static void sweep(struct watch *w, uint64_t now_ms)
 {
 	size_t i = 0;
 
 	while (i < w->s.trail.n_targets) {
-		if (w->s.trail.targets[i].end_ms)
+		if (w->s.trail.targets[i].end_ms) {
+			if (w->metrics)
+				metrics__ended(w->metrics, &w->s.trail.targets[i], now_ms);
 			trail__remove_target(&w->s.trail, &w->s.trail.targets[i]);
-		else
+		} else {
 			i++;
+		}
 	}
 }
 
@@ -690,6 +705,12 @@ static void usage(FILE *f)
 "                          1..10000 (default %d); beyond, the oldest are dropped\n"
 "      --max-targets N     most processes traced at once, 16..1048576 (default %d)\n"
 "      --no-devices        do not probe CUDA and Neuron runtimes\n"
+"      --metrics [ADDR:]PORT\n"
+"                          serve Prometheus metrics on http://ADDR:PORT/metrics\n"
+"                          (off by default; ADDR 127.0.0.1 unless given, e.g.\n"
+"                          0.0.0.0:9464 for every interface)\n"
+"      --metrics-expire S  an ended process's series stay S seconds, 1..86400\n"
+"                          (default %d; at most %d ended processes are kept)\n"
 "  -v, --verbose           debug messages\n"
 "  -h, --help              this help\n"
 "\n"
@@ -699,7 +720,8 @@ static void usage(FILE *f)
 "processes, which store a sample only when a level changes. Needs root and BTF.\n",
 		PSI_SOME_PCT, DEFAULT_DIR, MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_INTERVAL_MS,
 		DEFAULT_KEEP_S, DEFAULT_PRESSURE_PCT, DEFAULT_PRESSURE_EVERY_S, DEFAULT_PODS_DIR,
-		DEFAULT_PENDING, DEFAULT_MAX_TARGETS, memory_bound_mib(&d), WATCH_PHASE_HISTORY);
+		DEFAULT_PENDING, DEFAULT_MAX_TARGETS, DEFAULT_METRICS_EXPIRE_S, METRICS_GONE_MAX,
+		memory_bound_mib(&d), WATCH_PHASE_HISTORY);
 }
 
 static int parse_num(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint32_t *out)
@@ -728,6 +750,8 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 		{ "pending", required_argument, NULL, 'N' },
 		{ "max-targets", required_argument, NULL, 'M' },
 		{ "no-devices", no_argument, NULL, 'X' },
+		{ "metrics", required_argument, NULL, 'P' },
+		{ "metrics-expire", required_argument, NULL, 'Q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -742,6 +766,7 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 	o->pending = DEFAULT_PENDING;
 	o->max_targets = DEFAULT_MAX_TARGETS;
 	o->pods_dir = DEFAULT_PODS_DIR;
+	o->metrics_expire_s = DEFAULT_METRICS_EXPIRE_S;
 	optind = 1;
 	opterr = 0;
 	while (!err && (c = getopt_long(argc, argv, ":o:c:i:k:vh", longopts, NULL)) != -1) {
@@ -779,6 +804,12 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 			break;
 		case 'X':
 			o->no_devices = true;
+			break;
+		case 'P':
+			o->metrics = optarg;
+			break;
+		case 'Q':
+			err = parse_num("--metrics-expire", optarg, 1, 86400, &o->metrics_expire_s);
 			break;
 		case 'v':
 			log__set_verbose(true);
@@ -875,6 +906,12 @@ static void watch_loop(struct watch *w)
 		if (now >= next_sample) {
 			session__sample_all(&w->s, now);
 			next_sample = now + o->interval_ms;
+			if (w->metrics) {
+				uint64_t lost[MEMTRAIL_LOST_MAX];
+
+				tracer__lost(w->s.tracer, lost);
+				metrics__update(w->metrics, &w->s.trail, lost, now);
+			}
 			if (o->pressure_pct) {
 				refresh_cgroups(w, now);
 				check_pressure(w, now);
@@ -890,7 +927,7 @@ static void watch_loop(struct watch *w)
 		}
 		session__tick(&w->s, now);
 		statusline__tick(&w->s);
-		sweep(w);
+		sweep(w, now);
 	}
 }
 
@@ -913,6 +950,7 @@ static void free_watch(struct watch *w)
 	free(w->cg);
 	free(w->lim);
 	free(w->pend);
+	metrics__destroy(w->metrics);
 	devices__destroy(w->s.devices);
 	tracer__destroy(w->s.tracer);
 	trail__free(&w->s.trail);
@@ -960,6 +998,14 @@ int cmd_watch(int argc, char **argv)
 	tracer__poll(w.s.tracer, 0);
 	if (!o.no_devices && session__open_devices(&w.s))
 		goto out;
+	if (o.metrics) {
+		struct metrics_config mc = { .listen = o.metrics, .pods_dir = o.pods_dir,
+					     .expire_s = o.metrics_expire_s };
+
+		if (metrics__open(&w.metrics, &mc))
+			goto out;
+		metrics__update(w.metrics, &w.s.trail, NULL, 0);
+	}
 	log__info("tracing %s (%zu processes); snapshots and verdicts to '%s'; Ctrl-C to stop",
 		  o.n_cgroups ? "the given cgroups" : "all processes", w.s.live, o.dir);
 	statusline__start(true);
