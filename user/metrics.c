@@ -30,6 +30,7 @@ static const char *const triggers[] = { "pressure", "oom", "device_oom" };
 struct who {
 	uint32_t pid;
 	uint64_t start_ms;
+	char comm[MEMTRAIL_COMM_LEN];	/* an exec changes it: labels made again */
 	char labels[LABELS_LEN];	/* pid="..",comm="..",container="..",pod=".." */
 };
 
@@ -265,6 +266,7 @@ static void who_labels(const struct metrics *m, const struct trail_target *tt, s
 	escape(comm, sizeof(comm), tt->comm);
 	w->pid = tt->pid;
 	w->start_ms = tt->start_ms;
+	memcpy(w->comm, tt->comm, sizeof(w->comm));
 	snprintf(w->labels, sizeof(w->labels), "pid=\"%u\",comm=\"%s\",container=\"%s\",pod=\"%s\"",
 		 tt->pid, comm, container, pod);
 }
@@ -284,8 +286,12 @@ static const char *labels_of(struct metrics *m, const struct trail_target *tt)
 	struct who probe = { .pid = tt->pid, .start_ms = tt->start_ms }, *w;
 	void *found = tfind(&probe, &m->whos, who_cmp);
 
-	if (found)
-		return (*(struct who **)found)->labels;
+	if (found) {
+		w = *(struct who **)found;
+		if (memcmp(w->comm, tt->comm, sizeof(w->comm)))
+			who_labels(m, tt, w);	/* same key: its place in the tree holds */
+		return w->labels;
+	}
 	w = malloc(sizeof(*w));
 	if (!w)
 		return "pid=\"?\"";

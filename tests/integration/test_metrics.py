@@ -1,0 +1,266 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""memtrail watch --metrics: a real Prometheus server (Debian's) scrapes it on
+loopback while a workload holds memory in a kubelet-shaped cgroup and another
+is OOM-killed; PromQL through Prometheus' HTTP API against the workload's own
+ledger and the cgroup's files. The page itself against the text format's
+rules; series of an ended process expire; bad addresses fail on one line."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+from harness import (MiB, check, check_eq, check_within, in_cgroup, kubelet_memcg, new_pod_ids,
+                     no_programs_left, one_line_error, remove_tree, run, tmpdir, workload,
+                     MEMTRAIL)
+from test_watch import LIMIT, Watch, pods_dir, wait_files
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.headers.get("Content-Type"), r.read().decode()
+
+
+class Prometheus:
+    """A Prometheus server of its own (temporary storage), scraping TARGET every second."""
+
+    def __init__(self, target):
+        check(os.path.exists(PROMETHEUS), f"{PROMETHEUS} is missing (Debian's prometheus)")
+        d = tmpdir()
+        cfg = os.path.join(d, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                    "scrape_configs:\n  - job_name: memtrail\n"
+                    f"    static_configs:\n      - targets: ['{target}']\n")
+        self.port = free_port()
+        self.log = open(os.path.join(d, "prometheus.log"), "w")
+        self.proc = subprocess.Popen([PROMETHEUS, f"--config.file={cfg}",
+                                      f"--storage.tsdb.path={os.path.join(d, 'data')}",
+                                      f"--web.listen-address=127.0.0.1:{self.port}"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            check(self.proc.poll() is None, f"prometheus exited: see {self.log.name}")
+            try:
+                if get(f"http://127.0.0.1:{self.port}/-/ready")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise AssertionError("prometheus did not become ready in 60 s")
+
+    def query(self, promql):
+        """The value of an instant query with one result, or None when it has none."""
+        url = (f"http://127.0.0.1:{self.port}/api/v1/query?" +
+               urllib.parse.urlencode({"query": promql}))
+        body = json.loads(get(url)[2])
+        check_eq(body["status"], "success", f"query {promql}")
+        res = body["data"]["result"]
+        check(len(res) <= 1, f"query {promql}: one series at most, got {res}")
+        return float(res[0]["value"][1]) if res else None
+
+    def wait_value(self, promql, want, timeout=20):
+        deadline, got = time.time() + timeout, None
+        while time.time() < deadline:
+            got = self.query(promql)
+            if got == want:
+                return got
+            time.sleep(0.5)
+        raise AssertionError(f"{promql}: got {got}, want {want} within {timeout} s")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def start_holder(path, phase, mib):
+    """holder in cgroup PATH: enters PHASE, maps and touches MIB MiB, prints its ledger."""
+    h = subprocess.Popen(in_cgroup(path, [workload("holder"), phase, str(mib)]),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    h.stdin.write("g")
+    h.stdin.flush()
+    return h, json.loads(h.stdout.readline())
+
+
+def test_prometheus_scrapes_peaks_and_oom_verdicts():
+    """Prometheus scrapes watch: the holder's peak bytes by pod and container
+    label equal its own ledger (mapped: VmData; rss_anon within 2%), its phase
+    is named, and an OOM kill in the same pod moves the verdict counter for
+    cause oom_cgroup from 0 to 1, as the cgroup's oom_kill count does."""
+    ids = new_pod_ids()
+    path, rel, limit, uid, cid = kubelet_memcg(LIMIT, ids)
+    port = free_port()
+    w = Watch(["--pods-dir", pods_dir(ids[0]), "--metrics", f"127.0.0.1:{port}"])
+    prom = holder = None
+    try:
+        prom = Prometheus(f"127.0.0.1:{port}")
+        holder, data = start_holder(path, "serve", 24)
+        who = f'pod="serving/llama-7b",container="model-server",pid="{data["pid"]}"'
+        prom.wait_value(f'memtrail_target_phase{{{who},phase="serve"}}', 1)
+        mapped = prom.query(f'memtrail_peak_bytes{{{who},kind="mapped"}}')
+        check(mapped is not None, "the holder's mapped peak is scraped")
+        check_within(mapped, data["vm_data"], 2, "peak mapped bytes against VmData")
+        check(mapped >= data["held"], f"peak mapped {mapped} holds the {data['held']} bytes")
+        anon = prom.query(f'memtrail_peak_bytes{{{who},kind="rss_anon"}}')
+        check_within(anon, data["rss_anon"], 2, "peak rss_anon against RssAnon")
+        prom.wait_value('memtrail_verdicts_total{cause="oom_cgroup"}', 0)
+        holder.stdin.close()	# its 24 MiB go: the hog gets the whole limit
+        holder.wait(timeout=30)
+        p = subprocess.run(in_cgroup(path, [workload("hog")]), capture_output=True, timeout=60)
+        check_eq(p.returncode, -signal.SIGKILL, "the hog's end")
+        with open(os.path.join(path, "memory.oom_control")) as f:
+            kills = int(f.read().split("oom_kill ")[1].split()[0])
+        check_eq(kills, 1, "the cgroup's oom_kill count")
+        wait_files(w.dir, "verdict-*.json", 1)
+        prom.wait_value('memtrail_verdicts_total{cause="oom_cgroup"}', kills)
+        prom.wait_value("memtrail_oom_kills_total", kills)
+        prom.wait_value('memtrail_snapshots_total{trigger="oom"}', kills)
+        check_eq(prom.query('up{job="memtrail"}'), 1, "the scrape target is up")
+    finally:
+        if holder and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        if prom:
+            prom.stop()
+        rc, out, err = w.stop()
+        remove_tree(path)
+    check_eq(rc, 0, f"watch's status ({err!r})")
+    no_programs_left()
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (-?[0-9.e+]+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\\\|\\"|\\n)*)"(,|$)')
+
+
+def parse_page(text):
+    """The exposition format's rules, checked line by line: every sample's
+    family has HELP and TYPE before it, label values are escaped, no series
+    appears twice. {(name, frozenset(labels)): value}."""
+    typed, helped, series = {}, set(), {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helped.add(line.split()[2])
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            check(kind in ("gauge", "counter"), f"type of {name}: {kind}")
+            check(name not in typed, f"{name} typed twice")
+            typed[name] = kind
+            continue
+        m = SAMPLE.match(line)
+        check(m, f"not a sample line: {line!r}")
+        name, labels = m.group(1), {}
+        check(name in typed and name in helped, f"{name} has no TYPE or HELP before it")
+        rest = m.group(3) or ""
+        while rest:
+            lm = LABEL.match(rest)
+            check(lm, f"bad labels in {line!r}")
+            labels[lm.group(1)] = lm.group(2)
+            rest = rest[lm.end():]
+        key = (name, frozenset(labels.items()))
+        check(key not in series, f"series twice: {line!r}")
+        series[key] = float(m.group(4))
+        if typed[name] == "counter":
+            check(name.endswith("_total"), f"counter {name} ends in _total")
+    return series
+
+
+def value(series, name, **labels):
+    got = [v for (n, ls), v in series.items() if n == name and
+           all((k, str(x)) in ls for k, x in labels.items())]
+    return got[0] if len(got) == 1 else None
+
+
+def test_metrics_page_format_and_expiry():
+    """GET /metrics follows the text format; a process whose comm holds a
+    quote and a backslash is labelled escaped; its series outlive it by
+    --metrics-expire and are gone after; other paths are 404."""
+    port = free_port()
+    w = Watch(["--metrics", f"127.0.0.1:{port}", "--metrics-expire", "3", "-i", "200"])
+    d = tmpdir()
+    odd = os.path.join(d, 'ho"l\\der')
+    os.symlink(workload("holder"), odd)
+    h = None
+    try:
+        h = subprocess.Popen([odd, "keep", "8"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        h.stdin.write("g")
+        h.stdin.flush()
+        data = json.loads(h.stdout.readline())
+        pid = data["pid"]
+        url = f"http://127.0.0.1:{port}/metrics"
+        deadline = time.time() + 10
+        while True:
+            status, ctype, text = get(url)
+            series = parse_page(text)
+            if value(series, "memtrail_target_phase", pid=pid, phase="keep") == 1 or \
+                    time.time() > deadline:
+                break
+            time.sleep(0.3)
+        check_eq(status, 200, "status")
+        check(ctype.startswith("text/plain; version=0.0.4"), f"content type {ctype}")
+        check_eq(value(series, "memtrail_target_phase", pid=pid, phase="keep"), 1,
+                 "the holder's phase")
+        check(f'comm="ho\\"l\\\\der"' in text, "comm escaped as the format wants")
+        check_within(value(series, "memtrail_bytes", pid=pid, kind="rss_anon"),
+                     data["rss_anon"], 2, "rss_anon now against RssAnon")
+        check_eq(value(series, "memtrail_targets") >= 1, True, "targets counted")
+        check(value(series, "process_resident_memory_bytes") > 0, "memtrail's own memory")
+        h.stdin.close()
+        h.wait(timeout=30)
+        ended = time.time()
+        time.sleep(1)
+        series = parse_page(get(url)[2])
+        check(value(series, "memtrail_peak_bytes", pid=pid, kind="rss_anon") is not None,
+              "an ended process's series stay a while")
+        check(value(series, "memtrail_target_phase", pid=pid, phase="keep") is None,
+              "but it is no longer a live target")
+        time.sleep(max(0, ended + 3 + 1.5 - time.time()))
+        series = parse_page(get(url)[2])
+        check(value(series, "memtrail_peak_bytes", pid=pid, kind="rss_anon") is None,
+              "its series expired after --metrics-expire")
+        try:
+            get(f"http://127.0.0.1:{port}/other")
+            check(False, "another path answered")
+        except urllib.error.HTTPError as e:
+            check_eq(e.code, 404, "another path")
+    finally:
+        if h and h.poll() is None:
+            h.kill()
+            h.wait()
+        rc, out, err = w.stop()
+    check_eq(rc, 0, f"watch's status ({err!r})")
+    no_programs_left()
+
+
+def test_metrics_bad_address_and_port_in_use():
+    d = tmpdir()
+    for bad in ("foo:bar", "70000", "127.0.0.1:", "[::1"):
+        one_line_error(run([MEMTRAIL, "watch", "-o", d, "--metrics", bad]), "--metrics", bad)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        one_line_error(run([MEMTRAIL, "watch", "-o", d, "--metrics", str(port)]),
+                       "cannot listen", "Address already in use")
+    no_programs_left()
