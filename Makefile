@@ -96,6 +96,8 @@ $(SKEL): $(OUT)/memtrail.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< name memtrail_bpf > $@
 
 $(OUT)/user/tracer.o: $(SKEL)
+# the DaemonSet manifest is built into the binary (.incbin)
+$(OUT)/user/daemonset.o: user/daemonset.yaml
 
 $(OUT)/user/%.o: user/%.c
 	$(call msg,CC,$@)

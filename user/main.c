@@ -18,7 +18,8 @@ static const struct {
 	{ "record", cmd_record, "trace processes' memory until they exit, write a trail" },
 	{ "watch", cmd_watch, "flight recorder: snapshots before OOM kills, exit-137 verdicts" },
 	{ "top", cmd_top, "a live view of memory per process or pod, with phase and trend" },
-	{ "report", cmd_report, "print a trail again: the summary table, or JSON" },
+	{ "daemonset", cmd_daemonset, "print a Kubernetes DaemonSet that runs watch on every node" },
+	{ "report", cmd_report, "print a trail again: table, JSON, HTML, Perfetto or pprof" },
 	{ "mark", cmd_mark, "start a named phase in a process a running memtrail traces" },
 	{ "demo", cmd_demo, "record a bundled example workload and explain the output" },
 	{ "demo-workload", cmd_demo_workload, NULL },
@@ -37,7 +38,7 @@ static void usage(FILE *f)
 "commands:\n");
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (commands[i].help)
-			fprintf(f, "  %-8s  %s\n", commands[i].name, commands[i].help);
+			fprintf(f, "  %-9s  %s\n", commands[i].name, commands[i].help);
 	fprintf(f,
 "\n"
 "Run 'memtrail <command> --help' for its options. New here? Run 'memtrail demo'.\n");
