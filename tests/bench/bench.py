@@ -125,6 +125,40 @@ def watch_idle_cpu(n=2000, seconds=30):
         subprocess.run(["rm", "-rf", d])
 
 
+def metrics_scrape(n=2000, scrapes=20):
+    """GET /metrics of 'memtrail watch --metrics' with N idle processes on the
+    node: the median and slowest answer of SCRAPES, the page's size, and
+    watch's CPU use meanwhile."""
+    import socket
+    import urllib.request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    idle = [subprocess.Popen(["sleep", "3600"]) for _ in range(n)]
+    d = tempfile.mkdtemp(prefix="memtrail-bench-")
+    try:
+        m = start(["watch", "-o", d, "--metrics", f"127.0.0.1:{port}"])
+        time.sleep(3)	# past the start-up scan and a first page
+        c0, t0 = cpu_seconds(m.pid), time.monotonic()
+        times, size = [], 0
+        for _ in range(scrapes):
+            a = time.monotonic()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                size = len(r.read())
+            times.append(time.monotonic() - a)
+            time.sleep(0.5)
+        c1, t1 = cpu_seconds(m.pid), time.monotonic()
+        m.send_signal(2)
+        m.communicate()
+        return statistics.median(times), max(times), size, (c1 - c0) / (t1 - t0)
+    finally:
+        for p in idle:
+            p.kill()
+        for p in idle:
+            p.wait()
+        subprocess.run(["rm", "-rf", d])
+
+
 def children(pid):
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return [int(x) for x in f.read().split()]
@@ -310,6 +344,10 @@ def main():
     cpu, rss = watch_idle_cpu()
     print(f"memtrail watch with 2000 idle processes: {cpu * 100:.2f}% of one core "
           f"(target < 2%), VmRSS {rss / 1024:.1f} MiB", flush=True)
+    med, worst, size, cpu = metrics_scrape()
+    print(f"GET /metrics with 2000 idle processes: median {med * 1000:.1f} ms, slowest "
+          f"{worst * 1000:.1f} ms (target < 100 ms), page {size / 1024:.0f} KiB; watch with "
+          f"--metrics used {cpu * 100:.2f}% of one core", flush=True)
     for label, cpu, rss in top_idle_cpu():
         print(f"memtrail top with 2000 idle processes, {label}: {cpu * 100:.2f}% of one "
               f"core, VmRSS {rss / 1024:.1f} MiB", flush=True)
