@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "format.h"
+#include "log.h"
 
 const char *format__bytes(char *buf, size_t len, int64_t bytes)
 {
@@ -37,6 +38,20 @@ int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 		return -EINVAL;
 	if (errno == ERANGE || v < min || v > max)
 		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int format__option_u32(const char *opt, const char *arg, uint64_t min, uint64_t max,
+		       uint32_t *out)
+{
+	uint64_t v;
+
+	if (max > UINT32_MAX || format__parse_u64(arg, min, max, &v)) {
+		log__error("invalid %s '%s': give %llu to %llu", opt, arg,
+			   (unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
 	*out = v;
 	return 0;
 }

@@ -9,5 +9,8 @@
 const char *format__bytes(char *buf, size_t len, int64_t bytes);
 /* A decimal integer in [min, max], the whole string; 0 or -EINVAL/-ERANGE. */
 int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* An option's value as format__parse_u64 reads it, into 32 bits; logs why on -EINVAL. */
+int format__option_u32(const char *opt, const char *arg, uint64_t min, uint64_t max,
+		       uint32_t *out);
 
 #endif

@@ -336,19 +336,6 @@ static void usage(FILE *f)
 		TREND_INTERVALS);
 }
 
-static int parse_num(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint32_t *out)
-{
-	uint64_t v;
-
-	if (format__parse_u64(arg, lo, hi, &v)) {
-		log__error("invalid %s '%s': give %llu to %llu", opt, arg,
-			   (unsigned long long)lo, (unsigned long long)hi);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 static int parse_sort(const char *arg, struct top_opts *o)
 {
 	int k = kind__from_name(arg);
@@ -368,7 +355,7 @@ static int add_pid(const char *arg, struct top_opts *o)
 {
 	uint32_t *p, pid;
 
-	if (parse_num("--pid", arg, 1, INT32_MAX, &pid))
+	if (format__option_u32("--pid", arg, 1, INT32_MAX, &pid))
 		return -EINVAL;
 	p = realloc(o->pids, (o->n_pids + 1) * sizeof(*p));
 	if (!p) {
@@ -408,10 +395,10 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 	while (!err && (c = getopt_long(argc, argv, ":i:n:b:s:p:c:vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
-			err = parse_num("--interval", optarg, 100, 60000, &o->interval_ms);
+			err = format__option_u32("--interval", optarg, 100, 60000, &o->interval_ms);
 			break;
 		case 'n':
-			err = parse_num("--iterations", optarg, 1, 1000000, &o->iterations);
+			err = format__option_u32("--iterations", optarg, 1, 1000000, &o->iterations);
 			break;
 		case 'b':
 			if (!strcmp(optarg, "process")) {
@@ -441,7 +428,7 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 			o->pods_dir = optarg;
 			break;
 		case 'M':
-			err = parse_num("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
+			err = format__option_u32("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
 			break;
 		case 'X':
 			o->no_devices = true;

@@ -724,19 +724,6 @@ static void usage(FILE *f)
 		memory_bound_mib(&d), WATCH_PHASE_HISTORY);
 }
 
-static int parse_num(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint32_t *out)
-{
-	uint64_t v;
-
-	if (format__parse_u64(arg, lo, hi, &v)) {
-		log__error("invalid %s '%s': give %llu to %llu", opt, arg,
-			   (unsigned long long)lo, (unsigned long long)hi);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 static int parse_opts(int argc, char **argv, struct watch_opts *o)
 {
 	static const struct option longopts[] = {
@@ -782,25 +769,25 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 			o->cgroups[o->n_cgroups++] = optarg;
 			break;
 		case 'i':
-			err = parse_num("--interval", optarg, 10, 60000, &o->interval_ms);
+			err = format__option_u32("--interval", optarg, 10, 60000, &o->interval_ms);
 			break;
 		case 'k':
-			err = parse_num("--keep", optarg, 1, 3600, &o->keep_s);
+			err = format__option_u32("--keep", optarg, 1, 3600, &o->keep_s);
 			break;
 		case 'R':
-			err = parse_num("--pressure", optarg, 0, 100, &o->pressure_pct);
+			err = format__option_u32("--pressure", optarg, 0, 100, &o->pressure_pct);
 			break;
 		case 'E':
-			err = parse_num("--pressure-every", optarg, 1, 86400, &o->pressure_every_s);
+			err = format__option_u32("--pressure-every", optarg, 1, 86400, &o->pressure_every_s);
 			break;
 		case 'D':
 			o->pods_dir = optarg;
 			break;
 		case 'N':
-			err = parse_num("--pending", optarg, 1, 10000, &o->pending);
+			err = format__option_u32("--pending", optarg, 1, 10000, &o->pending);
 			break;
 		case 'M':
-			err = parse_num("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
+			err = format__option_u32("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
 			break;
 		case 'X':
 			o->no_devices = true;
@@ -809,7 +796,7 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 			o->metrics = optarg;
 			break;
 		case 'Q':
-			err = parse_num("--metrics-expire", optarg, 1, 86400, &o->metrics_expire_s);
+			err = format__option_u32("--metrics-expire", optarg, 1, 86400, &o->metrics_expire_s);
 			break;
 		case 'v':
 			log__set_verbose(true);
