@@ -8,6 +8,7 @@ then memtrail watch's own CPU use with 2,000 idle processes on the node;
 report --html of a one-hour, 200-target trail. Not a test: it asserts nothing, it
 prints the figures and the targets they are held to."""
 
+import contextlib
 import json
 import os
 import statistics
@@ -102,27 +103,36 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def watch_idle_cpu(n=2000, seconds=30):
-    """memtrail watch's CPU use with N idle processes on the node."""
+@contextlib.contextmanager
+def idle_processes(n):
+    """N sleeping processes on the node while the block runs."""
     idle = [subprocess.Popen(["sleep", "3600"]) for _ in range(n)]
-    d = tempfile.mkdtemp(prefix="memtrail-bench-")
     try:
-        m = start(["watch", "-o", d])
-        time.sleep(3)	# past the start-up scan
-        c0, t0 = cpu_seconds(m.pid), time.monotonic()
-        time.sleep(seconds)
-        c1, t1 = cpu_seconds(m.pid), time.monotonic()
-        with open(f"/proc/{m.pid}/status") as f:
-            rss = [l.split()[1] for l in f if l.startswith("VmRSS:")][0]
-        m.send_signal(2)
-        m.communicate()
-        return (c1 - c0) / (t1 - t0), int(rss)
+        yield idle
     finally:
         for p in idle:
             p.kill()
         for p in idle:
             p.wait()
-        subprocess.run(["rm", "-rf", d])
+
+
+def watch_idle_cpu(n=2000, seconds=30):
+    """memtrail watch's CPU use with N idle processes on the node."""
+    with idle_processes(n):
+        d = tempfile.mkdtemp(prefix="memtrail-bench-")
+        try:
+            m = start(["watch", "-o", d])
+            time.sleep(3)	# past the start-up scan
+            c0, t0 = cpu_seconds(m.pid), time.monotonic()
+            time.sleep(seconds)
+            c1, t1 = cpu_seconds(m.pid), time.monotonic()
+            with open(f"/proc/{m.pid}/status") as f:
+                rss = [l.split()[1] for l in f if l.startswith("VmRSS:")][0]
+            m.send_signal(2)
+            m.communicate()
+            return (c1 - c0) / (t1 - t0), int(rss)
+        finally:
+            subprocess.run(["rm", "-rf", d])
 
 
 def metrics_scrape(n=2000, scrapes=20):
@@ -134,29 +144,25 @@ def metrics_scrape(n=2000, scrapes=20):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    idle = [subprocess.Popen(["sleep", "3600"]) for _ in range(n)]
-    d = tempfile.mkdtemp(prefix="memtrail-bench-")
-    try:
-        m = start(["watch", "-o", d, "--metrics", f"127.0.0.1:{port}"])
-        time.sleep(3)	# past the start-up scan and a first page
-        c0, t0 = cpu_seconds(m.pid), time.monotonic()
-        times, size = [], 0
-        for _ in range(scrapes):
-            a = time.monotonic()
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-                size = len(r.read())
-            times.append(time.monotonic() - a)
-            time.sleep(0.5)
-        c1, t1 = cpu_seconds(m.pid), time.monotonic()
-        m.send_signal(2)
-        m.communicate()
-        return statistics.median(times), max(times), size, (c1 - c0) / (t1 - t0)
-    finally:
-        for p in idle:
-            p.kill()
-        for p in idle:
-            p.wait()
-        subprocess.run(["rm", "-rf", d])
+    with idle_processes(n):
+        d = tempfile.mkdtemp(prefix="memtrail-bench-")
+        try:
+            m = start(["watch", "-o", d, "--metrics", f"127.0.0.1:{port}"])
+            time.sleep(3)	# past the start-up scan and a first page
+            c0, t0 = cpu_seconds(m.pid), time.monotonic()
+            times, size = [], 0
+            for _ in range(scrapes):
+                a = time.monotonic()
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                    size = len(r.read())
+                times.append(time.monotonic() - a)
+                time.sleep(0.5)
+            c1, t1 = cpu_seconds(m.pid), time.monotonic()
+            m.send_signal(2)
+            m.communicate()
+            return statistics.median(times), max(times), size, (c1 - c0) / (t1 - t0)
+        finally:
+            subprocess.run(["rm", "-rf", d])
 
 
 def children(pid):
@@ -168,9 +174,8 @@ def top_idle_cpu(n=2000, seconds=20):
     """memtrail top's CPU use and VmRSS with N idle processes on the node: on a
     terminal (a pseudo-terminal from script(1), 80x24, so 22 rows drawn) and
     into a pipe (every row printed), each at the default interval."""
-    idle = [subprocess.Popen(["sleep", "3600"]) for _ in range(n)]
     figures = []
-    try:
+    with idle_processes(n):
         for label, cmd in (("terminal", ["script", "-q", "-e", "-c", f"{MEMTRAIL} top",
                                          "/dev/null"]),
                            ("pipe", [MEMTRAIL, "top"])):
@@ -188,12 +193,7 @@ def top_idle_cpu(n=2000, seconds=20):
             os.kill(pid, 15)
             m.wait()
             figures.append((label, (c1 - c0) / (t1 - t0), int(rss)))
-        return figures
-    finally:
-        for p in idle:
-            p.kill()
-        for p in idle:
-            p.wait()
+    return figures
 
 
 def device_pairs(n=100000):
