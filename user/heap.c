@@ -507,7 +507,8 @@ static void book_hits(struct heap *h, struct heap_proc *p)
 }
 
 /*
- * What closing P's window will cost in probe time, with a margin: as much
+ * What closing P's window will cost in probe time, with a margin of as
+ * half again (memtrail may be slow to react on a loaded machine): as much
  * as closing its recent windows cost, or, before the first, what it costs
  * a target that does nothing but allocate on as many CPUs as P uses.
  */
@@ -515,7 +516,7 @@ static double closing_cost_ns(const struct heap *h, const struct heap_proc *p)
 {
 	double cpus = p->cpu_share > 1.0 ? p->cpu_share : 1.0;
 
-	return 1.25 * (p->close_seen_ns > 0 ? p->close_seen_ns : h->close_ns * cpus);
+	return 1.5 * (p->close_seen_ns > 0 ? p->close_seen_ns : h->close_ns * cpus);
 }
 
 /* Close P's window, decided at hit DECIDED; the hits taken until the probes are gone are paid. */
@@ -526,7 +527,7 @@ static void window_close(struct heap *h, struct heap_proc *p, uint64_t decided, 
 	proc_switch(h, p, false, now_ms);
 	book_hits(h, p);
 	over = p->hits_booked > decided ? (double)(p->hits_booked - decided) * h->cost_ns : 0;
-	p->close_seen_ns = over > 0.75 * p->close_seen_ns ? over : 0.75 * p->close_seen_ns;
+	p->close_seen_ns = over > 0.9 * p->close_seen_ns ? over : 0.9 * p->close_seen_ns;
 	if (!p->close_seen_ns)
 		p->close_seen_ns = h->cost_ns;
 }

@@ -131,7 +131,11 @@ def test_prometheus_scrapes_peaks_and_oom_verdicts():
         with open(os.path.join(path, "memory.oom_control")) as f:
             kills = int(f.read().split("oom_kill ")[1].split()[0])
         check_eq(kills, 1, "the cgroup's oom_kill count")
-        wait_files(w.dir, "verdict-*.json", 1)
+        files = wait_files(w.dir, "verdict-*.json", 1)
+        check_eq(len(files), 1, "one verdict file")
+        with open(files[0]) as f:
+            verdict = json.load(f)
+        check_eq(verdict["verdict"]["cause"], "oom_cgroup", "the verdict file's cause")
         prom.wait_value('memtrail_verdicts_total{cause="oom_cgroup"}', kills)
         prom.wait_value("memtrail_oom_kills_total", kills)
         prom.wait_value('memtrail_snapshots_total{trigger="oom"}', kills)

@@ -183,12 +183,12 @@ def test_unloaded_library_unknown_frames():
 
 
 def test_overhead_budget_cycles():
-    """A malloc-heavy loop (about 3 s of CPU) under --overhead-budget 2: the
+    """A malloc-heavy loop (about 5 s of CPU) under --overhead-budget 2: the
     controller's own accounting, probe hits x the cost per hit it measured,
     stays within 2% of the target's CPU time (from /proc/PID/stat, as the
     controller reads it), and the windows it opened are reported."""
     p, trail, data, _ = recorded(["--overhead-budget", "2"],
-                                 cmd=[workload("bench_malloc"), "300000000"])
+                                 cmd=[workload("bench_malloc"), "500000000"])
     t = trail["targets"][0]
     h = t["sites"]["heap"]
     check_eq((h["mode"], h["inuse"]), ("budget", False), "budget mode, in-use not claimed")
