@@ -250,6 +250,9 @@ int mt_scan(struct bpf_iter__task *ctx)
 			return 0;
 		if (BPF_CORE_READ(task, flags) & MT_PF_KTHREAD)
 			return 0;
+		/* dead, not yet reaped: its exit was seen; a new target would be a ghost */
+		if (BPF_CORE_READ(task, exit_state) && !BPF_CORE_READ(task, signal, live.counter))
+			return 0;
 		t = target_add(task, tgid, ppid, MEMTRAIL_REASON_SCAN);
 		if (!t)
 			return 0;
