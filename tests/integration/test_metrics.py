@@ -110,7 +110,8 @@ def test_prometheus_scrapes_peaks_and_oom_verdicts():
     ids = new_pod_ids()
     path, rel, limit, uid, cid = kubelet_memcg(LIMIT, ids)
     port = free_port()
-    w = Watch(["--pods-dir", pods_dir(ids[0]), "--metrics", f"127.0.0.1:{port}"])
+    # the test's own cgroup only: OOM kills elsewhere on the node do not count
+    w = Watch(["--pods-dir", pods_dir(ids[0]), "--metrics", f"127.0.0.1:{port}", "-c", path])
     prom = holder = None
     try:
         prom = Prometheus(f"127.0.0.1:{port}")
