@@ -24,7 +24,7 @@ WARNINGS := -Wall -Wextra -Werror
 USER_CFLAGS := $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE -Iinclude -I$(OUT) -MMD -MP
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	-Iinclude -I$(OUT) -MMD -MP
-LIBS := -lbpf -ldw -lelf -lz -ljansson -lprotobuf-c -lmicrohttpd -lpthread -lm
+LIBS := -lbpf -ldw -lelf -lz -ljansson -lyajl -lprotobuf-c -lmicrohttpd -lpthread -lm
 
 ifeq ($(V),1)
 Q :=
@@ -42,7 +42,7 @@ SKEL := $(OUT)/memtrail.skel.h
 
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
-UNIT_MODULES := user/trail.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
+UNIT_MODULES := user/trail.c user/trailstream.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
 	user/table.c user/log.c user/topview.c user/html.c
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUT)/workloads/%,$(wildcard tests/workloads/*.c))
@@ -108,7 +108,7 @@ $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES)
 	$(call msg,TEST,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARNINGS) $(SAN_FLAGS) -D_GNU_SOURCE -Iinclude -Iuser -MMD -MP \
-		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lbpf -lm
+		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lyajl -lbpf -lm
 
 $(OUT)/workloads/%: tests/workloads/%.c
 	$(call msg,CC,$@)

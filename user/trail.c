@@ -11,6 +11,7 @@
 #include "array.h"
 #include "kinds.h"
 #include "trail.h"
+#include "trailstream.h"
 
 static const char *const lost_names[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_RINGBUF] = "ringbuf",
@@ -491,7 +492,8 @@ static char *opt_strdup(json_t *v)
 	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
 }
 
-static int read_target(struct trail *t, json_t *o, size_t idx, char *err, size_t errlen)
+static int read_target(struct trail *t, json_t *o, size_t idx, struct trailstream_timelines *tls,
+		       char *err, size_t errlen)
 {
 	json_t *pid = json_object_get(o, "pid"), *ex = json_object_get(o, "exit"), *v;
 	struct trail_target *tt;
@@ -538,6 +540,15 @@ static int read_target(struct trail *t, json_t *o, size_t idx, char *err, size_t
 		if (!json_is_array(json_object_get(v, "list")))
 			FAIL("target %u: 'sites' has no 'list' array", tt->pid);
 		tt->sites = json_incref(v);
+	}
+	if (tls && idx < tls->n && tls->tl[idx].present) {	/* streamed: take it over */
+		struct trailstream_timeline *tl = &tls->tl[idx];
+
+		tt->timeline = tl->s;
+		tt->n_samples = tl->n;
+		tt->cap_samples = tl->cap;
+		memset(tl, 0, sizeof(*tl));
+		return 0;
 	}
 	return read_timeline(json_object_get(o, "timeline"), tt, err, errlen);
 fail:
@@ -591,7 +602,8 @@ fail:
 	return -1;
 }
 
-int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
+static int from_json(struct trail *t, json_t *root, struct trailstream_timelines *tls,
+		     char *err, size_t errlen)
 {
 	json_t *ver, *targets, *lost, *kinds, *v;
 	const char *s;
@@ -629,7 +641,7 @@ int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
 		t->kinds |= 1U << k;
 	}
 	json_array_foreach(targets, i, v)
-		if (read_target(t, v, i, err, errlen))
+		if (read_target(t, v, i, tls, err, errlen))
 			goto fail_quiet;
 	v = json_object_get(root, "events");
 	if (v && !json_is_array(v))
@@ -652,22 +664,22 @@ fail_quiet:
 	return -1;
 }
 
+int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
+{
+	return from_json(t, root, NULL, err, errlen);
+}
+
 int trail__read(struct trail *t, const char *path, char *err, size_t errlen)
 {
-	json_error_t jerr;
+	struct trailstream_timelines tls;
 	json_t *root;
 	int ret;
 
-	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root) {
-		if (jerr.line < 0 || access(path, R_OK))
-			snprintf(err, errlen, "%s", strerror(errno ? errno : ENOENT));
-		else
-			snprintf(err, errlen, "malformed JSON at line %d, column %d: %s",
-				 jerr.line, jerr.column, jerr.text);
+	root = trailstream__load(path, &tls, err, errlen);
+	if (!root)
 		return -1;
-	}
-	ret = trail__from_json(t, root, err, errlen);
+	ret = from_json(t, root, &tls, err, errlen);
 	json_decref(root);
+	trailstream__free(&tls);
 	return ret;
 }

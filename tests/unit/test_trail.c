@@ -214,6 +214,97 @@ static void write_fails_cleanly(void **state)
 	trail__free(&t);
 }
 
+/* Read TEXT as a file through trail__read: 0 or -1, the reason in err. */
+static int read_text(struct trail *t, const char *text, char *err, size_t errlen)
+{
+	char path[] = "/tmp/memtrail-unit-XXXXXX";
+	size_t len = strlen(text);
+	int fd, ret;
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_true(write(fd, text, len) == (ssize_t)len);
+	close(fd);
+	ret = trail__read(t, path, err, errlen);
+	unlink(path);
+	return ret;
+}
+
+#define HEAD "{\"memtrail\": 1, \"targets\": ["
+#define TGT(pid, tl) "{\"pid\": " #pid ", \"exit\": null, \"kinds\": {}, \"timeline\": " tl "}"
+
+/* The streamed timeline: kinds by name, other keys and nested values skipped, per target. */
+static void stream_reads_timelines(void **state)
+{
+	char err[256];
+	struct trail t;
+
+	(void)state;
+	assert_int_equal(read_text(&t, HEAD
+		TGT(7, "[{\"t_ms\": 0, \"mapped\": 4096, \"note\": {\"t_ms\": \"x\", \"a\": [1, {}]},"
+		       " \"rss_anon\": 9223372036854775807}, {\"rss_file\": 5, \"t_ms\": 100,"
+		       " \"mapped\": 1.5, \"zz\": null}]") ","
+		"{\"pid\": 8, \"exit\": null, \"kinds\": {}},"
+		TGT(9, "[]") "], \"events\": [{\"timeline\": [1, 2]}]}", err, sizeof(err)), 0);
+	assert_int_equal(t.n_targets, 3);
+	assert_int_equal(t.targets[0].n_samples, 2);
+	assert_int_equal(t.targets[0].timeline[0].level[MEMTRAIL_KIND_MAPPED], 4096);
+	assert_int_equal(t.targets[0].timeline[0].level[MEMTRAIL_KIND_RSS_ANON], INT64_MAX);
+	assert_int_equal(t.targets[0].timeline[1].t_ms, 100);
+	assert_int_equal(t.targets[0].timeline[1].level[MEMTRAIL_KIND_RSS_FILE], 5);
+	assert_int_equal(t.targets[0].timeline[1].level[MEMTRAIL_KIND_MAPPED], 0);
+	assert_int_equal(t.targets[1].n_samples, 0);
+	assert_int_equal(t.targets[2].pid, 9);
+	assert_int_equal(t.targets[2].n_samples, 0);
+	/* an event's own "timeline" key is data, not a target's */
+	assert_int_equal(json_array_size(json_object_get(json_array_get(t.events, 0), "timeline")),
+			 2);
+	trail__free(&t);
+}
+
+static void stream_expect_reject(const char *text, const char *needle)
+{
+	char err[256] = "";
+	struct trail t;
+
+	assert_int_equal(read_text(&t, text, err, sizeof(err)), -1);
+	if (!strstr(err, needle))
+		fail_msg("'%s' not in '%s'", needle, err);
+}
+
+static void stream_rejects_malformed(void **state)
+{
+	char deep[4096];
+	int i;
+
+	(void)state;
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": 0}, {\"mapped\": 1}]") "]}",
+			     "target 7: timeline sample 1 has no integer 't_ms'");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": \"0\"}]") "]}", "no integer 't_ms'");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": -5}]") "]}", "no integer 't_ms'");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": [0]}]") "]}", "no integer 't_ms'");
+	stream_expect_reject(HEAD "{}," TGT(7, "[3]") "]}", "target 7: timeline sample 0");
+	stream_expect_reject(HEAD "{}, {\"timeline\": [{}], \"pid\": 7}]}",
+			     "target 1 of 'targets': timeline sample 0");
+	stream_expect_reject(HEAD TGT(7, "{}") "]}", "'timeline' is not an array");
+	stream_expect_reject(HEAD "{\"pid\": 7, \"exit\": null, \"kinds\": {}, \"timeline\": [],"
+			     " \"timeline\": null}]}", "malformed JSON");
+	stream_expect_reject(HEAD "{\"pid\": 7, \"exit\": null, \"kinds\": {}, \"timeline\": null,"
+			     " \"timeline\": []}]}", "duplicate object key 'timeline'");
+	stream_expect_reject("{\"memtrail\": 1, \"memtrail\": 1, \"targets\": []}",
+			     "duplicate object key 'memtrail'");
+	stream_expect_reject("{\"memtrail\": 1, \"targets\": []} x", "malformed JSON");
+	stream_expect_reject("{\"memtrail\": 1,\n \"targets\": [}", "line 2, column");
+	stream_expect_reject("{\"memtrail\": 1, \"targets\": [], \"n\": 99999999999999999999}",
+			     "malformed JSON");
+	stream_expect_reject("{\"memtrail\": 1, \"s\": \"\xff\"}", "malformed JSON");
+	stream_expect_reject("   ", "malformed JSON");
+	for (i = 0; i < 2000; i++)
+		deep[i] = '[';
+	deep[i] = 0;
+	stream_expect_reject(deep, "malformed JSON");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +314,8 @@ int main(void)
 		cmocka_unit_test(reads_verdict_file),
 		cmocka_unit_test(read_missing_and_truncated),
 		cmocka_unit_test(write_fails_cleanly),
+		cmocka_unit_test(stream_reads_timelines),
+		cmocka_unit_test(stream_rejects_malformed),
 	};
 
 	return cmocka_run_group_tests_name("trail", tests, NULL, NULL);

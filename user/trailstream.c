@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Reading a trail file as a stream (yajl). A one-hour trail of a few hundred
+ * targets holds millions of timeline samples: as a jansson tree they cost
+ * several GiB and most of report's time. Here every value but the samples
+ * becomes the usual jansson tree, and each targets[i].timeline array goes
+ * straight into an array of struct trail_sample, checked as it arrives.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yajl/yajl_parse.h>
+
+#include "array.h"
+#include "kinds.h"
+#include "trailstream.h"
+
+#define DEPTH_MAX 512		/* jansson's own nesting limit is 2048; trails need 8 */
+#define CHUNK (1 << 20)
+
+/* Key of a sample: a kind's index, t_ms, or something to skip */
+#define KEY_T_MS (-1)
+#define KEY_OTHER (-2)
+#define KEY_MEMO 16
+#define KEY_LEN 32
+
+struct key_memo {
+	char name[KEY_LEN];
+	size_t len;
+	int is;
+};
+
+struct builder {
+	json_t *stack[DEPTH_MAX];	/* open containers, borrowed from the tree */
+	int depth;			/* open containers */
+	char *key;			/* key waiting for its value in stack[depth-1] */
+	size_t key_len;
+	json_t *root;
+	long target;			/* index of the target object open at depth 3, or -1 */
+	long long pid;			/* its "pid" when read yet, else 0 */
+	struct trailstream_timelines *tls;
+	/* in a timeline: its depth, the sample being read, what its key names */
+	int tl_depth;			/* depth of the timeline array, 0 outside */
+	struct trailstream_timeline *tl;
+	bool in_sample, have_t;
+	int key_is;
+	int skip;			/* nesting of a skipped value inside a sample */
+	struct trail_sample s;
+	struct key_memo memo[KEY_MEMO];	/* by the key's place in its sample */
+	unsigned int key_pos;
+	bool json_fault;		/* err is about the JSON (a duplicate key, depth) */
+	char err[200];
+};
+
+static int fail(struct builder *b, bool json_fault, const char *msg)
+{
+	if (!b->err[0]) {
+		snprintf(b->err, sizeof(b->err), "%s", msg);
+		b->json_fault = json_fault;
+	}
+	return 0;
+}
+
+static int sample_fail(struct builder *b)
+{
+	if (b->pid > 0)		/* the writer puts "pid" first */
+		snprintf(b->err, sizeof(b->err),
+			 "target %lld: timeline sample %zu has no integer 't_ms'", b->pid, b->tl->n);
+	else
+		snprintf(b->err, sizeof(b->err),
+			 "target %ld of 'targets': timeline sample %zu has no integer 't_ms'",
+			 b->target, b->tl->n);
+	return 0;
+}
+
+static bool key_is(const struct builder *b, const char *s)
+{
+	return b->key_len == strlen(s) && !memcmp(b->key, s, b->key_len);
+}
+
+/* The target's timeline is already streamed (so a second "timeline" is a duplicate). */
+static bool timeline_streamed(const struct builder *b)
+{
+	return b->depth == 3 && b->target >= 0 && (size_t)b->target < b->tls->n &&
+	       b->tls->tl[b->target].present && key_is(b, "timeline");
+}
+
+/* Put V (a new reference) where the parser is: the root, the pending key of an object, or an array's end. */
+static int put(struct builder *b, json_t *v)
+{
+	json_t *parent;
+
+	if (!v)
+		return fail(b, false, "out of memory");
+	if (!b->depth) {
+		b->root = v;
+		return 1;
+	}
+	parent = b->stack[b->depth - 1];
+	if (b->depth == 3 && b->target >= 0 && key_is(b, "pid") && json_is_integer(v))
+		b->pid = json_integer_value(v);
+	if (json_is_array(parent))
+		return json_array_append_new(parent, v) ? fail(b, false, "out of memory") : 1;
+	if (json_object_getn(parent, b->key, b->key_len) || timeline_streamed(b)) {
+		char msg[100];
+
+		json_decref(v);
+		snprintf(msg, sizeof(msg), "duplicate object key '%.*s'",
+			 (int)(b->key_len > 64 ? 64 : b->key_len), b->key);
+		return fail(b, true, msg);
+	}
+	return json_object_setn_new_nocheck(parent, b->key, b->key_len, v) ?
+	       fail(b, false, "out of memory") : 1;
+}
+
+static int open_container(struct builder *b, json_t *c)
+{
+	if (!c)
+		return fail(b, false, "out of memory");
+	if (b->depth == DEPTH_MAX) {
+		json_decref(c);
+		return fail(b, true, "nested too deep");
+	}
+	if (!put(b, c))
+		return 0;
+	b->stack[b->depth++] = c;
+	return 1;
+}
+
+/* ---- inside a timeline ---- */
+
+static int tl_value(struct builder *b, bool integer, long long v)
+{
+	if (b->skip)
+		return 1;
+	if (!b->in_sample)
+		return sample_fail(b);		/* a sample that is not an object */
+	if (b->key_is == KEY_T_MS) {
+		if (!integer || v < 0)
+			return sample_fail(b);
+		b->s.t_ms = v;
+		b->have_t = true;
+	} else if (b->key_is >= 0 && integer) {
+		b->s.level[b->key_is] = v;
+	}
+	return 1;
+}
+
+static int tl_key(struct builder *b, const unsigned char *key, size_t len)
+{
+	struct key_memo *m = &b->memo[b->key_pos++ % KEY_MEMO];
+	char name[KEY_LEN];
+
+	if (b->skip)
+		return 1;
+	/* samples repeat their keys in one order: remember what each place held */
+	if (m->len == len && !memcmp(m->name, key, len)) {
+		b->key_is = m->is;
+		return 1;
+	}
+	if (len == 4 && !memcmp(key, "t_ms", 4)) {
+		b->key_is = KEY_T_MS;
+	} else if (len < sizeof(name)) {
+		memcpy(name, key, len);
+		name[len] = 0;
+		b->key_is = kind__from_name(name);
+		if (b->key_is < 0)
+			b->key_is = KEY_OTHER;
+	} else {
+		b->key_is = KEY_OTHER;
+		return 1;
+	}
+	memcpy(m->name, key, len);
+	m->len = len;
+	m->is = b->key_is;
+	return 1;
+}
+
+static int tl_open(struct builder *b, bool map)
+{
+	if (b->skip || b->in_sample) {		/* a value inside a sample: skipped */
+		if (!b->skip && b->key_is == KEY_T_MS)
+			return sample_fail(b);
+		b->skip++;
+		return 1;
+	}
+	if (!map)
+		return sample_fail(b);
+	memset(&b->s, 0, sizeof(b->s));
+	b->key_pos = 0;
+	b->in_sample = true;
+	b->have_t = false;
+	return 1;
+}
+
+static int tl_close(struct builder *b)
+{
+	struct trailstream_timeline *tl = b->tl;
+
+	if (b->skip) {
+		b->skip--;
+		return 1;
+	}
+	if (!b->in_sample) {		/* the timeline's own end */
+		b->tl_depth = 0;
+		b->depth--;
+		return 1;
+	}
+	if (!b->have_t)
+		return sample_fail(b);
+	if (array__grow((void **)&tl->s, &tl->cap, tl->n + 1, sizeof(*tl->s)))
+		return fail(b, false, "out of memory");
+	tl->s[tl->n++] = b->s;
+	b->in_sample = false;
+	return 1;
+}
+
+/* ---- callbacks ---- */
+
+static int on_null(void *ctx)
+{
+	struct builder *b = ctx;
+
+	return b->tl_depth ? tl_value(b, false, 0) : put(b, json_null());
+}
+
+static int on_boolean(void *ctx, int v)
+{
+	struct builder *b = ctx;
+
+	return b->tl_depth ? tl_value(b, false, 0) : put(b, json_boolean(v));
+}
+
+static int on_integer(void *ctx, long long v)
+{
+	struct builder *b = ctx;
+
+	return b->tl_depth ? tl_value(b, true, v) : put(b, json_integer(v));
+}
+
+static int on_double(void *ctx, double v)
+{
+	struct builder *b = ctx;
+
+	return b->tl_depth ? tl_value(b, false, 0) : put(b, json_real(v));
+}
+
+static int on_string(void *ctx, const unsigned char *s, size_t len)
+{
+	struct builder *b = ctx;
+
+	return b->tl_depth ? tl_value(b, false, 0) :
+	       put(b, json_stringn_nocheck((const char *)s, len));
+}
+
+static int on_start_map(void *ctx)
+{
+	struct builder *b = ctx;
+
+	if (b->tl_depth)
+		return tl_open(b, true);
+	/* a target: an object right inside root.targets; its index there */
+	if (b->depth == 2 && json_is_array(b->stack[1]) &&
+	    json_object_get(b->stack[0], "targets") == b->stack[1]) {
+		b->target = json_array_size(b->stack[1]);
+		b->pid = 0;
+	}
+	return open_container(b, json_object());
+}
+
+static int on_map_key(void *ctx, const unsigned char *key, size_t len)
+{
+	struct builder *b = ctx;
+
+	if (b->tl_depth)
+		return tl_key(b, key, len);
+	/* the key lives in yajl's buffer only until the callback returns */
+	free(b->key);
+	b->key = malloc(len + 1);
+	if (!b->key)
+		return fail(b, false, "out of memory");
+	memcpy(b->key, key, len);
+	b->key[len] = 0;
+	b->key_len = len;
+	return 1;
+}
+
+static int on_end_map(void *ctx)
+{
+	struct builder *b = ctx;
+
+	if (b->tl_depth)
+		return tl_close(b);
+	if (b->depth == 3)
+		b->target = -1;
+	b->depth--;
+	return 1;
+}
+
+static int on_start_array(void *ctx)
+{
+	struct builder *b = ctx;
+	struct trailstream_timelines *tls = b->tls;
+	size_t need;
+
+	if (b->tl_depth)
+		return tl_open(b, false);
+	if (b->depth != 3 || b->target < 0 || !key_is(b, "timeline"))
+		return open_container(b, json_array());
+	/* targets[target].timeline: samples go to tls->tl[target], not to the tree */
+	need = b->target + 1;
+	if (need > tls->n) {
+		if (array__grow((void **)&tls->tl, &tls->cap, need, sizeof(*tls->tl)))
+			return fail(b, false, "out of memory");
+		memset(tls->tl + tls->n, 0, (need - tls->n) * sizeof(*tls->tl));
+		tls->n = need;
+	}
+	if (json_object_getn(b->stack[2], b->key, b->key_len) || timeline_streamed(b))
+		return fail(b, true, "duplicate object key 'timeline'");
+	b->tl = &tls->tl[b->target];
+	b->tl->present = true;
+	b->stack[b->depth] = NULL;	/* no container in the tree for it */
+	b->tl_depth = ++b->depth;
+	b->in_sample = false;
+	b->skip = 0;
+	return 1;
+}
+
+static int on_end_array(void *ctx)
+{
+	struct builder *b = ctx;
+
+	if (b->tl_depth)
+		return tl_close(b);
+	b->depth--;
+	return 1;
+}
+
+static const yajl_callbacks callbacks = {
+	.yajl_null = on_null,
+	.yajl_boolean = on_boolean,
+	.yajl_integer = on_integer,
+	.yajl_double = on_double,
+	.yajl_string = on_string,
+	.yajl_start_map = on_start_map,
+	.yajl_map_key = on_map_key,
+	.yajl_end_map = on_end_map,
+	.yajl_start_array = on_start_array,
+	.yajl_end_array = on_end_array,
+};
+
+void trailstream__free(struct trailstream_timelines *tls)
+{
+	size_t i;
+
+	for (i = 0; i < tls->n; i++)
+		free(tls->tl[i].s);
+	free(tls->tl);
+	memset(tls, 0, sizeof(*tls));
+}
+
+/* yajl's message, one line: "parse error: premature EOF" */
+static void parse_error(yajl_handle h, const unsigned char *buf, size_t len, char *out,
+			size_t outlen)
+{
+	unsigned char *msg = yajl_get_error(h, 0, buf, len);
+	char *nl;
+
+	snprintf(out, outlen, "%s", msg ? (char *)msg : "parse error");
+	if (msg)
+		yajl_free_error(h, msg);
+	nl = strchr(out, '\n');
+	if (nl)
+		*nl = 0;
+}
+
+/* Line and column (from 1) of byte AT of the file open at FD: for error messages only. */
+static void where(int fd, size_t at, size_t *line, size_t *col)
+{
+	char buf[65536];
+	size_t off = 0;
+	ssize_t n, i;
+
+	*line = *col = 1;
+	while (off < at && (n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		for (i = 0; i < n && off < at; i++, off++) {
+			if (buf[i] == '\n') {
+				++*line;
+				*col = 1;
+			} else {
+				++*col;
+			}
+		}
+	}
+}
+
+json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, char *err,
+			  size_t errlen)
+{
+	struct builder b = { .target = -1, .tls = tls };
+	size_t line, col, before = 0;
+	unsigned char *buf = NULL;
+	yajl_handle h = NULL;
+	yajl_status st = yajl_status_ok;
+	ssize_t n = 0;
+	int fd;
+
+	memset(tls, 0, sizeof(*tls));
+	err[0] = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s", strerror(errno));
+		return NULL;
+	}
+	buf = malloc(CHUNK);
+	h = yajl_alloc(&callbacks, NULL, &b);
+	if (!buf || !h) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (;;) {
+		n = read(fd, buf, CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, errlen, "%s", strerror(errno));
+			goto out;
+		}
+		st = n ? yajl_parse(h, buf, n) : yajl_complete_parse(h);
+		if (st != yajl_status_ok || !n)
+			break;
+		before += n;
+	}
+	if (st != yajl_status_ok) {
+		char msg[200];
+
+		where(fd, before + (n > 0 ? yajl_get_bytes_consumed(h) : 0), &line, &col);
+		if (st == yajl_status_client_canceled && !b.json_fault) {
+			snprintf(err, errlen, "%s", b.err);	/* ours: not a JSON fault */
+		} else {
+			if (st == yajl_status_client_canceled)
+				snprintf(msg, sizeof(msg), "%s", b.err);
+			else
+				parse_error(h, buf, n > 0 ? n : 0, msg, sizeof(msg));
+			snprintf(err, errlen, "malformed JSON at line %zu, column %zu: %s", line, col,
+				 msg);
+		}
+		goto out;
+	}
+	if (!b.root)
+		snprintf(err, errlen, "malformed JSON: no value");
+out:
+	if (h)
+		yajl_free(h);
+	free(buf);
+	free(b.key);
+	close(fd);
+	if (err[0] || !b.root) {
+		json_decref(b.root);
+		trailstream__free(tls);
+		return NULL;
+	}
+	return b.root;
+}
