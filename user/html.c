@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "html.h"
+#include "outfile.h"
 #include "kinds.h"
 #include "table.h"
 
@@ -368,45 +369,38 @@ static int put_data(FILE *f, const char *s)
 	return 0;
 }
 
-int html__write(const struct trail *t, const char *path, bool *decimated)
+static int fill_page(int fd, void *text)
 {
-	struct page pg = { 0 };
-	json_t *data = page_json(t, &pg);
-	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
-	char tmp[PATH_MAX];
-	int fd, err = 0;
-	FILE *f;
+	int dfd = dup(fd), err = 0;
+	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
 
-	json_decref(data);
-	if (!text)
-		return -ENOMEM;
-	*decimated = pg.decimated;
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
-		free(text);
-		return -ENAMETOOLONG;
-	}
-	/* written whole or not at all, as trail__write_json does */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
 		err = -errno;
-		if (fd >= 0)
-			close(fd);
-		free(text);
+		if (dfd >= 0)
+			close(dfd);
 		return err;
 	}
 	errno = 0;
 	if (fputs(page_head, f) == EOF || put_data(f, text) || fputs(page_tail, f) == EOF ||
 	    fflush(f))
 		err = errno ? -errno : -EIO;
-	if (!err && fsync(fileno(f)))
-		err = -errno;
 	if (fclose(f) && !err)
 		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		unlink(tmp);
+	return err;
+}
+
+int html__write(const struct trail *t, const char *path, bool *decimated)
+{
+	struct page pg = { 0 };
+	json_t *data = page_json(t, &pg);
+	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+	int err;
+
+	json_decref(data);
+	if (!text)
+		return -ENOMEM;
+	*decimated = pg.decimated;
+	err = outfile__write(path, 0644, fill_page, text);
 	free(text);
 	return err;
 }

@@ -17,6 +17,7 @@
 
 #include "array.h"
 #include "pprof.h"
+#include "outfile.h"
 #include "profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile Profile;
@@ -315,32 +316,35 @@ static void builder_free(struct builder *b)
 	tdestroy(b->mappings_index, free_tree);
 }
 
-static int write_gz(const char *path, const uint8_t *buf, size_t len)
-{
-	char tmp[4096];
-	gzFile gz;
-	int fd, err = 0;
+struct gz_data {
+	const uint8_t *buf;
+	size_t len;
+};
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	gz = gzdopen(fd, "wb9");
+static int fill_gz(int fd, void *ctx)
+{
+	const struct gz_data *d = ctx;
+	int dfd = dup(fd), err = 0;
+	gzFile gz = dfd >= 0 ? gzdopen(dfd, "wb9") : NULL;
+
 	if (!gz) {
-		close(fd);
-		unlink(tmp);
-		return -ENOMEM;
+		err = dfd >= 0 ? -ENOMEM : -errno;
+		if (dfd >= 0)
+			close(dfd);
+		return err;
 	}
-	if (len && gzwrite(gz, buf, len) != (int)len)
+	if (d->len && gzwrite(gz, d->buf, d->len) != (int)d->len)
 		err = -EIO;
 	if (gzclose(gz) != Z_OK && !err)
 		err = -EIO;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		unlink(tmp);
 	return err;
+}
+
+static int write_gz(const char *path, const uint8_t *buf, size_t len)
+{
+	struct gz_data d = { buf, len };
+
+	return outfile__write(path, 0644, fill_gz, &d);
 }
 
 int pprof__write(const struct trail *t, const char *path, size_t *n_samples)

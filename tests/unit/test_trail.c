@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Trails: write, read back the same, reject what is malformed. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,6 +91,41 @@ static void round_trip(void **state)
 	assert_int_equal(json_array_size(b.events), 1);
 	trail__free(&a);
 	trail__free(&b);
+}
+
+/* The streamed file is the document trail__to_json builds, byte for byte. */
+static void write_matches_tree(void **state)
+{
+	char path[] = "/tmp/memtrail-unit-XXXXXX", buf[8192];
+	struct trail t;
+	json_t *root;
+	char *want;
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	make_trail(&t);
+	t.targets[0].timeline[0].level[MEMTRAIL_KIND_RSS_ANON] = INT64_MIN;
+	t.targets[0].sites = json_pack("{s:[{s:s}]}", "list", "name", "a\"b\n\u00e9");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(trail__write(&t, path), 0);
+	fd = open(path, O_RDONLY);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	unlink(path);
+	assert_true(n > 0);
+	buf[n] = 0;
+	root = trail__to_json(&t, true);
+	want = json_dumps(root, JSON_COMPACT);
+	assert_non_null(want);
+	assert_int_equal(n, strlen(want) + 1);
+	assert_memory_equal(buf, want, n - 1);
+	assert_int_equal(buf[n - 1], '\n');
+	free(want);
+	json_decref(root);
+	trail__free(&t);
 }
 
 static void summary_json_has_no_timeline(void **state)
@@ -309,6 +345,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip),
+		cmocka_unit_test(write_matches_tree),
 		cmocka_unit_test(summary_json_has_no_timeline),
 		cmocka_unit_test(rejects_malformed),
 		cmocka_unit_test(reads_verdict_file),
