@@ -373,6 +373,41 @@ int mt_dev_entry(struct pt_regs *ctx)
 	return 0;
 }
 
+static long frame_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct memtrail_frame_file *f = data;
+	struct file *file = vma->vm_file;
+	struct inode *inode;
+
+	if (!file)
+		return 0;
+	inode = BPF_CORE_READ(file, f_inode);
+	f->off = f->off - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
+	f->ino = BPF_CORE_READ(inode, i_ino);
+	f->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	bpf_probe_read_kernel_str(f->name, sizeof(f->name),
+				  BPF_CORE_READ(file, f_path.dentry, d_name.name));
+	return 0;
+}
+
+/* The files of the first frames: the process may be gone before user space reads its maps. */
+static __always_inline void frame_files(struct memtrail_event_device *e)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct memtrail_frame_file f;
+	__u32 i;
+
+	for (i = 0; i < MEMTRAIL_FRAME_FILES; i++) {
+		if (i >= e->n_frames)
+			break;
+		__builtin_memset(&f, 0, sizeof(f));
+		f.off = e->frames[i];	/* the address in, the offset in the file out */
+		if (bpf_find_vma(task, e->frames[i], frame_vma, &f, 0) || !f.ino)
+			f.off = 0;
+		e->files[i] = f;
+	}
+}
+
 static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_target *t,
 					 __u32 tgid, __u64 cookie, __s32 rc, __u64 size,
 					 __u32 kind, __s32 device)
@@ -400,6 +435,7 @@ static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_ta
 	/* at a return the registers are the caller's: the call site comes first */
 	n = bpf_get_stack(ctx, e->frames, sizeof(e->frames), BPF_F_USER_STACK);
 	e->n_frames = n > 0 ? n / sizeof(__u64) : 0;
+	frame_files(e);
 	bpf_ringbuf_submit(e, 0);
 }
 

@@ -294,6 +294,21 @@ struct memtrail_vmm_handle {
 
 #define MEMTRAIL_STACK_DEPTH 16
 
+/*
+ * The file behind a user address, as the kernel had it mapped at the event:
+ * names a call site after the process is gone (and /proc with it).
+ */
+#define MEMTRAIL_FRAME_FILES 8		/* first frames of a stack with their file */
+#define MEMTRAIL_FRAME_NAME_LEN 48
+
+struct memtrail_frame_file {
+	__u64 off;	/* offset in the file */
+	__u64 ino;	/* 0: anonymous memory, or not found */
+	__u32 dev;	/* the kernel's dev_t: major << 20 | minor */
+	__u32 pad;
+	char name[MEMTRAIL_FRAME_NAME_LEN];	/* the file's own name, no directory */
+};
+
 struct memtrail_event_device {
 	struct memtrail_event_hdr hdr;
 	__u32 name;	/* function, an index in user space's table */
@@ -306,6 +321,7 @@ struct memtrail_event_device {
 	__u32 n_frames;
 	__u32 epoch;	/* out of memory: the target's dev_epoch it opened, else 0 */
 	__u64 frames[MEMTRAIL_STACK_DEPTH];	/* the caller's user stack, call site first */
+	struct memtrail_frame_file files[MEMTRAIL_FRAME_FILES];	/* of frames[0..] */
 };
 
 /*

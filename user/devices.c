@@ -109,6 +109,7 @@ static const struct dev_spec specs[] = {
 struct dev_file {
 	dev_t dev;
 	ino_t ino;
+	char *name;	/* its path as first seen (names call sites after a process exits) */
 	struct bpf_link **links;
 	size_t n_links;
 	/*
@@ -399,8 +400,9 @@ static void probe_file(struct devices *d, struct dev_file *f, const char *path)
 		log__info("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
 }
 
+/* The file (dev, ino), probed through PATH when new; NAME is its path as the process sees it. */
 static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, const char *path,
-				 size_t *index)
+				 const char *name, size_t *index)
 {
 	struct dev_file *f;
 	size_t i;
@@ -419,6 +421,7 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, const 
 	f->dev = dev;
 	f->ino = ino;
 	probe_file(d, f, path);
+	f->name = strdup(name);
 	return &d->files[*index];
 }
 
@@ -449,7 +452,7 @@ void devices__scan(struct devices *d, uint32_t pid)
 		}
 		if (proc__mapped_path(pid, &m, full, sizeof(full)))
 			continue;
-		df = file_get(d, m.dev, m.ino, full, &idx);
+		df = file_get(d, m.dev, m.ino, full, m.path, &idx);
 		if (!df || !df->n_launch || pid == (uint32_t)getpid())
 			continue;
 		p = p ? p : proc_get(d, pid, true);
@@ -553,7 +556,7 @@ static void prepare_lib(void *ctx, const char *lib)
 	size_t idx;
 
 	if (stat(lib, &st) == 0)
-		file_get(d, st.st_dev, st.st_ino, lib, &idx);
+		file_get(d, st.st_dev, st.st_ino, lib, lib, &idx);
 }
 
 void devices__prepare_command(struct devices *d, const char *path)
@@ -584,7 +587,29 @@ static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
 	return NULL;
 }
 
-json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr)
+/* A site from the file the kernel named at the event, or NULL. */
+static json_t *site_from_file(struct devices *d, const struct memtrail_frame_file *ff)
+{
+	dev_t dev = ff ? makedev(ff->dev >> 20, ff->dev & 0xfffff) : 0;
+	char sym[256], name[MEMTRAIL_FRAME_NAME_LEN];
+	uint64_t delta;
+	size_t i;
+
+	if (!ff || !ff->ino)
+		return NULL;
+	for (i = 0; d && i < d->n_files; i++) {
+		const struct dev_file *f = &d->files[i];
+
+		if (f->dev == dev && f->ino == ff->ino && f->name &&
+		    !elfsym__at(f->name, (uint64_t)ff->off, sym, sizeof(sym), &delta))
+			return json_sprintf("%s+0x%" PRIx64 " (%s)", sym, delta, f->name);
+	}
+	snprintf(name, sizeof(name), "%s", ff->name);
+	return name[0] ? json_sprintf("%s+0x%" PRIx64, name, (uint64_t)ff->off) : NULL;
+}
+
+json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
+		      const struct memtrail_frame_file *ff)
 {
 	char name[64], line[4096 + 128], full[4096 + 64], sym[256], text[4096 + 512];
 	struct proc_map_line m;
@@ -596,6 +621,7 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr)
 	f = fopen(name, "re");
 	if (!f) {
 		cached = site_from_cache(d, pid, addr);	/* it exited already */
+		cached = cached ? cached : site_from_file(d, ff);
 		return cached ? cached : json_sprintf("0x%" PRIx64, addr);
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -614,6 +640,7 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr)
 	}
 	fclose(f);
 	cached = site_from_cache(d, pid, addr);
+	cached = cached ? cached : site_from_file(d, ff);
 	return cached ? cached : json_sprintf("0x%" PRIx64, addr);
 }
 
@@ -632,6 +659,7 @@ void devices__destroy(struct devices *d)
 		for (j = 0; j < d->files[i].n_links; j++)
 			bpf_link__destroy(d->files[i].links[j]);
 		free(d->files[i].links);
+		free(d->files[i].name);
 	}
 	free(d->files);
 	free(d);

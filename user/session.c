@@ -540,7 +540,8 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 	phase = session__phase_name(tt, e->phase, buf, sizeof(buf));
 	site = json_array();
 	for (i = 0; i < e->n_frames && i < MEMTRAIL_STACK_DEPTH; i++)
-		json_array_append_new(site, devices__site(s->devices, tt->pid, e->frames[i]));
+		json_array_append_new(site, devices__site(s->devices, tt->pid, e->frames[i],
+							  i < MEMTRAIL_FRAME_FILES ? &e->files[i] : NULL));
 	ev = json_pack("{s:I, s:s, s:i, s:s, s:s, s:s, s:i, s:s?, s:s, s:o, s:I, s:s, s:o}",
 		       "t_ms", (json_int_t)t_ms, "type", oom ? "device_oom" : "device_error",
 		       "pid", tt->pid, "comm", tt->comm, "function", fn,

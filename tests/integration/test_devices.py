@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -93,6 +94,66 @@ def test_neuron_phases_exact():
     check_eq(len(ooms), 1, "one device OOM event")
     check_oom(ooms[0], data)
     check_eq(ooms[0]["error"], "NRT_RESOURCE", "error name")
+    no_programs_left()
+
+
+def elf_symbol_file_range(path, name):
+    """[start, end) of symbol NAME as offsets in the file PATH, from binutils."""
+    syms = run(["nm", "-S", "--defined-only", path]).stdout.split()
+    i = syms.index(name)
+    vaddr, size = int(syms[i - 3], 16), int(syms[i - 2], 16)
+    for line in run(["readelf", "-lW", path]).stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD":
+            off, va, filesz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+            if va <= vaddr < va + filesz:
+                return vaddr - va + off, vaddr - va + off + size
+    raise AssertionError(f"{name} in no LOAD segment of {path}")
+
+
+def test_call_site_after_exit():
+    """The call site of a device OOM when memtrail reads the event only after
+    the process has exited (its /proc maps gone, never scanned): named from
+    the file the kernel had mapped there. memtrail is stopped (SIGSTOP) while
+    the workload runs, so the lag is certain rather than a race."""
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    # a file memtrail has never seen; its runpath finds the stand-in at ../standins
+    os.mkdir(os.path.join(d, "bin"))
+    os.symlink(STANDINS, os.path.join(d, "standins"))
+    copy = os.path.join(d, "bin", "nrt_copy")
+    shutil.copy(workload("nrt_phases"), copy)
+    bg = Background(["record", "-q", "-o", out, "--all"])
+    try:
+        # a first run: memtrail probes the runtime library and learns the executable
+        first = subprocess.run([workload("nrt_phases"), "--wait"], input="g",
+                               capture_output=True, text=True, timeout=60)
+        check_eq(first.returncode, 0, "first run")
+        bg.proc.send_signal(signal.SIGSTOP)
+        try:
+            runs = [subprocess.run([path], capture_output=True, text=True, timeout=60)
+                    for path in (workload("nrt_phases"), copy)]
+            for r in runs:
+                check_eq(r.returncode, 0, f"workload status (stderr {r.stderr!r})")
+        finally:
+            bg.proc.send_signal(signal.SIGCONT)
+        time.sleep(1.0)
+    finally:
+        rc, _, err = bg.stop()
+    check_eq(rc, 0, f"record status: {err!r}")
+    trail = load_trail(out)
+    pids = [json.loads(r.stdout.strip().splitlines()[-1])["pid"] for r in runs]
+    sites = {}
+    for ev in events(trail, "device_oom"):
+        sites[ev["pid"]] = ev["site"]
+    check(pids[0] in sites and pids[1] in sites, f"device OOM events of {pids}: {sites}")
+    # a file seen before: symbolized through its path
+    check(sites[pids[0]][0].startswith("main+"), f"known file: call site {sites[pids[0]]}")
+    # a file never seen: its name and the offset of the call, inside main's bytes
+    name, _, off = sites[pids[1]][0].partition("+0x")
+    check_eq(name, "nrt_copy", f"unknown file: call site {sites[pids[1]]}")
+    lo, hi = elf_symbol_file_range(copy, "main")
+    check(lo < int(off, 16) <= hi, f"call site offset {off} within main [{lo:#x}, {hi:#x})")
     no_programs_left()
 
 
