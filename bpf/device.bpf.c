@@ -93,6 +93,26 @@ struct {
 	__type(value, __s32);
 } ctx_device SEC(".maps");
 
+/* Device sizes already reported, by (tgid, kind, device): sent again only when changed. */
+struct dev_total_key {
+	__u32 tgid;
+	__u32 kind;
+	__s32 device;
+	__u32 pad;
+};
+
+struct dev_total {
+	__u64 bytes;
+	__u64 mm;	/* the address space it was told to: a new process or program is told anew */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct dev_total_key);
+	__type(value, struct dev_total);
+} dev_totals SEC(".maps");
+
 /* The current device per thread (cudaSetDevice, cuCtxSetCurrent). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -439,6 +459,27 @@ static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_ta
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* A device's size, told to the target: to user space when it is new or changed. */
+static __always_inline void send_total(struct memtrail_target *t, __u32 tgid, __u32 kind,
+				       __s32 device, __u64 bytes)
+{
+	struct dev_total_key key = { .tgid = tgid, .kind = kind, .device = device };
+	struct dev_total now = { .bytes = bytes, .mm = t->mm }, *last;
+	struct memtrail_event_device_total *e;
+
+	last = bpf_map_lookup_elem(&dev_totals, &key);
+	if (!bytes || (last && last->bytes == bytes && last->mm == now.mm))
+		return;
+	bpf_map_update_elem(&dev_totals, &key, &now, BPF_ANY);
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_DEVICE_TOTAL, tgid);
+	if (!e)
+		return;
+	e->kind = kind;
+	e->device = device;
+	e->bytes = bytes;
+	bpf_ringbuf_submit(e, 0);
+}
+
 /* What the call did, now that it returned RC. */
 static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_target *t,
 					  __u64 id, const struct dev_frame *f, __s32 rc,
@@ -471,10 +512,19 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 				kind = MEMTRAIL_KIND_CUDA_HOST;
 		}
 		break;
+	case MEMTRAIL_OP_DEV_TOTAL:
+		device = (__s32)f->arg[1];
+		size = 0;
+		break;
+	case MEMTRAIL_OP_NRT_MEM_STATS:
+		device = (__s32)f->arg[0];
+		size = 0;
+		break;
 	case MEMTRAIL_OP_LOAD:
 	case MEMTRAIL_OP_VMM_MAP:
 	case MEMTRAIL_OP_VMM_RETAIN:
 	case MEMTRAIL_OP_CTX:
+	case MEMTRAIL_OP_MEM_INFO:
 		size = 0;
 		break;
 	}
@@ -526,6 +576,18 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 	case MEMTRAIL_OP_VMM_RETAIN:
 		if (!bpf_probe_read_user(&out, sizeof(out), (void *)f->arg[0]))
 			vmm_ref(tgid, out);
+		break;
+	case MEMTRAIL_OP_MEM_INFO:		/* (size_t *free, size_t *total) */
+		if (!bpf_probe_read_user(&out, sizeof(out), (void *)f->arg[1]))
+			send_total(t, tgid, kind, device, out);
+		break;
+	case MEMTRAIL_OP_DEV_TOTAL:		/* (size_t *bytes, CUdevice) */
+		if (!bpf_probe_read_user(&out, sizeof(out), (void *)f->arg[0]))
+			send_total(t, tgid, kind, device, out);
+		break;
+	case MEMTRAIL_OP_NRT_MEM_STATS:		/* (vnc, {bytes_used, bytes_limit} *, ...) */
+		if (!bpf_probe_read_user(&out, sizeof(out), (void *)(f->arg[1] + 8)))
+			send_total(t, tgid, kind, device, out);
 		break;
 	case MEMTRAIL_OP_CTX: {
 		/* (CUcontext *out, ..., CUdevice in argument ARG) */

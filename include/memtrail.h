@@ -145,6 +145,7 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_DEVICE_FAIL, /* a device runtime call of a target failed */
 	MEMTRAIL_EV_LIBS,	/* a target's dynamic linker changed its libraries */
 	MEMTRAIL_EV_HEAP_BUDGET,/* a target's heap probes spent this cycle's budget */
+	MEMTRAIL_EV_DEVICE_TOTAL,/* a runtime told a target a device's memory size */
 };
 
 enum memtrail_target_reason {
@@ -251,6 +252,9 @@ enum memtrail_dev_op {
 	MEMTRAIL_OP_NRT_ALLOC,	/* nrt_tensor_allocate(placement, vnc, size, name, out) */
 	MEMTRAIL_OP_NRT_FREE,	/* entry: nrt_tensor_free(nrt_tensor_t **) */
 	MEMTRAIL_OP_LIBS,	/* entry: _dl_debug_state() */
+	MEMTRAIL_OP_MEM_INFO,	/* (size_t *free, size_t *total): current device */
+	MEMTRAIL_OP_DEV_TOTAL,	/* cuDeviceTotalMem_v2(size_t *bytes, CUdevice) */
+	MEMTRAIL_OP_NRT_MEM_STATS,/* nrt_get_vnc_memory_stats(vnc, {used, limit} *, ...) */
 };
 
 #define MEMTRAIL_COOKIE(op, kind, rt, arg, name) \
@@ -293,6 +297,14 @@ struct memtrail_vmm_handle {
 };
 
 #define MEMTRAIL_STACK_DEPTH 16
+
+/* A device's memory size as its runtime reported it to a target (sent when new or changed). */
+struct memtrail_event_device_total {
+	struct memtrail_event_hdr hdr;
+	__u32 kind;	/* cuda_device or neuron_device */
+	__s32 device;	/* -1: unknown */
+	__u64 bytes;
+};
 
 /*
  * The file behind a user address, as the kernel had it mapped at the event:

@@ -68,6 +68,8 @@ static const struct dev_spec specs[] = {
 	{ "cuCtxCreate_v3", MEMTRAIL_OP_CTX, 0, CUDA, 4, true, false },
 	{ "cuCtxCreate_v4", MEMTRAIL_OP_CTX, 0, CUDA, 3, true, false },
 	{ "cuCtxSetCurrent", MEMTRAIL_OP_CTX_SET, 0, CUDA, 0, false, false },
+	{ "cuMemGetInfo_v2", MEMTRAIL_OP_MEM_INFO, DEV, CUDA, 0, true, false },
+	{ "cuDeviceTotalMem_v2", MEMTRAIL_OP_DEV_TOTAL, DEV, CUDA, 0, true, false },
 	{ "cuCtxPushCurrent_v2", MEMTRAIL_OP_CTX_SET, 0, CUDA, 0, false, false },
 	{ "cuLaunchKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
 	{ "cuLaunchKernel_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
@@ -90,6 +92,7 @@ static const struct dev_spec specs[] = {
 	{ "cudaFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
 	{ "cudaFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
 	{ "cudaSetDevice", MEMTRAIL_OP_SET_DEVICE, 0, CUDA, 0, false, false },
+	{ "cudaMemGetInfo", MEMTRAIL_OP_MEM_INFO, DEV, CUDA, 0, true, false },
 	{ "cudaLaunchKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
 	{ "cudaLaunchKernel_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
 	/* Neuron runtime, libnrt.so.1 */
@@ -98,6 +101,7 @@ static const struct dev_spec specs[] = {
 	{ "nrt_tensor_free", MEMTRAIL_OP_NRT_FREE, 0, NEURON, 0, false, false },
 	{ "nrt_load", MEMTRAIL_OP_LOAD, NDEV, NEURON, 0, true, false },
 	{ "nrt_load_collectives", MEMTRAIL_OP_LOAD, NDEV, NEURON, 0, true, false },
+	{ "nrt_get_vnc_memory_stats", MEMTRAIL_OP_NRT_MEM_STATS, NDEV, NEURON, 0, true, false },
 	{ "nrt_execute", MEMTRAIL_OP_LAUNCH, 0, NEURON, 0, false, false },
 	{ "nrt_execute_repeat", MEMTRAIL_OP_LAUNCH, 0, NEURON, 0, false, false },
 	/* the dynamic linker's debugger hook: a library came or went */

@@ -262,6 +262,7 @@ static json_t *target_json(const struct trail *t, const struct trail_target *tt,
 {
 	uint32_t kinds = drawn_kinds(t, tt);
 	json_t *o, *tl, *peak = json_object(), *names = json_array(), *dev = json_array();
+	json_t *dev_limits = json_object();
 	uint64_t t0 = tt->start_ms, t1 = tt->end_ms;
 	const char *from;
 	json_int_t limit = target_limit(t, tt, &from);
@@ -277,6 +278,9 @@ static json_t *target_json(const struct trail *t, const struct trail_target *tt,
 			json_object_set_new(peak, kind__name(k), json_integer(tt->peak[k]));
 		if (kind__device() & (1U << k))
 			json_array_append_new(dev, json_string(kind__name(k)));
+		if (trail__device_limit(tt, k))
+			json_object_set_new(dev_limits, kind__name(k),
+					    json_integer(trail__device_limit(tt, k)));
 	}
 	/* the time drawn: the timeline, the target's life and its phases */
 	if (tt->n_samples) {
@@ -298,7 +302,7 @@ static json_t *target_json(const struct trail *t, const struct trail_target *tt,
 		      "t0", (json_int_t)t0, "t1", (json_int_t)t1, "kinds", names,
 		      "device_kinds", dev, "peak", peak,
 		      "limit", limit ? json_integer(limit) : json_null(),
-		      "device_limit", json_null(), "limit_from", from,
+		      "device_limits", dev_limits, "limit_from", from,
 		      "phases", phases_json(t, tt), "verdict", tt->verdict,
 		      "sites", sites_json(tt));
 	if (!o || !tl) {

@@ -572,6 +572,21 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 		json_decref(ev);
 }
 
+static void on_device_total(struct session *s, const struct memtrail_event_device_total *e)
+{
+	struct trail_target *tt = session__live(s, e->hdr.tgid);
+	char size[32];
+
+	if (!tt || e->kind >= MEMTRAIL_KIND_MAX || !e->bytes)
+		return;
+	if (trail__device_limit(tt, e->kind) == 0) {
+		format__bytes(size, sizeof(size), e->bytes);
+		log__info("%u (%s): %s device %d has %s", tt->pid, tt->comm, kind__name(e->kind),
+			  e->device, size);
+	}
+	trail__set_device_limit(tt, e->kind, e->device, e->bytes);
+}
+
 static void on_libs(struct session *s, const struct memtrail_event_hdr *e)
 {
 	if (!session__live(s, e->tgid))
@@ -703,6 +718,10 @@ int session__on_event(void *ctx, const void *data, size_t size)
 		break;
 	case MEMTRAIL_EV_LIBS:
 		on_libs(s, data);
+		break;
+	case MEMTRAIL_EV_DEVICE_TOTAL:
+		if (size >= sizeof(struct memtrail_event_device_total))
+			on_device_total(s, data);
 		break;
 	case MEMTRAIL_EV_HEAP_BUDGET:
 		if (s->heap)

@@ -18,6 +18,27 @@ static const char *exit_text(char *buf, size_t len, const struct trail_target *t
 	return buf;
 }
 
+/* "device memory: cuda_device 80.0 GiB on device 1, 80.0 GiB on device 0" */
+static void print_device_limits(FILE *f, const struct trail_target *tt)
+{
+	char size[32];
+	uint32_t i;
+
+	for (i = 0; i < tt->n_dev_limits; i++) {
+		const struct trail_device_limit *l = &tt->dev_limits[i];
+
+		fprintf(f, i ? ", " : "%8s  device memory: ", "");
+		fprintf(f, "%s %s on device ", kind__name(l->kind),
+			format__bytes(size, sizeof(size), l->bytes));
+		if (l->device >= 0)
+			fprintf(f, "%d", l->device);
+		else
+			fputc('?', f);
+	}
+	if (tt->n_dev_limits)
+		fprintf(f, "\n");
+}
+
 void table__print_summary(FILE *f, const struct trail *t)
 {
 	char peak[32], cur[32], ex[32];
@@ -54,6 +75,7 @@ void table__print_summary(FILE *f, const struct trail *t)
 				format__bytes(cur, sizeof(cur), tt->current[k]));
 			first = false;
 		}
+		print_device_limits(f, tt);
 	}
 	if (lost) {
 		fprintf(f, "lost:");

@@ -120,6 +120,33 @@ int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t leve
 	return 0;
 }
 
+bool trail__set_device_limit(struct trail_target *tt, int kind, int32_t device, uint64_t bytes)
+{
+	uint32_t i;
+
+	for (i = 0; i < tt->n_dev_limits; i++) {
+		if (tt->dev_limits[i].kind == kind && tt->dev_limits[i].device == device) {
+			tt->dev_limits[i].bytes = bytes;
+			return true;
+		}
+	}
+	if (tt->n_dev_limits == TRAIL_DEVICE_LIMITS)
+		return false;
+	tt->dev_limits[tt->n_dev_limits++] = (struct trail_device_limit){ kind, device, bytes };
+	return true;
+}
+
+uint64_t trail__device_limit(const struct trail_target *tt, int kind)
+{
+	uint64_t sum = 0;
+	uint32_t i;
+
+	for (i = 0; i < tt->n_dev_limits; i++)
+		if (tt->dev_limits[i].kind == kind)
+			sum += tt->dev_limits[i].bytes;
+	return sum;
+}
+
 void trail__trim_timeline(struct trail_target *tt, uint64_t since_ms)
 {
 	size_t n = 0;
@@ -202,6 +229,22 @@ static json_t *summary_to_json(const struct trail *t, const struct phase_log *l)
 	return arr;
 }
 
+static json_t *device_limits_json(const struct trail_target *tt)
+{
+	json_t *arr = json_array();
+	uint32_t i;
+
+	for (i = 0; i < tt->n_dev_limits; i++) {
+		const struct trail_device_limit *l = &tt->dev_limits[i];
+
+		json_array_append_new(arr, json_pack("{s:s, s:o, s:I}", "kind", kind__name(l->kind),
+						     "device", l->device >= 0 ? json_integer(l->device)
+									     : json_null(),
+						     "bytes", (json_int_t)l->bytes));
+	}
+	return arr;
+}
+
 json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 			   bool with_timeline)
 {
@@ -229,6 +272,7 @@ json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 					      "peak", (json_int_t)tt->peak[k]));
 	}
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(o, "device_limits", device_limits_json(tt));
 	json_object_set(o, "verdict", tt->verdict ? tt->verdict : json_null());
 	if (tt->sites)
 		json_object_set(o, "sites", tt->sites);
@@ -604,6 +648,34 @@ fail:
 	return -1;
 }
 
+static int read_device_limits(json_t *arr, struct trail_target *tt, char *err, size_t errlen)
+{
+	json_t *v;
+	size_t i;
+
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr))
+		FAIL("target %u: 'device_limits' is not an array", tt->pid);
+	json_array_foreach(arr, i, v) {
+		const char *kind = json_string_value(json_object_get(v, "kind"));
+		json_t *dev = json_object_get(v, "device"), *bytes = json_object_get(v, "bytes");
+		int k = kind ? kind__from_name(kind) : -1;
+
+		if (k < 0 || !json_is_integer(bytes) || json_integer_value(bytes) <= 0 ||
+		    !(json_is_integer(dev) || json_is_null(dev)))
+			FAIL("target %u: device limit %zu needs a kind, a device (or null) and bytes",
+			     tt->pid, i);
+		if (!trail__set_device_limit(tt, k, dev && json_is_integer(dev) ?
+						 (int32_t)json_integer_value(dev) : -1,
+					     json_integer_value(bytes)))
+			FAIL("target %u: more than %d device limits", tt->pid, TRAIL_DEVICE_LIMITS);
+	}
+	return 0;
+fail:
+	return -1;
+}
+
 static char *opt_strdup(json_t *v)
 {
 	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
@@ -645,6 +717,8 @@ static int read_target(struct trail *t, json_t *o, size_t idx, struct trailstrea
 	if (read_levels(json_object_get(o, "kinds"), t, tt, err, errlen))
 		return -1;
 	if (read_phases(o, tt, err, errlen))
+		return -1;
+	if (read_device_limits(json_object_get(o, "device_limits"), tt, err, errlen))
 		return -1;
 	v = json_object_get(o, "verdict");
 	if (v && !json_is_null(v)) {

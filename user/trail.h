@@ -22,6 +22,14 @@ struct trail_sample {
 	int64_t level[MEMTRAIL_KIND_MAX];	/* current bytes per kind */
 };
 
+/* A device's memory size as its runtime told the target (cuMemGetInfo and the like). */
+#define TRAIL_DEVICE_LIMITS 32
+struct trail_device_limit {
+	int kind;		/* enum memtrail_kind: cuda_device, neuron_device */
+	int32_t device;		/* -1: unknown */
+	uint64_t bytes;
+};
+
 struct trail_target {
 	uint32_t pid;
 	uint32_t ppid;
@@ -39,6 +47,8 @@ struct trail_target {
 	size_t n_samples;
 	size_t cap_samples;
 	struct phase_log phases;
+	struct trail_device_limit dev_limits[TRAIL_DEVICE_LIMITS];
+	uint32_t n_dev_limits;
 	json_t *verdict;	/* why it died by SIGKILL, or NULL */
 	json_t *sites;		/* allocation sites (format in README.md), or NULL */
 	/* while recording: what is known of its death so far */
@@ -78,6 +88,10 @@ struct trail_target *trail__add_target(struct trail *t, uint32_t pid);
 /* The most recent target with this pid, or NULL. */
 struct trail_target *trail__find_target(struct trail *t, uint32_t pid);
 int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t level[]);
+/* Set (kind, device)'s size; false when the table is full. */
+bool trail__set_device_limit(struct trail_target *tt, int kind, int32_t device, uint64_t bytes);
+/* The sizes of KIND's devices added up (the memory a process spread over them has), 0 if none. */
+uint64_t trail__device_limit(const struct trail_target *tt, int kind);
 /* Drop samples before SINCE_MS but the last of them (the level at SINCE_MS). */
 void trail__trim_timeline(struct trail_target *tt, uint64_t since_ms);
 /* Remove a target (freeing what it holds); pointers into targets move. */

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from harness import (MEMTRAIL, ROOT, Background, MiB, check, check_eq, load_trail, no_programs_left,
@@ -51,6 +52,13 @@ def events(trail, kind):
     return [e for e in trail["events"] if e["type"] == kind]
 
 
+def check_device_limits(t, data, kind):
+    """The device sizes the runtime told the workload, as the trail keeps them."""
+    want = sorted((kind, d["device"], d["bytes"]) for d in data["device_totals"])
+    got = sorted((d["kind"], d["device"], d["bytes"]) for d in t["device_limits"])
+    check_eq(got, want, "device limits (kind, device, bytes) vs what the runtime returned")
+
+
 def check_oom(ev, data):
     oom = data["oom"]
     for k in ("function", "size", "device", "phase", "kind"):
@@ -76,6 +84,7 @@ def test_cuda_phases_exact():
     check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
     t = target(trail, data["pid"])
     check_ledger(t, data)
+    check_device_limits(t, data, "cuda_device")
     ooms = events(trail, "device_oom")
     check_eq(len(ooms), 1, "one device OOM event")
     check_oom(ooms[0], data)
@@ -90,11 +99,26 @@ def test_neuron_phases_exact():
     check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
     t = target(trail, data["pid"])
     check_ledger(t, data)
+    check_device_limits(t, data, "neuron_device")
     ooms = events(trail, "device_oom")
     check_eq(len(ooms), 1, "one device OOM event")
     check_oom(ooms[0], data)
     check_eq(ooms[0]["error"], "NRT_RESOURCE", "error name")
     no_programs_left()
+
+
+def wait_stderr(proc, needle, timeout):
+    """Read PROC's stderr until a line holds NEEDLE (then stop reading); True if one did."""
+    found = threading.Event()
+
+    def pump():
+        for line in proc.stderr:
+            if needle in line:
+                found.set()
+                return
+
+    threading.Thread(target=pump, daemon=True).start()
+    return found.wait(timeout)
 
 
 def elf_symbol_file_range(path, name):
@@ -123,12 +147,16 @@ def test_call_site_after_exit():
     os.symlink(STANDINS, os.path.join(d, "standins"))
     copy = os.path.join(d, "bin", "nrt_copy")
     shutil.copy(workload("nrt_phases"), copy)
-    bg = Background(["record", "-q", "-o", out, "--all"])
+    bg = Background(["record", "-o", out, "--all"])
     try:
-        # a first run: memtrail probes the runtime library and learns the executable
-        first = subprocess.run([workload("nrt_phases"), "--wait"], input="g",
-                               capture_output=True, text=True, timeout=60)
+        # a first run: memtrail probes the runtime library and learns the
+        # executable; it goes on once memtrail says the library is probed
+        first = subprocess.Popen([workload("nrt_phases"), "--wait"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        seen = wait_stderr(bg.proc, "libnrt.so.1", 30)
+        first.communicate("g", timeout=60)
         check_eq(first.returncode, 0, "first run")
+        check(seen, "memtrail never said it probed libnrt.so.1")
         bg.proc.send_signal(signal.SIGSTOP)
         try:
             runs = [subprocess.run([path], capture_output=True, text=True, timeout=60)

@@ -391,6 +391,39 @@ def test_html_oom():
     check({"verdict", "exit"} <= events, f"markers of the OOM victim: {events}")
 
 
+def test_html_device_memory_line():
+    """A device kind's per-phase bars are drawn against the memory of the
+    devices its runtime reported (the stand-in's cuMemGetInfo_v2 and
+    cuDeviceTotalMem_v2 answers, as the workload printed them)."""
+    out = os.path.join(tmpdir(), "trail.json")
+    p = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("cuda_phases")])
+    check_eq(p.returncode, 0, f"record status ({p.stderr!r})")
+    data = json.loads([x for x in p.stdout.splitlines() if x.startswith("{")][-1])
+    trail = load_trail(out)
+    b = Browser()
+    try:
+        b.open(html(out))
+        got = b.eval("""(() => {
+            const sel = document.querySelector('section.target select');
+            sel.value = 'cuda_device';
+            sel.dispatchEvent(new Event('change'));
+            const svg = document.querySelector('svg.bars');
+            const line = svg.querySelector('line.limit');
+            return [svg.dataset.kind, line ? +line.dataset.limit : null,
+                    Array.from(svg.querySelectorAll('text')).map(e => e.textContent)];
+        })()""")
+        b.screenshot("viz-device.png")
+        problems = b.problems()
+    finally:
+        b.close()
+    check_eq(problems, [], "console errors, exceptions or network requests")
+    want = sum(d["bytes"] for d in data["device_totals"])
+    check_eq(got[0], "cuda_device", "the kind the bars show")
+    check_eq(got[1], want, "the device memory line: the devices' sizes added up")
+    check(any(x.startswith("device memory ") for x in got[2]), f"its label: {got[2]}")
+    check_eq(len(trail["targets"]), 1, "one target")
+
+
 HOSTILE_PHASE = "</script><b>\"'&<!--<script>"
 HOSTILE_COMM = "<b>\"'&<i>"
 PY_HOSTILE = """

@@ -598,6 +598,17 @@ CUAPI CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 	return do_free((uintptr_t)dptr, 0);
 }
 
+/* Every device of the stand-in has DEVICE_MEMORY bytes. */
+CUAPI CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	if (!is_init())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!bytes || dev < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*bytes = DEVICE_MEMORY;
+	return CUDA_SUCCESS;
+}
+
 CUAPI CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
 	unsigned long long used;

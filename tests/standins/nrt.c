@@ -77,6 +77,7 @@ _Static_assert(sizeof(NRT_STATUS) == 4, "NRT_STATUS is an int-sized enum");
 #define NVNC 2
 
 #define NRTAPI __attribute__((visibility("default")))
+#define VNC_MEMORY (16ULL << 30)	/* what nrt_get_vnc_memory_stats reports as the limit */
 
 static int initialized;
 static int fail_pending;		/* standin_fail_next() */
@@ -358,6 +359,29 @@ NRTAPI NRT_STATUS nrt_get_total_vnc_count(uint32_t *vnc_count)
 	if (!vnc_count)
 		return NRT_INVALID;
 	*vnc_count = NVNC;
+	return NRT_SUCCESS;
+}
+
+typedef struct nrt_vnc_memory_stats {
+	size_t bytes_used;
+	size_t bytes_limit;
+} nrt_vnc_memory_stats_t;
+
+/* Every virtual core of the stand-in has VNC_MEMORY bytes; "used" is not kept per core. */
+NRTAPI NRT_STATUS nrt_get_vnc_memory_stats(uint32_t vnc, nrt_vnc_memory_stats_t *stats,
+					  size_t stats_size_in, size_t *stats_size_out)
+{
+	nrt_vnc_memory_stats_t st = { 0, VNC_MEMORY };
+
+	if (!is_init())
+		return NRT_INVALID;
+	if (!stats || vnc >= NVNC)
+		return NRT_INVALID;
+	if (stats_size_in > sizeof(st))
+		stats_size_in = sizeof(st);
+	memcpy(stats, &st, stats_size_in);
+	if (stats_size_out)
+		*stats_size_out = stats_size_in;
 	return NRT_SUCCESS;
 }
 

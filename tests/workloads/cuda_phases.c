@@ -59,6 +59,8 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
 			     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
 			     void **kernelParams, void **extra);
 int standin_fail_next(int n);
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 
 #define DEVICE 1
 #define OOM_SIZE (1UL << 30)
@@ -90,6 +92,7 @@ int main(int argc, char **argv)
 	CUmodule mod;
 	CUlibrary lib;
 	CUresult oom_rc;
+	size_t free_b, total1, total0;
 
 	wait_go(argc, argv);
 
@@ -97,6 +100,9 @@ int main(int argc, char **argv)
 	MUST(cuInit(0));
 	MUST(cuDevicePrimaryCtxRetain(&ctx, DEVICE));
 	MUST(cuCtxSetCurrent(ctx));
+	/* the sizes of device 1 (current) and device 0, as the driver tells them */
+	MUST(cuMemGetInfo_v2(&free_b, &total1));
+	MUST(cuDeviceTotalMem_v2(&total0, 0));
 	MUST(cuMemAlloc_v2(&d1, 8 * MiB));
 	ledger_alloc(LK_CUDA_DEVICE, vp(d1), 8 * MiB);
 	MUST(cuMemAllocHost_v2(&h1, 2 * MiB));
@@ -153,6 +159,8 @@ int main(int argc, char **argv)
 
 	jb_printf(&out, "{");
 	ledger_json(&out);
+	jb_printf(&out, ", \"device_totals\": [{\"device\": %d, \"bytes\": %zu}, "
+		  "{\"device\": 0, \"bytes\": %zu}]", DEVICE, total1, total0);
 	jb_printf(&out, ", \"oom\": {\"function\": \"cuMemAlloc_v2\", \"rc\": %d, \"size\": %lu, "
 		  "\"device\": %d, \"phase\": \"%s\", \"kind\": \"cuda_device\"}, \"live_at_oom\": %.*s}\n",
 		  oom_rc, OOM_SIZE, DEVICE, ledger_current(), (int)live_at_oom.len, live_at_oom.s);

@@ -49,6 +49,12 @@ void nrt_tensor_free(nrt_tensor_t **tensor);
 NRT_STATUS nrt_tensor_allocate_slice(const nrt_tensor_t *tensor_source, size_t offset, size_t size,
 				     const char *name, nrt_tensor_t **tensor_slice);
 int standin_fail_next(int n);
+typedef struct nrt_vnc_memory_stats {
+	size_t bytes_used;
+	size_t bytes_limit;
+} nrt_vnc_memory_stats_t;
+NRT_STATUS nrt_get_vnc_memory_stats(uint32_t vnc, nrt_vnc_memory_stats_t *stats, size_t stats_size_in,
+				    size_t *stats_size_out);
 
 #define OOM_SIZE (2UL << 30)
 #define OOM_VNC 1
@@ -92,11 +98,15 @@ int main(int argc, char **argv)
 	nrt_tensor_t *t1, *t2, *t3, *t4, *t5, *slice;
 	nrt_model_t *model, *coll;
 	NRT_STATUS oom_rc;
+	nrt_vnc_memory_stats_t stats;
+	size_t stats_len = 0;
 
 	wait_go(argc, argv);
 
 	ledger_phase("runtime_init");
 	MUST(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
+	/* the size of the core the OOM will come on, as the runtime tells it */
+	MUST(nrt_get_vnc_memory_stats(OOM_VNC, &stats, sizeof(stats), &stats_len));
 	t1 = tensor(NRT_TENSOR_PLACEMENT_DEVICE, 0, 4 * MiB, "t1");
 	t2 = tensor(NRT_TENSOR_PLACEMENT_VIRTUAL, 0, 1 * MiB, "t2");
 
@@ -133,6 +143,8 @@ int main(int argc, char **argv)
 
 	jb_printf(&out, "{");
 	ledger_json(&out);
+	jb_printf(&out, ", \"device_totals\": [{\"device\": %d, \"bytes\": %zu}]", OOM_VNC,
+		  stats.bytes_limit);
 	jb_printf(&out, ", \"oom\": {\"function\": \"nrt_tensor_allocate\", \"rc\": %d, \"size\": %lu, "
 		  "\"device\": %d, \"phase\": \"%s\", \"kind\": \"neuron_device\"}, \"live_at_oom\": %.*s}\n",
 		  oom_rc, OOM_SIZE, OOM_VNC, ledger_current(), (int)live_at_oom.len, live_at_oom.s);
