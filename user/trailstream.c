@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yajl/yajl_parse.h>
 
@@ -44,6 +46,7 @@ struct builder {
 	/* in a timeline: its depth, the sample being read, what its key names */
 	int tl_depth;			/* depth of the timeline array, 0 outside */
 	struct trailstream_timeline *tl;
+	size_t last_n;			/* samples of the last timeline read */
 	bool in_sample, have_t;
 	int key_is;
 	int skip;			/* nesting of a skipped value inside a sample */
@@ -204,6 +207,7 @@ static int tl_close(struct builder *b)
 		return 1;
 	}
 	if (!b->in_sample) {		/* the timeline's own end */
+		b->last_n = tl->n;
 		b->tl_depth = 0;
 		b->depth--;
 		return 1;
@@ -321,6 +325,13 @@ static int on_start_array(void *ctx)
 		return fail(b, true, "duplicate object key 'timeline'");
 	b->tl = &tls->tl[b->target];
 	b->tl->present = true;
+	/*
+	 * Targets of one trail span about the same time: room for as many
+	 * samples as the last one had, so most never grow (and copy). Not
+	 * getting it is no error here; growing later would be.
+	 */
+	if (b->last_n)
+		(void)array__grow((void **)&b->tl->s, &b->tl->cap, b->last_n, sizeof(*b->tl->s));
 	b->stack[b->depth] = NULL;	/* no container in the tree for it */
 	b->tl_depth = ++b->depth;
 	b->in_sample = false;
@@ -396,54 +407,90 @@ static void where(int fd, size_t at, size_t *line, size_t *col)
 	}
 }
 
+/* The file, in pieces: mapped when it is a regular file, else read. */
+struct source {
+	int fd;
+	unsigned char *map;
+	size_t size, off;
+	unsigned char *buf;
+};
+
+/* The next piece in *P: its length, 0 at the end, -1 with errno on failure. */
+static ssize_t next_piece(struct source *src, const unsigned char **p)
+{
+	ssize_t n;
+
+	if (src->map) {
+		n = src->size - src->off < CHUNK ? src->size - src->off : CHUNK;
+		*p = src->map + src->off;
+		src->off += n;
+		return n;
+	}
+	do
+		n = read(src->fd, src->buf, CHUNK);
+	while (n < 0 && errno == EINTR);
+	*p = src->buf;
+	return n;
+}
+
 json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, char *err,
 			  size_t errlen)
 {
 	struct builder b = { .target = -1, .tls = tls };
+	struct source src = { .fd = -1 };
 	size_t line, col, before = 0;
-	unsigned char *buf = NULL;
+	const unsigned char *piece = NULL;
 	yajl_handle h = NULL;
 	yajl_status st = yajl_status_ok;
+	struct stat sb;
 	ssize_t n = 0;
-	int fd;
 
 	memset(tls, 0, sizeof(*tls));
 	err[0] = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	src.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (src.fd < 0) {
 		snprintf(err, errlen, "%s", strerror(errno));
 		return NULL;
 	}
-	buf = malloc(CHUNK);
+	if (!fstat(src.fd, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+		src.map = mmap(NULL, sb.st_size, PROT_READ, MAP_PRIVATE, src.fd, 0);
+		if (src.map == MAP_FAILED)
+			src.map = NULL;
+		else
+			madvise(src.map, sb.st_size, MADV_SEQUENTIAL);
+		src.size = sb.st_size;
+	}
+	if (!src.map)
+		src.buf = malloc(CHUNK);
 	h = yajl_alloc(&callbacks, NULL, &b);
-	if (!buf || !h) {
+	if ((!src.map && !src.buf) || !h) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	for (;;) {
-		n = read(fd, buf, CHUNK);
-		if (n < 0 && errno == EINTR)
-			continue;
+		n = next_piece(&src, &piece);
 		if (n < 0) {
 			snprintf(err, errlen, "%s", strerror(errno));
 			goto out;
 		}
-		st = n ? yajl_parse(h, buf, n) : yajl_complete_parse(h);
+		st = n ? yajl_parse(h, piece, n) : yajl_complete_parse(h);
 		if (st != yajl_status_ok || !n)
 			break;
+		if (src.map)	/* parsed: yajl keeps copies of what it still needs */
+			madvise((void *)piece, n, MADV_DONTNEED);
 		before += n;
 	}
 	if (st != yajl_status_ok) {
 		char msg[200];
 
-		where(fd, before + (n > 0 ? yajl_get_bytes_consumed(h) : 0), &line, &col);
+		where(src.fd, before + (n > 0 ? yajl_get_bytes_consumed(h) : 0), &line, &col);
 		if (st == yajl_status_client_canceled && !b.json_fault) {
 			snprintf(err, errlen, "%s", b.err);	/* ours: not a JSON fault */
 		} else {
 			if (st == yajl_status_client_canceled)
 				snprintf(msg, sizeof(msg), "%s", b.err);
 			else
-				parse_error(h, buf, n > 0 ? n : 0, msg, sizeof(msg));
+				parse_error(h, piece, n > 0 ? n : 0, msg, sizeof(msg));
 			snprintf(err, errlen, "malformed JSON at line %zu, column %zu: %s", line, col,
 				 msg);
 		}
@@ -454,9 +501,11 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, c
 out:
 	if (h)
 		yajl_free(h);
-	free(buf);
+	if (src.map)
+		munmap(src.map, src.size);
+	free(src.buf);
 	free(b.key);
-	close(fd);
+	close(src.fd);
 	if (err[0] || !b.root) {
 		json_decref(b.root);
 		trailstream__free(tls);

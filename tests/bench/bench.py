@@ -281,6 +281,7 @@ def html_render():
     d = tempfile.mkdtemp(prefix="memtrail-bench-")
     trail, page = os.path.join(d, "trail.json"), os.path.join(d, "report.html")
     samples = big_trail(trail)
+    os.sync()	# the file on disk, as a trail to report is: no writeback during the timing
     t0 = time.monotonic()
     subprocess.run([MEMTRAIL, "report", trail, "--html", page], stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, check=True)
