@@ -324,28 +324,11 @@ json_t *trail__to_json(const struct trail *t, bool with_timeline)
 	return root;
 }
 
-static int dump_cb(const char *buf, size_t size, void *data)
-{
-	return outfile__put(*(int *)data, buf, size) ? -1 : 0;
-}
-
-static int fill_json(int fd, void *root)
-{
-	errno = 0;
-	if (json_dump_callback(root, dump_cb, &fd, JSON_COMPACT) || dump_cb("\n", 1, &fd))
-		return errno ? -errno : -EIO;
-	return 0;
-}
-
-int trail__write_json(json_t *root, const char *path, mode_t mode)
-{
-	return root ? outfile__write(path, mode, fill_json, root) : -ENOMEM;
-}
-
 /*
- * Writing a whole trail. Its timelines are most of it (an hour of 200
- * targets at 100 ms is 7.2 M samples): they are written straight from the
- * sample arrays, never as a jansson tree; everything else goes through jansson.
+ * Writing JSON files, through a buffer (jansson hands over a few bytes at a
+ * time). A whole trail's timelines are most of it (an hour of 200 targets at
+ * 100 ms is 7.2 M samples): they are written straight from the sample
+ * arrays, never as a jansson tree; everything else goes through jansson.
  */
 struct writer {
 	int fd;
@@ -428,6 +411,28 @@ static void out_timeline(struct writer *w, const struct trail *t, const struct t
 		out_str(w, "}");
 	}
 	out_str(w, "]");
+}
+
+/* ROOT, compact, and a newline. */
+static int fill_json(int fd, void *root)
+{
+	struct writer *w = calloc(1, sizeof(*w));
+	int err;
+
+	if (!w)
+		return -ENOMEM;
+	w->fd = fd;
+	out_json(w, json_incref(root));
+	out_str(w, "\n");
+	out_flush(w);
+	err = w->err;
+	free(w);
+	return err;
+}
+
+int trail__write_json(json_t *root, const char *path, mode_t mode)
+{
+	return root ? outfile__write(path, mode, fill_json, root) : -ENOMEM;
 }
 
 /* The document trail__to_json(t, true) would make, key for key, streamed. */
