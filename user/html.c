@@ -7,7 +7,6 @@
  * and the script puts strings on the page as text nodes, never as markup.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,6 @@
  * and mappings with build IDs from memtrail's own symbolization.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <search.h>
 #include <stdio.h>
