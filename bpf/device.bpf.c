@@ -369,8 +369,7 @@ static __always_inline void push_frame(struct pt_regs *ctx, __u32 tid, __u64 coo
 	c->depth++;
 }
 
-SEC("uprobe")
-int mt_dev_entry(struct pt_regs *ctx)
+static __always_inline int dev_entry(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 id = bpf_get_current_pid_tgid();
@@ -604,8 +603,7 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 	}
 }
 
-SEC("uretprobe")
-int mt_dev_return(struct pt_regs *ctx)
+static __always_inline int dev_return(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, i;
@@ -636,4 +634,33 @@ int mt_dev_return(struct pt_regs *ctx)
 	/* the popped frame stays intact: only this thread pushes frames here */
 	return_action(ctx, t, id, &c->f[i], (__s32)PT_REGS_RC(ctx), c->depth > 0);
 	return 0;
+}
+
+/*
+ * Each body twice: attached one link per function (perf-event uprobes, any
+ * kernel), or one uprobe_multi link per file and direction (Linux 6.6: one
+ * grace period to remove them all, not one per function).
+ */
+SEC("uprobe")
+int mt_dev_entry(struct pt_regs *ctx)
+{
+	return dev_entry(ctx);
+}
+
+SEC("uretprobe")
+int mt_dev_return(struct pt_regs *ctx)
+{
+	return dev_return(ctx);
+}
+
+SEC("uprobe")
+int mt_dev_entry_multi(struct pt_regs *ctx)
+{
+	return dev_entry(ctx);
+}
+
+SEC("uretprobe")
+int mt_dev_return_multi(struct pt_regs *ctx)
+{
+	return dev_return(ctx);
 }

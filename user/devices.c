@@ -114,8 +114,7 @@ struct dev_file {
 	dev_t dev;
 	ino_t ino;
 	char *name;	/* its path as first seen (names call sites after a process exits) */
-	struct bpf_link **links;
-	size_t n_links;
+	struct tracer_probe_set probes;
 	/*
 	 * Launch functions fire often: probed only while a process that maps
 	 * the file has not yet started "execute" (or no process is known yet).
@@ -123,7 +122,7 @@ struct dev_file {
 	uint32_t launch_spec[LAUNCH_MAX];
 	uint64_t launch_off[LAUNCH_MAX];
 	size_t n_launch;
-	struct bpf_link *launch_links[LAUNCH_MAX];
+	struct tracer_probe_set launch;
 	bool launch_on;
 };
 
@@ -288,40 +287,52 @@ static int on_symbol(void *ctx, const char *name, uint64_t off)
 	return 0;
 }
 
-static int add_link(struct bpf_link ***links, size_t *n, size_t *cap, struct bpf_link *l)
+/* Functions of a file to probe, as tracer__attach_device_set takes them. */
+struct probe_list {
+	uint64_t off[N_SPECS];
+	uint64_t cookie[N_SPECS];
+	bool ret[N_SPECS];
+	uint32_t spec[N_SPECS];
+	size_t n;
+	const char *path;
+};
+
+static void probe_list_add(struct probe_list *l, uint32_t spec, uint64_t off)
 {
-	if (array__grow((void **)links, cap, *n + 1, sizeof(**links))) {
-		bpf_link__destroy(l);
-		return -ENOMEM;
-	}
-	(*links)[(*n)++] = l;
-	return 0;
+	const struct dev_spec *s = &specs[spec];
+
+	l->off[l->n] = off;
+	l->cookie[l->n] = MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg, spec);
+	l->ret[l->n] = s->ret;
+	l->spec[l->n++] = spec;
+}
+
+static void on_probe_fail(void *ctx, ssize_t i, int err)
+{
+	const struct probe_list *l = ctx;
+
+	if (i < 0)
+		log__warn("cannot probe '%s': %s", l->path, strerror(-err));
+	else
+		log__warn("cannot probe '%s' in '%s': %s", specs[l->spec[i]].name, l->path,
+			  strerror(-err));
 }
 
 static void launch_detach(struct dev_file *f)
 {
-	size_t i;
-
-	for (i = 0; i < f->n_launch; i++) {
-		bpf_link__destroy(f->launch_links[i]);
-		f->launch_links[i] = NULL;
-	}
+	tracer__detach_device_set(&f->launch);
 	f->launch_on = false;
 }
 
 static void launch_attach(struct devices *d, struct dev_file *f, const char *path)
 {
+	struct probe_list l = { .n = 0, .path = path };
 	size_t i;
 
-	for (i = 0; i < f->n_launch; i++) {
-		const struct dev_spec *s = &specs[f->launch_spec[i]];
-		uint64_t cookie = MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg, f->launch_spec[i]);
-
-		f->launch_links[i] = tracer__attach_device(d->tracer, false, -1, path,
-							   f->launch_off[i], cookie);
-		if (!f->launch_links[i])
-			log__debug("cannot probe '%s' in '%s': %s", s->name, path, strerror(errno));
-	}
+	for (i = 0; i < f->n_launch; i++)
+		probe_list_add(&l, f->launch_spec[i], f->launch_off[i]);
+	tracer__attach_device_set(d->tracer, path, l.off, l.cookie, l.ret, l.n, &f->launch,
+				  on_probe_fail, &l);
 	f->launch_on = true;
 }
 
@@ -365,39 +376,28 @@ static void proc_launch_update(struct devices *d, struct dev_proc *p)
 /* Probe a newly seen file; PATH opens it from here. */
 static void probe_file(struct devices *d, struct dev_file *f, const char *path)
 {
+	struct probe_list l = { .n = 0, .path = path };
 	struct matches m = { .n = 0 };
-	size_t i, cap = 0, shown = 0;
 	const char *what = NULL;
+	size_t i, shown;
 
+	f->probes.fd[0] = f->probes.fd[1] = f->launch.fd[0] = f->launch.fd[1] = -1;
 	if (elfsym__each(path, on_symbol, &m) || !m.n)
 		return;
 	for (i = 0; i < m.n; i++) {
 		const struct dev_spec *s = &specs[m.spec[i]];
-		uint64_t cookie = MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg, m.spec[i]);
-		struct bpf_link *l;
-		int r;
 
 		if (s->rt != LOADER)
 			what = s->rt == NEURON ? "Neuron runtime" : "CUDA runtime";
-		if (s->per_pid) {
-			if (f->n_launch < LAUNCH_MAX) {
-				f->launch_spec[f->n_launch] = m.spec[i];
-				f->launch_off[f->n_launch++] = m.off[i];
-			}
-			continue;
+		if (!s->per_pid)
+			probe_list_add(&l, m.spec[i], m.off[i]);
+		else if (f->n_launch < LAUNCH_MAX) {
+			f->launch_spec[f->n_launch] = m.spec[i];
+			f->launch_off[f->n_launch++] = m.off[i];
 		}
-		for (r = 0; r <= (int)s->ret; r++) {
-			l = tracer__attach_device(d->tracer, r, -1, path, m.off[i], cookie);
-			if (!l) {
-				log__warn("cannot probe '%s' in '%s': %s", s->name, path,
-					  strerror(errno));
-				continue;
-			}
-			if (add_link(&f->links, &f->n_links, &cap, l))
-				return;
-		}
-		shown++;
 	}
+	shown = tracer__attach_device_set(d->tracer, path, l.off, l.cookie, l.ret, l.n, &f->probes,
+					  on_probe_fail, &l);
 	if (f->n_launch)
 		launch_attach(d, f, path);
 	if (what)
@@ -650,19 +650,17 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 
 void devices__destroy(struct devices *d)
 {
-	size_t i, j;
+	size_t i;
 
 	if (!d)
 		return;
 	for (i = 0; i < d->n_procs; i++)
 		proc_free(&d->procs[i]);
 	free(d->procs);
-	/* each removal waits out the kernel's grace periods, one after another */
+	/* each link's removal waits out a grace period: one per file with uprobe_multi */
 	for (i = 0; i < d->n_files; i++) {
 		launch_detach(&d->files[i]);
-		for (j = 0; j < d->files[i].n_links; j++)
-			bpf_link__destroy(d->files[i].links[j]);
-		free(d->files[i].links);
+		tracer__detach_device_set(&d->files[i].probes);
 		free(d->files[i].name);
 	}
 	free(d->files);

@@ -10,6 +10,7 @@
 #include <bpf/libbpf.h>
 
 #include "log.h"
+#include "array.h"
 #include "tracer.h"
 #include "memtrail.skel.h"
 
@@ -26,7 +27,10 @@ struct tracer {
 	void *ctx;
 	int nr_cpus;
 	struct bpf_link *rule_links[MEMTRAIL_RULES_MAX];
+	bool no_multi;		/* the kernel has no uprobe_multi links (before Linux 6.6) */
 };
+
+static bool has_uprobe_multi(struct tracer *t);
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -92,6 +96,10 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	/* device probes attach per library, as libraries are found */
 	bpf_program__set_autoattach(s->progs.mt_dev_entry, false);
 	bpf_program__set_autoattach(s->progs.mt_dev_return, false);
+	bpf_program__set_autoattach(s->progs.mt_dev_entry_multi, false);
+	bpf_program__set_autoattach(s->progs.mt_dev_return_multi, false);
+	bpf_program__set_expected_attach_type(s->progs.mt_dev_entry_multi, MT_TRACE_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(s->progs.mt_dev_return_multi, MT_TRACE_UPROBE_MULTI);
 	/* allocation sites */
 	s->rodata->sites_mapping = cfg->sites.mapping;
 	s->rodata->heap_track = cfg->sites.heap_track;
@@ -210,6 +218,9 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;
 	}
+	t->no_multi = !has_uprobe_multi(t) || getenv("MEMTRAIL_NO_UPROBE_MULTI");
+	if (t->no_multi)
+		log__debug("no uprobe_multi links: device probes attach one link per function");
 	err = add_pids(t, cfg);
 	if (err)
 		goto fail;
@@ -320,13 +331,161 @@ void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX])
 	free(vals);
 }
 
-struct bpf_link *tracer__attach_device(struct tracer *t, bool ret, int pid, const char *path,
-				       uint64_t offset, uint64_t cookie)
+/* One uprobe_multi link of PROG on N offsets of PATH (PID 0: every process); fd or -errno. */
+static int uprobe_multi(struct bpf_program *prog, bool ret, int pid, const char *path,
+			const uint64_t *offsets, const uint64_t *cookies, size_t n)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = cookie);
-	struct bpf_program *p = ret ? t->skel->progs.mt_dev_return : t->skel->progs.mt_dev_entry;
+	/* union bpf_attr, link_create.uprobe_multi (uapi linux/bpf.h, Linux 6.6) */
+	struct {
+		uint32_t prog_fd, target_fd, attach_type, flags;
+		uint64_t path, offsets, ref_ctr_offsets, cookies;
+		uint32_t cnt, flags2, pid, pad;
+	} attr = {
+		.prog_fd = bpf_program__fd(prog),
+		.attach_type = MT_TRACE_UPROBE_MULTI,
+		.path = (uintptr_t)path,
+		.offsets = (uintptr_t)offsets,
+		.cookies = (uintptr_t)cookies,
+		.cnt = n,
+		.flags2 = ret ? MT_UPROBE_MULTI_RETURN : 0,
+		.pid = pid,
+	};
+	int fd;
 
-	return bpf_program__attach_uprobe_opts(p, pid, path, offset, &opts);
+	if (attr.prog_fd == (uint32_t)-1)
+		return -EINVAL;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
+static int add_link(struct tracer_probe_set *set, size_t *cap, struct bpf_link *l)
+{
+	if (array__grow((void **)&set->links, cap, set->n_links + 1, sizeof(*set->links))) {
+		bpf_link__destroy(l);
+		return -ENOMEM;
+	}
+	set->links[set->n_links++] = l;
+	return 0;
+}
+
+/* The fallback: a perf-event uprobe per function and direction. */
+static size_t attach_each(struct tracer *t, const char *path, const uint64_t *off,
+			  const uint64_t *cookie, const bool *ret, size_t n,
+			  struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx)
+{
+	size_t i, cap = 0, done = 0;
+	int r;
+
+	for (i = 0; i < n; i++) {
+		bool ok = true;
+
+		for (r = 0; r <= (int)ret[i]; r++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = r, .bpf_cookie = cookie[i]);
+			struct bpf_program *p = r ? t->skel->progs.mt_dev_return
+						  : t->skel->progs.mt_dev_entry;
+			struct bpf_link *l = bpf_program__attach_uprobe_opts(p, -1, path, off[i],
+									     &opts);
+
+			if (!l) {
+				if (fail)
+					fail(ctx, i, -errno);
+				ok = false;
+				continue;
+			}
+			if (add_link(set, &cap, l))
+				return done;
+		}
+		done += ok;
+	}
+	return done;
+}
+
+/*
+ * Whether this kernel makes uprobe_multi links (Linux 6.6): one that has
+ * them looks the path up and refuses a directory with EBADF; one that has
+ * not refuses the attach type itself (EINVAL).
+ */
+static bool has_uprobe_multi(struct tracer *t)
+{
+	uint64_t off = 0, cookie = 0;
+	int fd = uprobe_multi(t->skel->progs.mt_dev_entry_multi, false, 0, "/", &off, &cookie, 1);
+
+	if (fd >= 0)
+		close(fd);
+	return fd == -EBADF;
+}
+
+size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint64_t *off,
+				 const uint64_t *cookie, const bool *ret, size_t n,
+				 struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx)
+{
+	uint64_t *roff, *rcookie;
+	size_t i, nr = 0;
+	int fd;
+
+	set->fd[0] = set->fd[1] = -1;
+	set->links = NULL;
+	set->n_links = 0;
+	if (!n)
+		return 0;
+	if (t->no_multi)
+		return attach_each(t, path, off, cookie, ret, n, set, fail, ctx);
+	fd = uprobe_multi(t->skel->progs.mt_dev_entry_multi, false, 0, path, off, cookie, n);
+	if (fd < 0) {
+		if (fail)
+			fail(ctx, -1, fd);
+		return 0;
+	}
+	set->fd[0] = fd;
+	roff = calloc(n, sizeof(*roff));
+	rcookie = calloc(n, sizeof(*rcookie));
+	if (!roff || !rcookie) {
+		free(roff);
+		free(rcookie);
+		tracer__detach_device_set(set);
+		if (fail)
+			fail(ctx, -1, -ENOMEM);
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		if (!ret[i])
+			continue;
+		roff[nr] = off[i];
+		rcookie[nr++] = cookie[i];
+	}
+	if (nr) {
+		fd = uprobe_multi(t->skel->progs.mt_dev_return_multi, true, 0, path, roff, rcookie,
+				  nr);
+		if (fd < 0) {
+			/* a call seen entering but never returning would be half counted */
+			tracer__detach_device_set(set);
+			if (fail)
+				fail(ctx, -1, fd);
+			n = 0;
+		} else {
+			set->fd[1] = fd;
+		}
+	}
+	free(roff);
+	free(rcookie);
+	return n;
+}
+
+void tracer__detach_device_set(struct tracer_probe_set *set)
+{
+	size_t i;
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		if (set->fd[d] >= 0)
+			close(set->fd[d]);
+		set->fd[d] = -1;
+	}
+	for (i = 0; i < set->n_links; i++)
+		bpf_link__destroy(set->links[i]);
+	free(set->links);
+	set->links = NULL;
+	set->n_links = 0;
 }
 
 /* Keys of one (tgid, address) map that belong to TGID, into a new array. */
@@ -419,28 +578,8 @@ void tracer__device_forget(struct tracer *t, uint32_t tgid)
 int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
 			const uint64_t *offsets, const uint64_t *cookies, size_t n)
 {
-	struct bpf_program *p = ret ? t->skel->progs.mt_heap_return : t->skel->progs.mt_heap_entry;
-	/* union bpf_attr, link_create.uprobe_multi (uapi linux/bpf.h, Linux 6.6) */
-	struct {
-		uint32_t prog_fd, target_fd, attach_type, flags;
-		uint64_t path, offsets, ref_ctr_offsets, cookies;
-		uint32_t cnt, flags2, pid, pad;
-	} attr = {
-		.prog_fd = bpf_program__fd(p),
-		.attach_type = MT_TRACE_UPROBE_MULTI,
-		.path = (uintptr_t)path,
-		.offsets = (uintptr_t)offsets,
-		.cookies = (uintptr_t)cookies,
-		.cnt = n,
-		.flags2 = ret ? MT_UPROBE_MULTI_RETURN : 0,
-		.pid = pid,
-	};
-	int fd;
-
-	if (attr.prog_fd == (uint32_t)-1)
-		return -EINVAL;
-	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-	return fd < 0 ? -errno : fd;
+	return uprobe_multi(ret ? t->skel->progs.mt_heap_return : t->skel->progs.mt_heap_entry,
+			    ret, pid, path, offsets, cookies, n);
 }
 
 uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid)

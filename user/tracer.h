@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "memtrail.h"
 
@@ -68,13 +69,27 @@ void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase);
 /* Drop a target from the kernel's maps once its final levels were read. */
 void tracer__forget(struct tracer *t, uint32_t tgid);
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
+/* Device-runtime probes on one file: how they were attached. */
+struct tracer_probe_set {
+	int fd[2];			/* uprobe_multi links, entry and return; -1: none */
+	struct bpf_link **links;	/* else one perf-event link per probe */
+	size_t n_links;
+};
+/* A probe that could not attach: function I (-1: the whole set), -errno. */
+typedef void (*tracer_probe_fail_fn)(void *ctx, ssize_t i, int err);
 /*
- * A device-runtime probe at OFFSET of PATH: the entry program, or the return
- * program when RET. PID -1 probes every process; COOKIE is MEMTRAIL_COOKIE.
- * NULL with errno set when it cannot attach.
+ * Device-runtime probes on N functions of PATH in every process: the entry
+ * program at each OFF[i] with COOKIE[i] (MEMTRAIL_COOKIE), the return
+ * program too where RET[i]. One uprobe_multi link per direction where the
+ * kernel has them (removed in one grace period), else a perf-event link per
+ * probe (MEMTRAIL_NO_UPROBE_MULTI=1 forces that). SET holds the links; the
+ * number of functions probed is returned, FAIL told of each failure.
  */
-struct bpf_link *tracer__attach_device(struct tracer *t, bool ret, int pid, const char *path,
-				       uint64_t offset, uint64_t cookie);
+size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint64_t *off,
+				 const uint64_t *cookie, const bool *ret, size_t n,
+				 struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx);
+/* Remove them all. */
+void tracer__detach_device_set(struct tracer_probe_set *set);
 typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a);
 /*
  * Each device allocation of TGID live at its device OOM number EPOCH (0: live

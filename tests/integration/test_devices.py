@@ -94,6 +94,25 @@ def test_cuda_phases_exact():
     no_programs_left()
 
 
+def test_cuda_phases_one_link_per_probe():
+    """The fallback for kernels without uprobe_multi links (before Linux 6.6),
+    forced: a perf-event uprobe per function gives the same exact figures."""
+    out = os.path.join(tmpdir(), "trail.json")
+    p = run([MEMTRAIL, "record", "-v", "-o", out, "--", workload("cuda_phases")],
+            env=dict(os.environ, MEMTRAIL_NO_UPROBE_MULTI="1"))
+    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    check("one link per function" in p.stderr, f"the fallback taken: {p.stderr!r}")
+    data = json.loads([x for x in p.stdout.splitlines() if x.startswith("{")][-1])
+    trail = load_trail(out)
+    t = target(trail, data["pid"])
+    check_ledger(t, data)
+    check_device_limits(t, data, "cuda_device")
+    ooms = events(trail, "device_oom")
+    check_eq(len(ooms), 1, "one device OOM event")
+    check_oom(ooms[0], data)
+    no_programs_left()
+
+
 def test_neuron_phases_exact():
     p, trail, data = record([workload("nrt_phases")])
     check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
