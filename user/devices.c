@@ -200,6 +200,44 @@ const char *devices__error_name(uint32_t runtime, const char *fn, int rc)
 	return NULL;
 }
 
+static void prepare_lib(void *ctx, const char *lib);
+
+/*
+ * Runtime libraries the system's loader cache names (`ldconfig -p`), probed
+ * before any process maps them. The NVIDIA driver's libcuda.so.1 is one file
+ * for the host and for every container it is mounted into, so its probes
+ * are in place even for a program that calls it the moment it starts.
+ */
+static void prepare_system(struct devices *d)
+{
+	static const char *const tools[] = { "/sbin/ldconfig", "/usr/sbin/ldconfig" };
+	static const char *const names[] = { "libcuda.so", "libcudart.so", "libnrt.so" };
+	char cmd[64], line[4096 + 128], *arrow, *soname;
+	size_t i;
+	FILE *f = NULL;
+
+	for (i = 0; i < sizeof(tools) / sizeof(tools[0]) && !f; i++) {
+		if (access(tools[i], X_OK))
+			continue;
+		snprintf(cmd, sizeof(cmd), "%s -p 2>/dev/null", tools[i]);
+		f = popen(cmd, "re");
+	}
+	if (!f)
+		return;
+	/* "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1" */
+	while (fgets(line, sizeof(line), f)) {
+		soname = line + strspn(line, " \t");
+		arrow = strstr(line, " => ");
+		if (!arrow)
+			continue;
+		arrow[strcspn(arrow, "\n")] = 0;
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (!strncmp(soname, names[i], strlen(names[i])))
+				prepare_lib(d, arrow + 4);
+	}
+	pclose(f);
+}
+
 int devices__open(struct devices **out, struct tracer *t)
 {
 	struct devices *d = calloc(1, sizeof(*d));
@@ -210,6 +248,7 @@ int devices__open(struct devices **out, struct tracer *t)
 	d->tracer = t;
 	/* memtrail's own dynamic linker is the one most targets use */
 	devices__scan(d, getpid());
+	prepare_system(d);
 	return 0;
 }
 
