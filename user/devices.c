@@ -149,6 +149,7 @@ struct devices {
 	size_t n_files, cap_files;
 	struct dev_proc *procs;
 	size_t n_procs, cap_procs;
+	bool quiet;	/* probing what the loader cache names: debug messages only */
 };
 
 const char *devices__fn_name(uint32_t idx)
@@ -224,6 +225,7 @@ static void prepare_system(struct devices *d)
 	}
 	if (!f)
 		return;
+	d->quiet = true;	/* no process uses them yet: not news */
 	/* "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1" */
 	while (fgets(line, sizeof(line), f)) {
 		soname = line + strspn(line, " \t");
@@ -235,6 +237,7 @@ static void prepare_system(struct devices *d)
 			if (!strncmp(soname, names[i], strlen(names[i])))
 				prepare_lib(d, arrow + 4);
 	}
+	d->quiet = false;
 	pclose(f);
 }
 
@@ -439,7 +442,9 @@ static void probe_file(struct devices *d, struct dev_file *f, const char *path)
 					  on_probe_fail, &l);
 	if (f->n_launch)
 		launch_attach(d, f, path);
-	if (what)
+	if (what && d->quiet)
+		log__debug("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
+	else if (what)
 		log__info("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
 }
 

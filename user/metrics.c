@@ -456,6 +456,17 @@ void metrics__update(struct metrics *m, const struct trail *t, const uint64_t *l
 		fprintf(f, "memtrail_target_phase{%s,phase=\"%s\"} 1\n",
 			labels_of(m, &t->targets[i]), phase);
 	}
+	family(f, "memtrail_device_memory_bytes", "gauge",
+	       "Memory of a device as its runtime reported it to a live target, by kind and device.");
+	for (i = 0; i < t->n_targets; i++) {
+		const struct trail_target *tt = &t->targets[i];
+		uint32_t d;
+
+		for (d = 0; d < tt->n_dev_limits && !tt->end_ms; d++)
+			fprintf(f, "memtrail_device_memory_bytes{%s,kind=\"%s\",device=\"%d\"} %" PRIu64
+				"\n", labels_of(m, tt), kind__name(tt->dev_limits[d].kind),
+				tt->dev_limits[d].device, tt->dev_limits[d].bytes);
+	}
 	family(f, "memtrail_targets", "gauge", "Processes traced now.");
 	fprintf(f, "memtrail_targets %zu\n", live);
 	family(f, "memtrail_oom_kills_total", "counter",

@@ -978,6 +978,14 @@ int cmd_watch(int argc, char **argv)
 	session__install_signals();
 	w.s.t0_ns = session__mono_ns();
 	trail__set_started(&w.s.trail);
+	if (o.metrics) {
+		/* a bad address or a port in use: said before any BPF is loaded */
+		struct metrics_config mc = { .listen = o.metrics, .pods_dir = o.pods_dir,
+					     .expire_s = o.metrics_expire_s };
+
+		if (metrics__open(&w.metrics, &mc))
+			goto out;
+	}
 	if (tracer__open(&w.s.tracer, &cfg, session__on_event, &w.s))
 		goto out;
 	if (tracer__scan(w.s.tracer))
@@ -985,14 +993,8 @@ int cmd_watch(int argc, char **argv)
 	tracer__poll(w.s.tracer, 0);
 	if (!o.no_devices && session__open_devices(&w.s))
 		goto out;
-	if (o.metrics) {
-		struct metrics_config mc = { .listen = o.metrics, .pods_dir = o.pods_dir,
-					     .expire_s = o.metrics_expire_s };
-
-		if (metrics__open(&w.metrics, &mc))
-			goto out;
+	if (w.metrics)
 		metrics__update(w.metrics, &w.s.trail, NULL, 0);
-	}
 	log__info("tracing %s (%zu processes); snapshots and verdicts to '%s'; Ctrl-C to stop",
 		  o.n_cgroups ? "the given cgroups" : "all processes", w.s.live, o.dir);
 	statusline__start(true);

@@ -196,6 +196,40 @@ def value(series, name, **labels):
     return got[0] if len(got) == 1 else None
 
 
+def test_metrics_device_memory():
+    """The size of each device the CUDA runtime reported to a live process
+    (the stand-in's cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answers, as the
+    workload printed them), by kind and device."""
+    port = free_port()
+    w = Watch(["--metrics", f"127.0.0.1:{port}", "-i", "200"])
+    h = None
+    try:
+        h = subprocess.Popen([workload("cuda_phases"), "--wait", "--hold"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        time.sleep(1.0)	# its exec and its libraries are probed meanwhile
+        h.stdin.write("g")
+        h.stdin.flush()
+        data = json.loads(h.stdout.readline())
+        want = {str(d["device"]): d["bytes"] for d in data["device_totals"]}
+        url = f"http://127.0.0.1:{port}/metrics"
+        deadline = time.time() + 10
+        while True:
+            series = parse_page(get(url)[2])
+            got = {d: value(series, "memtrail_device_memory_bytes", pid=data["pid"],
+                            kind="cuda_device", device=d) for d in want}
+            if got == want or time.time() > deadline:
+                break
+            time.sleep(0.3)
+        check_eq(got, want, "device memory by device vs what the runtime returned")
+    finally:
+        if h and h.poll() is None:
+            h.stdin.close()
+            h.wait(timeout=30)
+        rc, out, err = w.stop()
+    check_eq(rc, 0, f"watch's status ({err!r})")
+    no_programs_left()
+
+
 def test_metrics_page_format_and_expiry():
     """GET /metrics follows the text format; a process whose comm holds a
     quote and a backslash is labelled escaped; its series outlive it by

@@ -10,8 +10,9 @@
  *   execute       cuLaunchKernel, cuLaunchKernel_ptsz; device -3 (d4), +6 -6
  *                 (d6); host -2 (h1); an injected OOM of 1 GiB on device 1;
  *                 then everything left is freed
- * Prints the ledger, the OOM and the blocks live at the OOM as JSON.
- *   cuda_phases [--wait]
+ * Prints the ledger, the OOM and the blocks live at the OOM as JSON; with
+ * --hold, then stays until its standard input ends.
+ *   cuda_phases [--wait] [--hold]
  */
 #include "common.h"
 #include "ledger.h"
@@ -93,6 +94,7 @@ int main(int argc, char **argv)
 	CUlibrary lib;
 	CUresult oom_rc;
 	size_t free_b, total1, total0;
+	char c;
 
 	wait_go(argc, argv);
 
@@ -165,5 +167,8 @@ int main(int argc, char **argv)
 		  "\"device\": %d, \"phase\": \"%s\", \"kind\": \"cuda_device\"}, \"live_at_oom\": %.*s}\n",
 		  oom_rc, OOM_SIZE, DEVICE, ledger_current(), (int)live_at_oom.len, live_at_oom.s);
 	jb_write(&out);
+	if (argc > 1 && !strcmp(argv[argc - 1], "--hold"))
+		while (read(0, &c, 1) > 0)
+			;
 	return 0;
 }
