@@ -34,7 +34,9 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-BPF_SRCS := $(wildcard bpf/*.bpf.c)
+# lifecycle first: its programs attach, and so run, before the others on a
+# shared tracepoint (mt_exec switches the phase before mt_dev_exec counts in it)
+BPF_SRCS := bpf/lifecycle.bpf.c $(filter-out bpf/lifecycle.bpf.c,$(wildcard bpf/*.bpf.c))
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 USER_SRCS := $(wildcard user/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUT)/user/%.o,$(USER_SRCS))
@@ -53,7 +55,7 @@ STANDINS := $(OUT)/standins/libcuda.so.1 $(OUT)/standins/libnrt.so.1
 STANDIN_CFLAGS := -O2 -g -fPIC -shared -fno-ipa-icf $(WARNINGS)
 # workloads linked against a stand-in find it beside them at run time
 STANDIN_LINK = -L$(OUT)/standins -l:$(1) -Wl,-rpath,'$$ORIGIN/../standins'
-CUDA_WORKLOADS := $(addprefix $(OUT)/workloads/,cuda_phases vmm static_cudart device_bench)
+CUDA_WORKLOADS := $(addprefix $(OUT)/workloads/,cuda_phases vmm static_cudart device_bench cuda_exec)
 NRT_WORKLOADS := $(OUT)/workloads/nrt_phases
 
 all: memtrail

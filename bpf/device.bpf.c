@@ -237,6 +237,7 @@ static __always_inline void account_alloc(struct memtrail_target *t, __u32 tgid,
 		count_lost(MEMTRAIL_LOST_DEVICE);
 		return;
 	}
+	t->dev_used = 1;
 	account(t, tgid, kind, size);
 }
 
@@ -552,10 +553,12 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 
 		if (bpf_probe_read_user(&key.addr, sizeof(key.addr), (void *)f->arg[0]) || !size)
 			break;
-		if (bpf_map_update_elem(&vmm_handles, &key, &h, BPF_NOEXIST))
+		if (bpf_map_update_elem(&vmm_handles, &key, &h, BPF_NOEXIST)) {
 			count_lost(MEMTRAIL_LOST_DEVICE);
-		else
+		} else {
+			t->dev_used = 1;
 			account(t, tgid, kind, size);
+		}
 		break;
 	}
 	case MEMTRAIL_OP_VMM_MAP: {
@@ -663,4 +666,73 @@ SEC("uretprobe")
 int mt_dev_return_multi(struct pt_regs *ctx)
 {
 	return dev_return(ctx);
+}
+
+/* ---- exec: the old program's device memory goes with its address space ---- */
+
+struct exec_forget {
+	__u32 tgid;
+	__u32 pad;
+	__s64 bytes[MEMTRAIL_KIND_MAX];	/* live device bytes per kind, given back */
+};
+
+static long forget_alloc(struct bpf_map *map, struct memtrail_dev_key *key,
+			 struct memtrail_dev_alloc *a, struct exec_forget *c)
+{
+	__u32 kind = a->kind;
+
+	if (key->tgid != c->tgid)
+		return 0;
+	if (!a->dead && kind < MEMTRAIL_KIND_MAX)
+		c->bytes[kind] += a->size;
+	bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+static long forget_handle(struct bpf_map *map, struct memtrail_dev_key *key,
+			  struct memtrail_vmm_handle *h, struct exec_forget *c)
+{
+	__u32 kind = h->kind;
+
+	if (key->tgid != c->tgid)
+		return 0;
+	if (kind < MEMTRAIL_KIND_MAX)
+		c->bytes[kind] += h->size;
+	bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+static long forget_key(struct bpf_map *map, struct memtrail_dev_key *key, void *v,
+		       struct exec_forget *c)
+{
+	if (key->tgid == c->tgid)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+/*
+ * A target that made device allocations calls exec: the driver lets go of
+ * its memory with the old address space (its contexts die with it), so the
+ * bytes still live leave its levels, in the new program's first phase, as
+ * its host kinds do: mt_exec, attached first (the Makefile links
+ * lifecycle.bpf.o first), has switched the phase by then.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(mt_dev_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct exec_forget c = { .tgid = BPF_CORE_READ(p, tgid) };
+	struct memtrail_target *t = live_target(c.tgid);
+	int k;
+
+	if (!t || !t->dev_used)
+		return 0;
+	t->dev_used = 0;
+	bpf_for_each_map_elem(&dev_allocs, forget_alloc, &c, 0);
+	bpf_for_each_map_elem(&vmm_handles, forget_handle, &c, 0);
+	bpf_for_each_map_elem(&vmm_maps, forget_key, &c, 0);
+	bpf_for_each_map_elem(&ctx_device, forget_key, &c, 0);
+	bpf_map_delete_elem(&dev_snap, &c.tgid);
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+		account(t, c.tgid, k, -c.bytes[k]);
+	return 0;
 }

@@ -120,7 +120,7 @@ struct memtrail_target {
 	__u32 auto_phase;	/* enum memtrail_auto_phase of the last automatic phase */
 	__u32 auto_seq;		/* and its sequence number */
 	__u32 dev_epoch;	/* device OOMs so far: allocations are dated by it */
-	__u32 pad;
+	__u32 dev_used;		/* it made device allocations: its exec gives them back */
 };
 
 /*

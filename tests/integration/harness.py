@@ -18,7 +18,7 @@ PROG_NAMES = {"mt_rss_stat", "mt_mmap_lock", "mt_mmap_unlock", "mt_fork", "mt_ex
               "mt_scan", "mt_phase_rule", "mt_marker", "mt_mark", "mt_oom_victim", "mt_signal", "mt_reclaim",
               "mt_dev_entry", "mt_dev_return", "mt_dev_entry_multi", "mt_dev_return_multi",
               "mt_heap_entry", "mt_heap_return", "mt_fault",
-              "mt_unmapped_area"}
+              "mt_unmapped_area", "mt_dev_exec"}
 MiB = 1024 * 1024
 
 

@@ -255,6 +255,25 @@ def test_cache_library_probed_before_use():
              (data["pid"], data["rc"], data["size"]), "pid, code and size")
 
 
+def test_exec_gives_device_memory_back():
+    """A CUDA process execs without freeing (device, pinned host and a mapped
+    VMM handle): the old address space takes that memory with it, so the
+    levels drop to 0, in the new program's first phase."""
+    p, trail, data = record([workload("cuda_exec")])
+    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    t = target(trail, data["pid"])
+    device = data["device"] + data["vmm"]
+    check_eq(t["kinds"]["cuda_device"]["peak"], device, "cuda_device peak before the exec")
+    check_eq(t["kinds"]["cuda_host"]["peak"], data["host"], "cuda_host peak before the exec")
+    check_eq(t["kinds"]["cuda_device"]["current"], 0, "cuda_device after the exec")
+    check_eq(t["kinds"]["cuda_host"]["current"], 0, "cuda_host after the exec")
+    last = t["phases"][-1]
+    check_eq(last["name"], "exec:true", "the new program's phase")
+    check_eq(last["kinds"]["cuda_device"]["segment_change"], -device, "given back in it")
+    check_eq(last["kinds"]["cuda_host"]["segment_change"], -data["host"], "given back in it")
+    no_programs_left()
+
+
 def test_dlopen_after_start():
     """A runtime opened after memtrail started is probed from then on."""
     p, trail, data = record([workload("dlopen_late"), LIBCUDA, "1500"])
