@@ -90,7 +90,10 @@ static bool timeline_streamed(const struct builder *b)
 	       b->tls->tl[b->target].present && key_is(b, "timeline");
 }
 
-/* Put V (a new reference) where the parser is: the root, the pending key of an object, or an array's end. */
+/*
+ * Put V (a new reference) where the parser is: the root, the pending key of
+ * an object, or an array's end.
+ */
 static int put(struct builder *b, json_t *v)
 {
 	json_t *parent;

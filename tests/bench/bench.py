@@ -214,6 +214,25 @@ def device_pairs(n=100000):
     return statistics.median(base), statistics.median(traced)
 
 
+def device_teardown():
+    """Wall time of `record -- cuda_phases` (a 1 ms program): memtrail's start
+    and its exit with one CUDA library probed, as uprobe_multi links and as
+    one perf-event link per function (MEMTRAIL_NO_UPROBE_MULTI=1)."""
+    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
+    cmd = [MEMTRAIL, "record", "-q", "-o", out, "--", os.path.join(WL, "cuda_phases")]
+    multi, each = [], []
+    for _ in range(RUNS):
+        for env, into in ((os.environ, multi),
+                          (dict(os.environ, MEMTRAIL_NO_UPROBE_MULTI="1"), each)):
+            t0 = time.monotonic()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=env, check=True)
+            into.append(time.monotonic() - t0)
+    if os.path.exists(out):
+        os.unlink(out)
+    return statistics.median(multi), statistics.median(each)
+
+
 def device_live_memory(n=1000000):
     """memtrail's own memory with N live device allocations of one process:
     its VmRSS and the kernel memory of its live-allocation map."""
@@ -339,6 +358,9 @@ def main():
     print(f"device alloc/free pairs (CUDA stand-in, 100k): untraced {b:.0f} ns/pair, "
           f"memtrail {t:.0f} ns/pair, +{t - b:.0f} ns ({t / b:.1f}x; two uprobe traps "
           f"and one uretprobe per pair)", flush=True)
+    multi, each = device_teardown()
+    print(f"record -- cuda_phases (one CUDA library probed), start to exit: uprobe_multi "
+          f"links {multi:.2f} s, one link per function {each:.2f} s", flush=True)
     rss, kmem = device_live_memory()
     print(f"1M live device allocations: memtrail VmRSS {rss / 1024:.1f} MiB, kernel map "
           f"dev_allocs {kmem / 2**20:.1f} MiB (bounded: 1M entries at most)", flush=True)
