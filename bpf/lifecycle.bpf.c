@@ -248,9 +248,13 @@ int mt_scan(struct bpf_iter__task *ctx)
 		if (!(filter_mode == MEMTRAIL_FILTER_PID && live_target(ppid)) &&
 		    !task_wanted(task))
 			return 0;
-		if (BPF_CORE_READ(task, flags) & MT_PF_KTHREAD)
+		/*
+		 * Exiting (from the start of do_exit, before its exit event, until
+		 * it is reaped): its exit is seen or about to be, and user space may
+		 * already have forgotten it; a new target would be a ghost.
+		 */
+		if (BPF_CORE_READ(task, flags) & (MT_PF_KTHREAD | MT_PF_EXITING))
 			return 0;
-		/* dead, not yet reaped: its exit was seen; a new target would be a ghost */
 		if (BPF_CORE_READ(task, exit_state) && !BPF_CORE_READ(task, signal, live.counter))
 			return 0;
 		t = target_add(task, tgid, ppid, MEMTRAIL_REASON_SCAN);

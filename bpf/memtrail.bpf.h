@@ -15,6 +15,7 @@
 #include "memtrail.h"
 
 #define MT_PF_KTHREAD		0x00200000	/* include/linux/sched.h */
+#define MT_PF_EXITING		0x00000004	/* include/linux/sched.h: in do_exit */
 #define MT_SIGNAL_GROUP_EXIT	0x00000004	/* include/linux/sched/signal.h */
 #define MT_PEAK_CAS_TRIES	64
 

@@ -243,10 +243,22 @@ def test_cache_library_probed_before_use():
     """A runtime the loader cache names (the toolkit's libcudart.so.13 here,
     the driver's libcuda.so.1 on a GPU node) is probed when memtrail starts:
     a cudaMalloc in the same instant as the dlopen is seen."""
-    cache = run(["ldconfig", "-p"]).stdout
-    check("libcudart.so.13 " in cache, "libcudart.so.13 is not in the loader cache "
-          "(the CUDA toolkit's /etc/ld.so.conf.d entry)")
-    p, trail, data = record([workload("cudart_real"), CUDART, "0"])
+    check(os.path.exists(CUDART), f"{CUDART} is missing (the CUDA toolkit)")
+    conf = None
+    if "libcudart.so.13 " not in run(["ldconfig", "-p"]).stdout:
+        # a toolkit installed without its /etc/ld.so.conf.d entry: add one for the test
+        conf = "/etc/ld.so.conf.d/zz-memtrail-test-cuda.conf"
+        with open(conf, "w") as f:
+            f.write(os.path.dirname(os.path.realpath(CUDART)) + "\n")
+        run(["ldconfig"])
+    try:
+        check("libcudart.so.13 " in run(["ldconfig", "-p"]).stdout,
+              "libcudart.so.13 is not in the loader cache")
+        p, trail, data = record([workload("cudart_real"), CUDART, "0"])
+    finally:
+        if conf:
+            os.unlink(conf)
+            run(["ldconfig"])
     check(data and "rc" in data, f"workload output {p.stdout!r} {p.stderr!r}")
     check(data["rc"] != 0, "cudaMalloc fails without a driver")
     errs = [e for e in events(trail, "device_error") if e["function"] == "cudaMalloc"]

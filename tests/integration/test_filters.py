@@ -27,7 +27,9 @@ def run_outside_and_inside(args_for, cg_path):
 
 def check_cgroup_trail(trail, data, outside_pid):
     mappers = [t for t in trail["targets"] if t["comm"] == "mapper"]
-    check_eq(len(mappers), 1, "mapper targets (only the one inside the cgroup)")
+    check_eq(len(mappers), 1, "mapper targets (only the one inside the cgroup): " +
+             str([(t["pid"], t["start_ms"], t["exit"], t["cgroup"]) for t in mappers]) +
+             f", outside {outside_pid}")
     t = mappers[0]
     check(t["pid"] != outside_pid, "the mapper outside the cgroup was traced")
     check_eq(t["exit"], {"code": 0, "signal": 0}, "exit")
