@@ -432,9 +432,9 @@ size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint6
 		return attach_each(t, path, off, cookie, ret, n, set, fail, ctx);
 	fd = uprobe_multi(t->skel->progs.mt_dev_entry_multi, false, 0, path, off, cookie, n);
 	if (fd < 0) {
-		if (fail)
-			fail(ctx, -1, fd);
-		return 0;
+		/* one bad offset refuses the whole link: then each function on its own */
+		log__debug("cannot probe '%s' with uprobe_multi links: %s", path, strerror(-fd));
+		return attach_each(t, path, off, cookie, ret, n, set, fail, ctx);
 	}
 	set->fd[0] = fd;
 	roff = calloc(n, sizeof(*roff));
@@ -457,11 +457,11 @@ size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint6
 		fd = uprobe_multi(t->skel->progs.mt_dev_return_multi, true, 0, path, roff, rcookie,
 				  nr);
 		if (fd < 0) {
-			/* a call seen entering but never returning would be half counted */
+			/* entries without their returns would be half counted: each on its own */
+			log__debug("cannot probe '%s' with uprobe_multi links: %s", path,
+				   strerror(-fd));
 			tracer__detach_device_set(set);
-			if (fail)
-				fail(ctx, -1, fd);
-			n = 0;
+			n = attach_each(t, path, off, cookie, ret, n, set, fail, ctx);
 		} else {
 			set->fd[1] = fd;
 		}
