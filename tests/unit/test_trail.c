@@ -45,6 +45,10 @@ static void make_trail(struct trail *t)
 	level[MEMTRAIL_KIND_MAPPED] = 3LL << 30;
 	assert_int_equal(trail__add_sample(tt, 200, level), 0);
 
+	assert_true(trail__set_device_limit(tt, MEMTRAIL_KIND_CUDA_DEVICE, 1, 80ULL << 30));
+	assert_true(trail__set_device_limit(tt, MEMTRAIL_KIND_CUDA_DEVICE, -1, 16ULL << 30));
+	assert_true(trail__set_device_limit(tt, MEMTRAIL_KIND_CUDA_DEVICE, 1, 81ULL << 30));
+
 	tt = trail__add_target(t, 4243);	/* still running: exit is null */
 	assert_non_null(tt);
 	snprintf(tt->comm, sizeof(tt->comm), "worker");
@@ -86,6 +90,11 @@ static void round_trip(void **state)
 	assert_int_equal(b.targets[0].n_samples, 2);
 	assert_int_equal(b.targets[0].timeline[1].t_ms, 200);
 	assert_int_equal(b.targets[0].timeline[1].level[MEMTRAIL_KIND_MAPPED], 3LL << 30);
+	/* device sizes: set again replaces, device -1 (unknown) kept, added up per kind */
+	assert_int_equal(b.targets[0].n_dev_limits, 2);
+	assert_int_equal(b.targets[0].dev_limits[1].device, -1);
+	assert_int_equal(trail__device_limit(&b.targets[0], MEMTRAIL_KIND_CUDA_DEVICE), 97ULL << 30);
+	assert_int_equal(trail__device_limit(&b.targets[0], MEMTRAIL_KIND_NEURON_DEVICE), 0);
 	assert_false(b.targets[1].exited);
 	assert_null(b.targets[1].cmdline);
 	assert_int_equal(json_array_size(b.events), 1);
@@ -170,6 +179,14 @@ static void rejects_malformed(void **state)
 	expect_reject("{\"memtrail\": 2, \"targets\": []}", "unsupported trail version 2");
 	expect_reject("{\"memtrail\": 1}", "'targets' is not an array");
 	expect_reject("{\"memtrail\": 1, \"targets\": [5]}", "target 0 is not an object");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
+		      "\"kinds\": {}, \"device_limits\": 7}]}", "'device_limits' is not an array");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
+		      "\"kinds\": {}, \"device_limits\": [{\"kind\": \"ram\", \"device\": 0, "
+		      "\"bytes\": 1}]}]}", "device limit 0 needs a kind");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
+		      "\"kinds\": {}, \"device_limits\": [{\"kind\": \"cuda_device\", "
+		      "\"device\": \"0\", \"bytes\": 1}]}]}", "device limit 0 needs a kind");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": -3}]}", "no valid 'pid'");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"kinds\": {}}]}", "no 'exit'");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": 1, \"kinds\": {}}]}",
