@@ -53,10 +53,11 @@ def run(args, timeout=120, **kw):
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
 
 
-def record(cmd, extra=(), timeout=120):
-    """memtrail record -q -o TRAIL [extra] -- cmd; returns (proc, trail, workload JSON)."""
+def record(cmd, extra=(), timeout=120, env=None):
+    """memtrail record -q -o TRAIL [extra] -- cmd (in ENV, else this one);
+    returns (proc, trail, workload JSON)."""
     out = os.path.join(tmpdir(), "trail.json")
-    p = run([MEMTRAIL, "record", "-q", "-o", out, *extra, "--", *cmd], timeout=timeout)
+    p = run([MEMTRAIL, "record", "-q", "-o", out, *extra, "--", *cmd], timeout=timeout, env=env)
     trail = load_trail(out) if os.path.exists(out) else None
     data = None
     for line in p.stdout.splitlines():

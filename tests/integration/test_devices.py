@@ -78,17 +78,23 @@ def check_oom(ev, data):
              "live bytes by phase and kind")
 
 
-def test_cuda_phases_exact():
-    """Automatic phases, every CUDA kind per phase, and the device OOM event."""
-    p, trail, data = record([workload("cuda_phases")])
+def check_phases_run(p, trail, data, kind, error):
+    """A phases workload's recording: its ledger per phase and kind, the device
+    sizes it was told, and its one device OOM event."""
     check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
     t = target(trail, data["pid"])
     check_ledger(t, data)
-    check_device_limits(t, data, "cuda_device")
+    check_device_limits(t, data, kind)
     ooms = events(trail, "device_oom")
     check_eq(len(ooms), 1, "one device OOM event")
     check_oom(ooms[0], data)
-    check_eq(ooms[0]["error"], "CUDA_ERROR_OUT_OF_MEMORY", "error name")
+    check_eq(ooms[0]["error"], error, "error name")
+
+
+def test_cuda_phases_exact():
+    """Automatic phases, every CUDA kind per phase, and the device OOM event."""
+    p, trail, data = record([workload("cuda_phases")])
+    check_phases_run(p, trail, data, "cuda_device", "CUDA_ERROR_OUT_OF_MEMORY")
     check("device out of memory" in p.stderr and "cuMemAlloc_v2" in p.stderr,
           f"a line says so: {p.stderr!r}")
     no_programs_left()
@@ -97,32 +103,16 @@ def test_cuda_phases_exact():
 def test_cuda_phases_one_link_per_probe():
     """The fallback for kernels without uprobe_multi links (before Linux 6.6),
     forced: a perf-event uprobe per function gives the same exact figures."""
-    out = os.path.join(tmpdir(), "trail.json")
-    p = run([MEMTRAIL, "record", "-v", "-o", out, "--", workload("cuda_phases")],
-            env=dict(os.environ, MEMTRAIL_NO_UPROBE_MULTI="1"))
-    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    p, trail, data = record([workload("cuda_phases")], extra=["-v"],
+                            env=dict(os.environ, MEMTRAIL_NO_UPROBE_MULTI="1"))
     check("one link per function" in p.stderr, f"the fallback taken: {p.stderr!r}")
-    data = json.loads([x for x in p.stdout.splitlines() if x.startswith("{")][-1])
-    trail = load_trail(out)
-    t = target(trail, data["pid"])
-    check_ledger(t, data)
-    check_device_limits(t, data, "cuda_device")
-    ooms = events(trail, "device_oom")
-    check_eq(len(ooms), 1, "one device OOM event")
-    check_oom(ooms[0], data)
+    check_phases_run(p, trail, data, "cuda_device", "CUDA_ERROR_OUT_OF_MEMORY")
     no_programs_left()
 
 
 def test_neuron_phases_exact():
     p, trail, data = record([workload("nrt_phases")])
-    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
-    t = target(trail, data["pid"])
-    check_ledger(t, data)
-    check_device_limits(t, data, "neuron_device")
-    ooms = events(trail, "device_oom")
-    check_eq(len(ooms), 1, "one device OOM event")
-    check_oom(ooms[0], data)
-    check_eq(ooms[0]["error"], "NRT_RESOURCE", "error name")
+    check_phases_run(p, trail, data, "neuron_device", "NRT_RESOURCE")
     no_programs_left()
 
 
