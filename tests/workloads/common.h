@@ -17,6 +17,15 @@
 #define PAGE 4096UL
 #define MiB (1024UL * 1024)
 
+/* A runtime call that must succeed (CUresult, NRT_STATUS: 0): else its text and code, exit 1. */
+#define MUST(call) do {							\
+	int rc_ = (int)(call);						\
+	if (rc_) {							\
+		dprintf(2, "%s: %s: %d\n", workload_name(), #call, rc_);	\
+		exit(1);						\
+	}								\
+} while (0)
+
 /* A field of /proc/self/status in bytes (the file gives kB), or -1. */
 static inline long status_bytes(const char *field)
 {
@@ -54,6 +63,14 @@ static inline void report(const char *fmt, ...)
 }
 
 /* Block until a byte arrives on stdin, when asked to: lets a tracer attach first. */
+/* The program's own name, for messages. */
+static inline const char *workload_name(void)
+{
+	extern char *program_invocation_short_name;
+
+	return program_invocation_short_name;
+}
+
 static inline void wait_go(int argc, char **argv)
 {
 	char c;

@@ -41,14 +41,6 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
 		  unsigned long long flags);
 
-#define MUST(call) do {						\
-	CUresult rc_ = (call);						\
-	if (rc_) {							\
-		dprintf(2, "cuda_exec: %s: %d\n", #call, rc_);		\
-		exit(1);						\
-	}								\
-} while (0)
-
 int main(int argc, char **argv)
 {
 	CUmemAllocationProp prop = { .type = 1, .location = { .type = 1, .id = 0 } };

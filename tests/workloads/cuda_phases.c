@@ -71,14 +71,6 @@ static const unsigned char image[64] = { 0x7f, 'E', 'L', 'F' };
 
 static struct jbuf out, live_at_oom;
 
-#define MUST(call) do {						\
-	CUresult rc_ = (call);						\
-	if (rc_) {							\
-		dprintf(2, "cuda_phases: %s: %d\n", #call, rc_);	\
-		exit(1);						\
-	}								\
-} while (0)
-
 static void *vp(CUdeviceptr d)
 {
 	return (void *)(uintptr_t)d;

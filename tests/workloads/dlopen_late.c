@@ -39,14 +39,6 @@ static void *must_sym(void *h, const char *name)
 	return f;
 }
 
-#define MUST(call) do {						\
-	CUresult rc_ = (call);						\
-	if (rc_) {							\
-		dprintf(2, "dlopen_late: %s: %d\n", #call, rc_);	\
-		exit(1);						\
-	}								\
-} while (0)
-
 int main(int argc, char **argv)
 {
 	int first = argc > 1 && !strcmp(argv[1], "--wait") ? 2 : 1;

@@ -64,14 +64,6 @@ static const unsigned char neff[4096] = { 'N', 'E', 'F', 'F' };
 
 static struct jbuf out, live_at_oom;
 
-#define MUST(call) do {						\
-	NRT_STATUS rc_ = (call);					\
-	if (rc_) {							\
-		dprintf(2, "nrt_phases: %s: %d\n", #call, rc_);		\
-		exit(1);						\
-	}								\
-} while (0)
-
 /* Allocate a tensor and count it (freed with tensor_free, below). */
 static nrt_tensor_t *tensor(nrt_tensor_placement_t placement, int vnc, size_t size, const char *name)
 {

@@ -63,14 +63,6 @@ RUNTIME cudaError_t cudaFreeHost(void *ptr)
 
 static struct jbuf out;
 
-#define MUST(call) do {						\
-	int rc_ = (call);						\
-	if (rc_) {							\
-		dprintf(2, "static_cudart: %s: %d\n", #call, rc_);	\
-		exit(1);						\
-	}								\
-} while (0)
-
 int main(int argc, char **argv)
 {
 	void *a, *b, *h;

@@ -65,14 +65,6 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
 
 static struct jbuf out;
 
-#define MUST(call) do {						\
-	CUresult rc_ = (call);						\
-	if (rc_) {							\
-		dprintf(2, "vmm: %s: %d\n", #call, rc_);		\
-		exit(1);						\
-	}								\
-} while (0)
-
 static void phase(const char *name)
 {
 	memtrail_phase(name);
