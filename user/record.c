@@ -573,6 +573,7 @@ static int finish(struct record *r, const struct record_opts *o, const char *out
 		table__print_phases(stdout, t);
 	}
 	table__print_verdicts(stdout, t);
+	table__print_device_failures(stdout, t);
 	fflush(stdout);
 	err = trail__write(t, output);
 	if (err) {

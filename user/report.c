@@ -119,6 +119,7 @@ int cmd_report(int argc, char **argv)
 		table__print_summary(stdout, &t);
 		table__print_phases(stdout, &t);
 		table__print_verdicts(stdout, &t);
+		table__print_device_failures(stdout, &t);
 		table__print_sites(stdout, &t, top);
 	}
 	if (pprof) {

@@ -53,7 +53,7 @@ void table__print_summary(FILE *f, const struct trail *t)
 		(unsigned long long)lost, lost == 1 ? "" : "s");
 	if (!t->n_targets)
 		return;
-	fprintf(f, "%8s  %-16s %-10s %-10s %12s %12s\n", "PID", "COMM", "EXIT", "KIND",
+	fprintf(f, "%8s  %-16s %-10s %-13s %12s %12s\n", "PID", "COMM", "EXIT", "KIND",
 		"PEAK", "FINAL");
 	for (i = 0; i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
@@ -70,7 +70,7 @@ void table__print_summary(FILE *f, const struct trail *t)
 					exit_text(ex, sizeof(ex), tt));
 			else
 				fprintf(f, "%8s  %-16s %-10s ", "", "", "");
-			fprintf(f, "%-10s %12s %12s\n", kind__name(k),
+			fprintf(f, "%-13s %12s %12s\n", kind__name(k),
 				format__bytes(peak, sizeof(peak), tt->peak[k]),
 				format__bytes(cur, sizeof(cur), tt->current[k]));
 			first = false;
@@ -103,14 +103,14 @@ static void print_fields(FILE *f, const struct trail *t, const int64_t v[][PF_FI
 	char b[PF_FIELDS][32];
 	int k, i;
 
-	fprintf(f, "%s%-10s %12s %12s %12s %12s %12s %12s\n", indent, "KIND", "ALLOC", "FREED",
+	fprintf(f, "%s%-13s %12s %12s %12s %12s %12s %12s\n", indent, "KIND", "ALLOC", "FREED",
 		"SEG_CHANGE", "SEG_PEAK", "CUM_CURRENT", "CUM_PEAK");
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
 		if (!(t->kinds & (1U << k)) || !kind_active(v[k]))
 			continue;
 		for (i = 0; i < PF_FIELDS; i++)
 			format__bytes(b[i], sizeof(b[i]), v[k][i]);
-		fprintf(f, "%s%-10s %12s %12s %12s %12s %12s %12s\n", indent, kind__name(k),
+		fprintf(f, "%s%-13s %12s %12s %12s %12s %12s %12s\n", indent, kind__name(k),
 			b[0], b[1], b[2], b[3], b[4], b[5]);
 	}
 }
@@ -174,6 +174,62 @@ void table__print_phases(FILE *f, const struct trail *t)
 	if (shown < t->n_targets && shown)
 		fprintf(f, "\n(%zu targets had a single phase: their table is the summary above)\n",
 			t->n_targets - shown);
+}
+
+#define DEVICE_FAILURES_SHOWN 5	/* per kind of failure; the rest counted */
+
+/* The call site: the first frame of a device failure's "site", or "?". */
+static const char *first_site(json_t *ev)
+{
+	const char *s = json_string_value(json_array_get(json_object_get(ev, "site"), 0));
+
+	return s ? s : "?";
+}
+
+void table__print_device_failures(FILE *f, const struct trail *t)
+{
+	size_t i, shown[2] = { 0, 0 }, n[2] = { 0, 0 };
+	char size[32], live[32];
+	json_t *ev;
+
+	json_array_foreach(t->events, i, ev) {
+		const char *type = json_string_value(json_object_get(ev, "type")) ?: "";
+		bool oom = !strcmp(type, "device_oom");
+		json_t *l = json_object_get(ev, "live_allocations"), *dev;
+
+		if (!oom && strcmp(type, "device_error"))
+			continue;
+		n[oom]++;
+		if (shown[oom] == DEVICE_FAILURES_SHOWN)
+			continue;
+		shown[oom]++;
+		dev = json_object_get(ev, "device");
+		format__bytes(size, sizeof(size), json_integer_value(json_object_get(ev, "size")));
+		fprintf(f, "%s: %lld (%s) %s of %s on %s device ", oom ? "device out of memory" :
+			"device call failed", json_integer_value(json_object_get(ev, "pid")),
+			json_string_value(json_object_get(ev, "comm")) ?: "?",
+			json_string_value(json_object_get(ev, "function")) ?: "?", size,
+			json_string_value(json_object_get(ev, "runtime")) ?: "?");
+		if (json_is_integer(dev))
+			fprintf(f, "%lld", json_integer_value(dev));
+		else
+			fputc('?', f);
+		fprintf(f, ": %s (%lld) in phase '%s' at %s",
+			json_string_value(json_object_get(ev, "error")) ?: "?",
+			json_integer_value(json_object_get(ev, "code")),
+			json_string_value(json_object_get(ev, "phase")) ?: "?", first_site(ev));
+		if (l) {
+			format__bytes(live, sizeof(live),
+				      json_integer_value(json_object_get(l, "bytes")));
+			fprintf(f, "; live then: %s in %lld allocations", live,
+				json_integer_value(json_object_get(l, "count")));
+		}
+		fputc('\n', f);
+	}
+	for (i = 0; i < 2; i++)
+		if (n[i] > shown[i])
+			fprintf(f, "(%zu more %s in the trail)\n", n[i] - shown[i],
+				i ? "device out-of-memory events" : "failed device calls");
 }
 
 void table__print_verdicts(FILE *f, const struct trail *t)

@@ -11,6 +11,8 @@ void table__print_summary(FILE *f, const struct trail *t);
 void table__print_phases(FILE *f, const struct trail *t);
 /* One line per target that died by SIGKILL: the verdict. */
 void table__print_verdicts(FILE *f, const struct trail *t);
+/* Device out-of-memory events and failed device calls, a line each (the first few). */
+void table__print_device_failures(FILE *f, const struct trail *t);
 
 /* Per target and phase: its TOP allocation sites by bytes allocated, and how they were taken. */
 void table__print_sites(FILE *f, const struct trail *t, size_t top);

@@ -100,6 +100,27 @@ def test_cuda_phases_exact():
     no_programs_left()
 
 
+def test_report_lists_device_failures():
+    """memtrail report prints the device OOM: process, call, size, device,
+    error, phase, call site and what was live, against the workload's own."""
+    out = os.path.join(tmpdir(), "trail.json")
+    p = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("cuda_phases")])
+    check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
+    data = json.loads([x for x in p.stdout.splitlines() if x.startswith("{")][-1])
+    r = run([MEMTRAIL, "report", out])
+    check_eq(r.returncode, 0, f"report status ({r.stderr!r})")
+    lines = [x for x in r.stdout.splitlines() if x.startswith("device out of memory: ")]
+    check_eq(len(lines), 1, f"one device OOM line in {r.stdout!r}")
+    oom = data["oom"]
+    want = (f"device out of memory: {data['pid']} (cuda_phases) {oom['function']} of 1.00 GiB "
+            f"on cuda device {oom['device']}: CUDA_ERROR_OUT_OF_MEMORY ({oom['rc']}) in phase "
+            f"'{oom['phase']}' at main+")
+    check(lines[0].startswith(want), f"{lines[0]!r} starts with {want!r}")
+    check(lines[0].endswith(f" in {len(data['live_at_oom'])} allocations"),
+          f"live allocations counted: {lines[0]!r}")
+    check_eq(oom["size"], 1 << 30, "the workload's OOM size (printed as 1.00 GiB)")
+
+
 def test_cuda_phases_one_link_per_probe():
     """The fallback for kernels without uprobe_multi links (before Linux 6.6),
     forced: a perf-event uprobe per function gives the same exact figures."""
