@@ -262,7 +262,7 @@ static json_t *target_json(const struct trail *t, const struct trail_target *tt,
 	uint32_t kinds = drawn_kinds(t, tt);
 	json_t *o, *tl, *peak = json_object(), *names = json_array(), *dev = json_array();
 	json_t *dev_limits = json_object();
-	uint64_t t0 = tt->start_ms, t1 = tt->end_ms;
+	uint64_t t0 = tt->start_ms, t1 = tt->end_ms, dl;
 	const char *from;
 	json_int_t limit = target_limit(t, tt, &from);
 	size_t n = phase_log__count(&tt->phases);
@@ -277,9 +277,8 @@ static json_t *target_json(const struct trail *t, const struct trail_target *tt,
 			json_object_set_new(peak, kind__name(k), json_integer(tt->peak[k]));
 		if (kind__device() & (1U << k))
 			json_array_append_new(dev, json_string(kind__name(k)));
-		if (trail__device_limit(tt, k))
-			json_object_set_new(dev_limits, kind__name(k),
-					    json_integer(trail__device_limit(tt, k)));
+		if ((dl = trail__device_limit(tt, k)))
+			json_object_set_new(dev_limits, kind__name(k), json_integer(dl));
 	}
 	/* the time drawn: the timeline, the target's life and its phases */
 	if (tt->n_samples) {

@@ -98,7 +98,7 @@ typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_
  */
 int tracer__device_allocs(struct tracer *t, uint32_t tgid, uint32_t epoch, tracer_alloc_fn fn,
 			  void *ctx);
-/* Drop what the kernel keeps of TGID's device memory (it ended or exec'd). */
+/* Drop what the kernel keeps of TGID's device memory (it ended; at an exec, mt_dev_exec does). */
 void tracer__device_forget(struct tracer *t, uint32_t tgid);
 /*
  * Heap probes on N functions of PATH for process PID (and its later execs):

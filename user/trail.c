@@ -297,11 +297,10 @@ json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 	return o;
 }
 
-json_t *trail__to_json(const struct trail *t, bool with_timeline)
+/* A trail's fields before its targets: version, start, duration, interval, command, kinds. */
+static json_t *head_json(const struct trail *t)
 {
-	json_t *root = json_object(), *targets = json_array(), *lost = json_object();
-	json_t *kinds = json_array();
-	size_t i;
+	json_t *root = json_object(), *kinds = json_array();
 	int k;
 
 	json_object_set_new(root, "memtrail", json_integer(t->version));
@@ -313,14 +312,30 @@ json_t *trail__to_json(const struct trail *t, bool with_timeline)
 		if (t->kinds & (1U << k))
 			json_array_append_new(kinds, json_string(kind__name(k)));
 	json_object_set_new(root, "kinds", kinds);
+	return root;
+}
+
+static json_t *lost_json(const struct trail *t)
+{
+	json_t *lost = json_object();
+	int k;
+
+	for (k = 0; k < MEMTRAIL_LOST_MAX; k++)
+		json_object_set_new(lost, lost_names[k], json_integer(t->lost[k]));
+	return lost;
+}
+
+json_t *trail__to_json(const struct trail *t, bool with_timeline)
+{
+	json_t *root = head_json(t), *targets = json_array();
+	size_t i;
+
 	for (i = 0; i < t->n_targets; i++)
 		json_array_append_new(targets, trail__target_json(t, &t->targets[i], with_timeline));
 	json_object_set_new(root, "targets", targets);
 	if (with_timeline)
 		json_object_set(root, "events", t->events);
-	for (k = 0; k < MEMTRAIL_LOST_MAX; k++)
-		json_object_set_new(lost, lost_names[k], json_integer(t->lost[k]));
-	json_object_set_new(root, "lost", lost);
+	json_object_set_new(root, "lost", lost_json(t));
 	return root;
 }
 
@@ -413,8 +428,8 @@ static void out_timeline(struct writer *w, const struct trail *t, const struct t
 	out_str(w, "]");
 }
 
-/* ROOT, compact, and a newline. */
-static int fill_json(int fd, void *root)
+/* BODY writes through a buffer to FD; 0 or -errno. */
+static int write_through(int fd, void (*body)(struct writer *w, const void *ctx), const void *ctx)
 {
 	struct writer *w = calloc(1, sizeof(*w));
 	int err;
@@ -422,12 +437,23 @@ static int fill_json(int fd, void *root)
 	if (!w)
 		return -ENOMEM;
 	w->fd = fd;
-	out_json(w, json_incref(root));
-	out_str(w, "\n");
+	body(w, ctx);
 	out_flush(w);
 	err = w->err;
 	free(w);
 	return err;
+}
+
+/* ROOT, compact, and a newline. */
+static void json_body(struct writer *w, const void *root)
+{
+	out_json(w, json_incref((json_t *)root));
+	out_str(w, "\n");
+}
+
+static int fill_json(int fd, void *root)
+{
+	return write_through(fd, json_body, root);
 }
 
 int trail__write_json(json_t *root, const char *path, mode_t mode)
@@ -436,24 +462,17 @@ int trail__write_json(json_t *root, const char *path, mode_t mode)
 }
 
 /* The document trail__to_json(t, true) would make, key for key, streamed. */
-static int fill_trail(int fd, void *ctx)
+static void trail_body(struct writer *w, const void *ctx)
 {
 	const struct trail *t = ctx;
-	struct writer *w = calloc(1, sizeof(*w));
-	json_t *head = trail__to_json(t, false), *lost, *v;
+	json_t *head = head_json(t), *v;
 	const char *key;
 	size_t i = 0;
-	int err;
 
-	if (!w || !head) {
-		free(w);
-		json_decref(head);
-		return -ENOMEM;
+	if (!head) {
+		w->err = -ENOMEM;
+		return;
 	}
-	w->fd = fd;
-	lost = json_incref(json_object_get(head, "lost"));
-	json_object_del(head, "lost");
-	json_object_del(head, "targets");
 	out_str(w, "{");
 	json_object_foreach(head, key, v) {		/* memtrail .. kinds, in order */
 		out_str(w, i++ ? ",\"" : "\"");
@@ -472,7 +491,7 @@ static int fill_trail(int fd, void *ctx)
 		if (len < 2) {
 			free(s);
 			w->err = -ENOMEM;
-			break;
+			return;
 		}
 		if (i)
 			out_str(w, ",");
@@ -485,12 +504,13 @@ static int fill_trail(int fd, void *ctx)
 	out_str(w, "],\"events\":");
 	out_json(w, json_incref(t->events));
 	out_str(w, ",\"lost\":");
-	out_json(w, lost);
+	out_json(w, lost_json(t));
 	out_str(w, "}\n");
-	out_flush(w);
-	err = w->err;
-	free(w);
-	return err;
+}
+
+static int fill_trail(int fd, void *t)
+{
+	return write_through(fd, trail_body, t);
 }
 
 int trail__write(const struct trail *t, const char *path)
@@ -671,7 +691,7 @@ static int read_device_limits(json_t *arr, struct trail_target *tt, char *err, s
 		    !(json_is_integer(dev) || json_is_null(dev)))
 			FAIL("target %u: device limit %zu needs a kind, a device (or null) and bytes",
 			     tt->pid, i);
-		if (!trail__set_device_limit(tt, k, dev && json_is_integer(dev) ?
+		if (!trail__set_device_limit(tt, k, json_is_integer(dev) ?
 						 (int32_t)json_integer_value(dev) : -1,
 					     json_integer_value(bytes)))
 			FAIL("target %u: more than %d device limits", tt->pid, TRAIL_DEVICE_LIMITS);

@@ -44,7 +44,7 @@ struct builder {
 	long long pid;			/* its "pid" when read yet, else 0 */
 	struct trailstream_timelines *tls;
 	/* in a timeline: its depth, the sample being read, what its key names */
-	int tl_depth;			/* depth of the timeline array, 0 outside */
+	bool in_timeline;		/* inside a target's "timeline" array */
 	struct trailstream_timeline *tl;
 	size_t last_n;			/* samples of the last timeline read */
 	bool in_sample, have_t;
@@ -211,7 +211,7 @@ static int tl_close(struct builder *b)
 	}
 	if (!b->in_sample) {		/* the timeline's own end */
 		b->last_n = tl->n;
-		b->tl_depth = 0;
+		b->in_timeline = false;
 		b->depth--;
 		return 1;
 	}
@@ -230,35 +230,35 @@ static int on_null(void *ctx)
 {
 	struct builder *b = ctx;
 
-	return b->tl_depth ? tl_value(b, false, 0) : put(b, json_null());
+	return b->in_timeline ? tl_value(b, false, 0) : put(b, json_null());
 }
 
 static int on_boolean(void *ctx, int v)
 {
 	struct builder *b = ctx;
 
-	return b->tl_depth ? tl_value(b, false, 0) : put(b, json_boolean(v));
+	return b->in_timeline ? tl_value(b, false, 0) : put(b, json_boolean(v));
 }
 
 static int on_integer(void *ctx, long long v)
 {
 	struct builder *b = ctx;
 
-	return b->tl_depth ? tl_value(b, true, v) : put(b, json_integer(v));
+	return b->in_timeline ? tl_value(b, true, v) : put(b, json_integer(v));
 }
 
 static int on_double(void *ctx, double v)
 {
 	struct builder *b = ctx;
 
-	return b->tl_depth ? tl_value(b, false, 0) : put(b, json_real(v));
+	return b->in_timeline ? tl_value(b, false, 0) : put(b, json_real(v));
 }
 
 static int on_string(void *ctx, const unsigned char *s, size_t len)
 {
 	struct builder *b = ctx;
 
-	return b->tl_depth ? tl_value(b, false, 0) :
+	return b->in_timeline ? tl_value(b, false, 0) :
 	       put(b, json_stringn_nocheck((const char *)s, len));
 }
 
@@ -266,7 +266,7 @@ static int on_start_map(void *ctx)
 {
 	struct builder *b = ctx;
 
-	if (b->tl_depth)
+	if (b->in_timeline)
 		return tl_open(b, true);
 	/* a target: an object right inside root.targets; its index there */
 	if (b->depth == 2 && json_is_array(b->stack[1]) &&
@@ -281,7 +281,7 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
 {
 	struct builder *b = ctx;
 
-	if (b->tl_depth)
+	if (b->in_timeline)
 		return tl_key(b, key, len);
 	/* the key lives in yajl's buffer only until the callback returns */
 	free(b->key);
@@ -298,7 +298,7 @@ static int on_end_map(void *ctx)
 {
 	struct builder *b = ctx;
 
-	if (b->tl_depth)
+	if (b->in_timeline)
 		return tl_close(b);
 	if (b->depth == 3)
 		b->target = -1;
@@ -312,7 +312,7 @@ static int on_start_array(void *ctx)
 	struct trailstream_timelines *tls = b->tls;
 	size_t need;
 
-	if (b->tl_depth)
+	if (b->in_timeline)
 		return tl_open(b, false);
 	if (b->depth != 3 || b->target < 0 || !key_is(b, "timeline"))
 		return open_container(b, json_array());
@@ -336,7 +336,8 @@ static int on_start_array(void *ctx)
 	if (b->last_n)
 		(void)array__grow((void **)&b->tl->s, &b->tl->cap, b->last_n, sizeof(*b->tl->s));
 	b->stack[b->depth] = NULL;	/* no container in the tree for it */
-	b->tl_depth = ++b->depth;
+	b->depth++;
+	b->in_timeline = true;
 	b->in_sample = false;
 	b->skip = 0;
 	return 1;
@@ -346,7 +347,7 @@ static int on_end_array(void *ctx)
 {
 	struct builder *b = ctx;
 
-	if (b->tl_depth)
+	if (b->in_timeline)
 		return tl_close(b);
 	b->depth--;
 	return 1;
