@@ -462,7 +462,9 @@ void metrics__update(struct metrics *m, const struct trail *t, const uint64_t *l
 		const struct trail_target *tt = &t->targets[i];
 		uint32_t d;
 
-		for (d = 0; d < tt->n_dev_limits && !tt->end_ms; d++)
+		if (tt->end_ms)
+			continue;
+		for (d = 0; d < tt->n_dev_limits; d++)
 			fprintf(f, "memtrail_device_memory_bytes{%s,kind=\"%s\",device=\"%d\"} %" PRIu64
 				"\n", labels_of(m, tt), kind__name(tt->dev_limits[d].kind),
 				tt->dev_limits[d].device, tt->dev_limits[d].bytes);
