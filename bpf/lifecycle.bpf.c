@@ -189,30 +189,34 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
+/*
+ * The end of a process: its last thread leaves. On newer kernels (6.17 has
+ * it, 6.12 not) the tracepoint says so (group_dead) and runs before
+ * exit_mm(), so the levels
+ * are synced one last time here. Before, it runs after exit_mm(): the mm is
+ * gone from the task, and its last values are those of the last events
+ * before (exit_mm syncs the split rss counters while the task still owns
+ * the mm; the teardown after it is not the owner's and is not counted).
+ */
+static __always_inline int exit_common(struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	struct memtrail_event_exit *e;
 	struct memtrail_target *t;
 	struct mm_struct *mm;
+	__u64 key;
 	__u32 code;
 
-	if (!group_dead)
-		return 0;
 	t = live_target(tgid);
 	if (!t)
 		return 0;
-	/* this tracepoint runs before exit_mm(): the levels are final here */
 	mm = BPF_CORE_READ(p, mm);
 	if (mm)
 		mm_sync_all(t, mm, tgid);
 	__sync_fetch_and_or(&t->flags, MEMTRAIL_TARGET_EXITED);
-	if (mm) {
-		__u64 key = (__u64)mm;
-
+	key = mm ? (__u64)mm : t->mm;
+	if (key)
 		bpf_map_delete_elem(&mm_state, &key);
-	}
 
 	code = BPF_CORE_READ(p, exit_code);
 	if (BPF_CORE_READ(p, signal, flags) & MT_SIGNAL_GROUP_EXIT)
@@ -225,6 +229,25 @@ int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
 	e->core_dumped = !!(code & 0x80);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
+}
+
+/* Newer kernels: (task, group_dead), before exit_mm(). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
+{
+	return group_dead ? exit_common(p) : 0;
+}
+
+/*
+ * Older kernels: (task) alone, after exit_mm(). The group is dead when no
+ * thread of it is live: do_exit() counted this one out of signal->live.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mt_exit_task, struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, signal, live.counter))
+		return 0;
+	return exit_common(p);
 }
 
 SEC("iter/task")

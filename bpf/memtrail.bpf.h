@@ -400,10 +400,36 @@ static long rss_sum_cpu(__u32 cpu, void *data)
 	return 0;
 }
 
+/* mm->rss_stat before Linux 6.2: one atomic per counter, no per-cpu part */
+struct mm_rss_stat___atomic {
+	atomic_long_t count[4];
+};
+
+struct mm_struct___atomic {
+	struct mm_rss_stat___atomic rss_stat;
+};
+
+/* One of the pre-6.2 counters, in pages (constant indices keep CO-RE exact). */
+static __always_inline __s64 rss_pages_atomic(struct mm_struct *mm, int member)
+{
+	struct mm_struct___atomic *m = (void *)mm;
+
+	switch (member) {
+	case 0: return BPF_CORE_READ(m, rss_stat.count[0].counter);
+	case 1: return BPF_CORE_READ(m, rss_stat.count[1].counter);
+	case 3: return BPF_CORE_READ(m, rss_stat.count[3].counter);
+	default: return 0;
+	}
+}
+
 /*
- * Exact value of one of mm->rss_stat[], in bytes: the shared count plus each
- * CPU's unfolded delta, as percpu_counter_sum() computes it (the kmem:rss_stat
- * tracepoint passes only the mm and the counter index to BPF).
+ * Exact value of one of mm->rss_stat[], in bytes. From Linux 6.2 a counter is
+ * a percpu_counter: the shared count plus each CPU's unfolded delta, as
+ * percpu_counter_sum() computes it (the kmem:rss_stat tracepoint passes only
+ * the mm and the counter index to BPF). Before, it is one atomic, which is
+ * what /proc reads too; each thread may hold up to TASK_RSS_EVENTS_THRESH
+ * (64) page events of its own that the kernel has not added to it yet
+ * (SPLIT_RSS_COUNTING), a bound the kernel's own figures share.
  */
 static __always_inline __s64 rss_bytes(struct mm_struct *mm, int member)
 {
@@ -412,12 +438,16 @@ static __always_inline __s64 rss_bytes(struct mm_struct *mm, int member)
 
 	if (member < 0 || member > 3)
 		return 0;
-	pc = &mm->rss_stat[member];
-	ctx.sum = BPF_CORE_READ(pc, count);
-	ctx.counters = (__u64)BPF_CORE_READ(pc, counters);
-	if (ctx.counters)
-		bpf_loop(nr_cpus < MEMTRAIL_CPUS_MAX ? nr_cpus : MEMTRAIL_CPUS_MAX,
-			 rss_sum_cpu, &ctx, 0);
+	if (bpf_core_field_exists(((struct mm_struct___atomic *)0)->rss_stat.count)) {
+		ctx.sum = rss_pages_atomic(mm, member);
+	} else {
+		pc = &mm->rss_stat[member];
+		ctx.sum = BPF_CORE_READ(pc, count);
+		ctx.counters = (__u64)BPF_CORE_READ(pc, counters);
+		if (ctx.counters)
+			bpf_loop(nr_cpus < MEMTRAIL_CPUS_MAX ? nr_cpus : MEMTRAIL_CPUS_MAX,
+				 rss_sum_cpu, &ctx, 0);
+	}
 	if (ctx.sum < 0)
 		return 0;
 	return ctx.sum << MEMTRAIL_PAGE_SHIFT;

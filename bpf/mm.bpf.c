@@ -88,8 +88,7 @@ int BPF_PROG(mt_rss_stat, struct mm_struct *mm, int member)
  * and deltas are applied in lock order: no concurrent thread can hide an
  * allocation, a free or a peak.
  */
-SEC("tp_btf/mmap_lock_acquire_returned")
-int BPF_PROG(mt_mmap_lock, struct mm_struct *mm, bool write, bool success)
+static __always_inline int lock_taken(struct mm_struct *mm, bool write, bool success)
 {
 	struct mm_window w;
 	__u32 tid, tgid;
@@ -120,6 +119,20 @@ int BPF_PROG(mt_mmap_lock, struct mm_struct *mm, bool write, bool success)
 	if (bpf_map_update_elem(&mm_windows, &tid, &w, BPF_ANY))
 		count_lost(MEMTRAIL_LOST_MM);
 	return 0;
+}
+
+SEC("tp_btf/mmap_lock_acquire_returned")
+int BPF_PROG(mt_mmap_lock, struct mm_struct *mm, bool write, bool success)
+{
+	return lock_taken(mm, write, success);
+}
+
+/* Older kernels (6.1 and 6.12 among them) pass a memcg path too. */
+SEC("tp_btf/mmap_lock_acquire_returned")
+int BPF_PROG(mt_mmap_lock_path, struct mm_struct *mm, const char *memcg_path, bool write,
+	     bool success)
+{
+	return lock_taken(mm, write, success);
 }
 
 /* The address a new mapping gets (mmap, a moving mremap), inside the section. */
@@ -270,8 +283,7 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 			 -(__s64)(freed - n), 0, false);
 }
 
-SEC("tp_btf/mmap_lock_released")
-int BPF_PROG(mt_mmap_unlock, struct mm_struct *mm, bool write)
+static __always_inline int lock_released(void *ctx, struct mm_struct *mm)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid(), tgid;
 	struct mm_window *w = bpf_map_lookup_elem(&mm_windows, &tid);
@@ -289,4 +301,16 @@ int BPF_PROG(mt_mmap_unlock, struct mm_struct *mm, bool write)
 	}
 	bpf_map_delete_elem(&mm_windows, &tid);
 	return 0;
+}
+
+SEC("tp_btf/mmap_lock_released")
+int BPF_PROG(mt_mmap_unlock, struct mm_struct *mm, bool write)
+{
+	return lock_released(ctx, mm);
+}
+
+SEC("tp_btf/mmap_lock_released")
+int BPF_PROG(mt_mmap_unlock_path, struct mm_struct *mm, const char *memcg_path, bool write)
+{
+	return lock_released(ctx, mm);
 }

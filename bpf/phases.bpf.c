@@ -41,13 +41,7 @@ static __always_inline bool valid_name(const char *name, long len)
 	return false;
 }
 
-/*
- * memtrail_phase(name) in include/memtrail_marker.h: prctl(MEMTRAIL_PRCTL_PHASE,
- * name). A name that is invalid, or not resident (this program cannot fault
- * it in; the marker reads it first), is counted in lost.phase_names.
- */
-SEC("tp_btf/task_prctl_unknown")
-int BPF_PROG(mt_marker, int option, unsigned long arg2)
+static __always_inline int marker(int option, unsigned long arg2)
 {
 	char name[MEMTRAIL_PHASE_NAME_LEN + 1];
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -62,6 +56,35 @@ int BPF_PROG(mt_marker, int option, unsigned long arg2)
 	}
 	phase_switch(tgid, name);
 	return 0;
+}
+
+/*
+ * memtrail_phase(name) in include/memtrail_marker.h: prctl(MEMTRAIL_PRCTL_PHASE,
+ * name). A name that is invalid, or not resident (this program cannot fault
+ * it in; the marker reads it first), is counted in lost.phase_names.
+ */
+SEC("tp_btf/task_prctl_unknown")
+int BPF_PROG(mt_marker, int option, unsigned long arg2)
+{
+	return marker(option, arg2);
+}
+
+#if defined(__TARGET_ARCH_x86)
+#define MT_NR_PRCTL 157
+#elif defined(__TARGET_ARCH_arm64)
+#define MT_NR_PRCTL 167
+#endif
+
+/*
+ * Kernels without task_prctl_unknown (before 6.17; 6.12 lacks it): the same
+ * marker seen at the entry of every system call, a compare for all but prctl.
+ */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(mt_marker_sys, struct pt_regs *regs, long id)
+{
+	if (id != MT_NR_PRCTL)
+		return 0;
+	return marker((int)PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs));
 }
 
 /* Run by 'memtrail mark' through BPF_PROG_TEST_RUN: 1 when tgid is traced here. */

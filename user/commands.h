@@ -10,6 +10,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_mark(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_daemonset(int argc, char **argv);
+int cmd_features(int argc, char **argv);
 /* The workload 'memtrail demo' records (hidden subcommand). */
 int cmd_demo_workload(int argc, char **argv);
 

@@ -21,6 +21,7 @@ static const struct {
 	{ "daemonset", cmd_daemonset, "print a Kubernetes DaemonSet that runs watch on every node" },
 	{ "report", cmd_report, "print a trail again: table, JSON, HTML, Perfetto or pprof" },
 	{ "mark", cmd_mark, "start a named phase in a process a running memtrail traces" },
+	{ "features", cmd_features, "what this kernel offers: each source's state, and why" },
 	{ "demo", cmd_demo, "record a bundled example workload and explain the output" },
 	{ "demo-workload", cmd_demo_workload, NULL },
 };

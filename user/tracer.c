@@ -12,9 +12,8 @@
 #include "log.h"
 #include "array.h"
 #include "tracer.h"
+#include "features.h"
 #include "memtrail.skel.h"
-
-#define SYSFS_BTF "/sys/kernel/btf/vmlinux"
 
 /* uapi values newer than the build's headers may be (Linux 6.6) */
 #define MT_TRACE_UPROBE_MULTI 48
@@ -28,9 +27,8 @@ struct tracer {
 	int nr_cpus;
 	struct bpf_link *rule_links[MEMTRAIL_RULES_MAX];
 	bool no_multi;		/* the kernel has no uprobe_multi links (before Linux 6.6) */
+	struct kernel_features kf;
 };
-
-static bool has_uprobe_multi(struct tracer *t);
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -48,33 +46,91 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 	return t->fn(t->ctx, data, size);
 }
 
+/*
+ * Why a load or attach failed with EPERM/EACCES: capabilities only when they
+ * are really missing; the verifier refuses programs with EACCES too.
+ */
 static const char *perm_hint(int err)
 {
 	if (err != -EPERM && err != -EACCES)
 		return "";
-	return geteuid() ? " (memtrail needs root: run it with sudo)"
-			 : " (memtrail needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)";
+	if (!features__have_caps())
+		return geteuid() ? " (memtrail needs root: run it with sudo)"
+				 : " (memtrail needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN)";
+	return " (the kernel refused a program; MEMTRAIL_DEBUG_LIBBPF=1 shows why)";
 }
 
-static int check_btf(void)
+/*
+ * Of each source's program variants, the one this kernel loads; what cannot
+ * work here is switched off and said once, on one line. -ENOTSUP (logged)
+ * when the kernel lacks what every source needs.
+ */
+static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 {
-	FILE *f = fopen(SYSFS_BTF, "r");
-	char magic[2];
+	const struct kernel_features *kf = &t->kf;
+	struct memtrail_bpf *s = t->skel;
+	bool device = kf->f[FEAT_DEVICE].state == FEATURE_YES;
+	bool multi = device && kf->uprobe_multi;
+	int i;
 
-	if (!f) {
-		log__error("kernel BTF not found at '%s': %s (memtrail needs a kernel built "
-			   "with CONFIG_DEBUG_INFO_BTF=y)", SYSFS_BTF, strerror(errno));
-		return -ENOENT;
+	if (!kf->atomics) {
+		log__error("kernel %s is too old: memtrail needs BPF atomic fetch operations "
+			   "(Linux 5.12) for exact levels and peaks", kf->release);
+		return -ENOTSUP;
 	}
-	/* BTF starts with magic 0xeB9F */
-	if (fread(magic, 1, 2, f) != 2 || (unsigned char)magic[0] != 0x9f ||
-	    (unsigned char)magic[1] != 0xeb) {
-		fclose(f);
-		log__error("kernel BTF at '%s' is unreadable or not BTF (memtrail needs a kernel "
-			   "built with CONFIG_DEBUG_INFO_BTF=y)", SYSFS_BTF);
-		return -EINVAL;
+	if (kf->exit_args < 1 || kf->f[FEAT_RSS].state == FEATURE_NO) {
+		log__error("kernel %s: %s", kf->release,
+			   kf->exit_args < 1 ? kf->f[FEAT_EXIT].note : kf->f[FEAT_RSS].note);
+		return -ENOTSUP;
 	}
-	fclose(f);
+	bpf_program__set_autoload(s->progs.mt_exit, kf->exit_args == 2);
+	bpf_program__set_autoload(s->progs.mt_exit_task, kf->exit_args == 1);
+	bpf_program__set_autoload(s->progs.mt_mmap_lock, kf->mmap_lock_args == 3);
+	bpf_program__set_autoload(s->progs.mt_mmap_unlock, kf->mmap_lock_args == 3);
+	bpf_program__set_autoload(s->progs.mt_mmap_lock_path, kf->mmap_lock_args == 4);
+	bpf_program__set_autoload(s->progs.mt_mmap_unlock_path, kf->mmap_lock_args == 4);
+	bpf_program__set_autoload(s->progs.mt_marker, kf->prctl_tp);
+	bpf_program__set_autoload(s->progs.mt_marker_sys, !kf->prctl_tp);
+	bpf_program__set_autoload(s->progs.mt_mark, kf->syscall_prog);
+	bpf_program__set_autoload(s->progs.mt_phase_rule, kf->attach_cookie);
+	bpf_program__set_autoload(s->progs.mt_oom_victim, kf->mark_victim_args == 2);
+	bpf_program__set_autoload(s->progs.mt_dev_entry, device);
+	bpf_program__set_autoload(s->progs.mt_dev_return, device);
+	bpf_program__set_autoload(s->progs.mt_dev_entry_multi, multi);
+	bpf_program__set_autoload(s->progs.mt_dev_return_multi, multi);
+	bpf_program__set_autoload(s->progs.mt_dev_exec, device);
+	if (kf->mmap_lock_args < 3)
+		bpf_program__set_autoload(s->progs.mt_unmapped_area, false);
+
+	/* say what the user asked for and will not get, or get in another way */
+	for (i = 0; i < FEAT_MAX; i++) {
+		const struct feature *f = &kf->f[i];
+		bool asked = true;
+
+		if (f->state == FEATURE_YES)
+			continue;
+		switch (i) {
+		case FEAT_HEAP:
+			asked = cfg->sites.heap;
+			break;
+		case FEAT_RULES:
+			asked = cfg->n_rules > 0;
+			break;
+		case FEAT_MARK:
+		case FEAT_DEVICE_SITES:
+		case FEAT_DEVICE_MULTI:
+			asked = false;	/* said where used */
+			break;
+		}
+		if (f->state == FEATURE_FALLBACK || !asked)
+			log__debug("%s: %s", f->name, f->note);
+		else
+			log__warn("%s: %s", f->name, f->note);
+	}
+	if (cfg->sites.heap && !kf->uprobe_multi) {
+		log__error("cannot trace the heap here: %s", kf->f[FEAT_HEAP].note);
+		return -ENOTSUP;
+	}
 	return 0;
 }
 
@@ -185,12 +241,20 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 
 	*out = NULL;
 	libbpf_set_print(libbpf_log);
-	err = check_btf();
-	if (err)
-		return err;
+	if (!features__have_caps()) {
+		log__error("cannot load the BPF programs: %s", geteuid() ?
+			   "memtrail needs root: run it with sudo" :
+			   "memtrail needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN");
+		return -EPERM;
+	}
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	err = features__probe(&t->kf);
+	if (err) {
+		free(t);
+		return err;
+	}
 	t->fn = fn;
 	t->ctx = ctx;
 	t->nr_cpus = libbpf_num_possible_cpus();
@@ -208,6 +272,9 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		log__error("cannot size the BPF maps for %u targets", cfg->max_targets);
 		goto fail;
 	}
+	err = choose_variants(t, cfg);
+	if (err)
+		goto fail;
 	err = memtrail_bpf__load(t->skel);
 	if (err && cfg->sites.heap) {
 		log__error("cannot load the heap probes: %s (--heap needs uprobe_multi links, "
@@ -218,7 +285,7 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;
 	}
-	t->no_multi = !has_uprobe_multi(t) || getenv("MEMTRAIL_NO_UPROBE_MULTI");
+	t->no_multi = !t->kf.uprobe_multi || getenv("MEMTRAIL_NO_UPROBE_MULTI");
 	if (t->no_multi)
 		log__debug("no uprobe_multi links: device probes attach one link per function");
 	err = add_pids(t, cfg);
@@ -229,7 +296,8 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		log__error("cannot attach the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;
 	}
-	attach_rules(t, cfg);
+	if (t->kf.attach_cookie)
+		attach_rules(t, cfg);
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_ringbuf, t, NULL);
 	if (!t->rb) {
 		err = -errno;
@@ -398,21 +466,6 @@ static size_t attach_each(struct tracer *t, const char *path, const uint64_t *of
 		done += ok;
 	}
 	return done;
-}
-
-/*
- * Whether this kernel makes uprobe_multi links (Linux 6.6): one that has
- * them looks the path up and refuses a directory with EBADF; one that has
- * not refuses the attach type itself (EINVAL).
- */
-static bool has_uprobe_multi(struct tracer *t)
-{
-	uint64_t off = 0, cookie = 0;
-	int fd = uprobe_multi(t->skel->progs.mt_dev_entry_multi, false, 0, "/", &off, &cookie, 1);
-
-	if (fd >= 0)
-		close(fd);
-	return fd == -EBADF;
 }
 
 size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint64_t *off,
@@ -689,6 +742,11 @@ void tracer__sites_forget(struct tracer *t, uint32_t tgid)
 	}
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_hits), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgid);
+}
+
+const struct kernel_features *tracer__features(const struct tracer *t)
+{
+	return &t->kf;
 }
 
 void tracer__destroy(struct tracer *t)

@@ -55,6 +55,9 @@ typedef int (*tracer_event_fn)(void *ctx, const void *data, size_t size);
 /* 0, or -errno with a one-line error already logged. */
 int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		 tracer_event_fn fn, void *ctx);
+struct kernel_features;
+/* What this kernel offers, probed at open. */
+const struct kernel_features *tracer__features(const struct tracer *t);
 /* Walk all tasks once: adopt matching processes, refresh every target's levels. */
 int tracer__scan(struct tracer *t);
 /* Wait up to timeout_ms for events; 0 or -errno (EINTR is not an error). */

@@ -14,7 +14,9 @@ import uuid
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MEMTRAIL = os.path.join(ROOT, "memtrail")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
+# names as the kernel keeps them: 15 characters at most
 PROG_NAMES = {"mt_rss_stat", "mt_mmap_lock", "mt_mmap_unlock", "mt_fork", "mt_exec", "mt_exit",
+              "mt_exit_task", "mt_mmap_lock_pa", "mt_mmap_unlock_", "mt_marker_sys",
               "mt_scan", "mt_phase_rule", "mt_marker", "mt_mark", "mt_oom_victim", "mt_signal", "mt_reclaim",
               "mt_dev_entry", "mt_dev_return", "mt_dev_entry_multi", "mt_dev_return_multi",
               "mt_heap_entry", "mt_heap_return", "mt_fault",
@@ -169,16 +171,47 @@ def new_pod_ids():
     return str(uuid.uuid4()), uuid.uuid4().hex + uuid.uuid4().hex
 
 
-def kubelet_memcg(limit, ids=None, runtime="cri-containerd"):
-    """A v1 memory cgroup shaped like the kubelet's (kubepods/burstable/pod<uid>/
-    <runtime>-<id>) with LIMIT on the container; (directory, cgroup path, limit
-    as the kernel set it, pod uid, container id)."""
+def memory_v2_root():
+    """The cgroup v2 root when it has the memory controller (a v2 node), else None."""
+    root = cgroup_v2_root()
+    if not root:
+        return None
+    with open(os.path.join(root, "cgroup.controllers")) as f:
+        return root if "memory" in f.read().split() else None
+
+
+def kubelet_memcg(limit, ids=None, runtime="cri-containerd", driver="cgroupfs"):
+    """A memory cgroup shaped like the kubelet's with LIMIT on the container,
+    on cgroup v1 where the machine has it, else on the v2 node's unified
+    hierarchy: kubepods/burstable/pod<uid>/<runtime>-<id> (the cgroupfs
+    driver) or kubepods.slice/kubepods-burstable.slice/
+    kubepods-burstable-pod<uid>.slice/<runtime>-<id>.scope (systemd). Returns (directory, cgroup path, limit as the kernel
+    set it, pod uid, container id)."""
     uid, cid = ids or new_pod_ids()
-    rel = f"memtrail-test-{os.getpid()}/kubepods/burstable/pod{uid}/{runtime}-{cid}"
-    path = memcg_v1(rel)
-    with open(os.path.join(path, "memory.limit_in_bytes"), "w") as f:
+    top = f"memtrail-test-{os.getpid()}"
+    if driver == "systemd":
+        puid = uid.replace("-", "_")
+        parts = [top, "kubepods.slice", "kubepods-burstable.slice",
+                 f"kubepods-burstable-pod{puid}.slice", f"{runtime}-{cid}.scope"]
+    else:
+        parts = [top, "kubepods", "burstable", f"pod{uid}", f"{runtime}-{cid}"]
+    rel = "/".join(parts)
+    v2 = memory_v2_root() if not os.path.isdir("/sys/fs/cgroup/memory") else None
+    if not v2:
+        path = memcg_v1(rel)
+        limit_file = "memory.limit_in_bytes"
+    else:
+        path = v2
+        for part in parts:
+            # a v2 parent hands the controller down before its child can use it
+            with open(os.path.join(path, "cgroup.subtree_control"), "w") as f:
+                f.write("+memory")
+            path = os.path.join(path, part)
+            os.makedirs(path, exist_ok=True)
+        limit_file = "memory.max"
+    with open(os.path.join(path, limit_file), "w") as f:
         f.write(str(limit))
-    with open(os.path.join(path, "memory.limit_in_bytes")) as f:
+    with open(os.path.join(path, limit_file)) as f:
         real = int(f.read())
     return path, "/" + rel, real, uid, cid
 
@@ -186,7 +219,7 @@ def kubelet_memcg(limit, ids=None, runtime="cri-containerd"):
 def remove_tree(path):
     """Remove a test's cgroup tree from its top (the child of the hierarchy's root)."""
     top = path
-    while os.path.basename(os.path.dirname(top)) != "memory":
+    while not os.path.basename(top).startswith("memtrail-test-"):
         top = os.path.dirname(top)
     for d in sorted((os.path.join(r, x) for r, ds, _ in os.walk(top) for x in ds),
                     key=len, reverse=True):

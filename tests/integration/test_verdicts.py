@@ -11,8 +11,8 @@ from harness import (py_hog, MiB, Background, check, check_eq, in_cgroup, kubele
 LIMIT = 64 * MiB
 
 
-def check_oom_verdict(cmd, comm_prefix):
-    path, rel, limit, _, _ = kubelet_memcg(LIMIT)
+def check_oom_verdict(cmd, comm_prefix, driver="cgroupfs"):
+    path, rel, limit, uid, cid = kubelet_memcg(LIMIT, driver=driver)
     try:
         p, trail, _ = record(in_cgroup(path, cmd))
     finally:
@@ -40,6 +40,11 @@ def check_oom_verdict(cmd, comm_prefix):
 
 def test_oom_cgroup_c_workload():
     check_oom_verdict([workload("hog")], "hog")
+
+
+def test_oom_cgroup_systemd_driver():
+    # the kubelet's systemd driver names slices and scopes (v2 nodes mostly)
+    check_oom_verdict([workload("hog")], "hog", driver="systemd")
 
 
 def test_oom_cgroup_python_workload():

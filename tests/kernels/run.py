@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""make test-kernels: the same ./memtrail, built once here, on each kernel
+the fleet runs. Each kernel is a Debian package fetched from the archive this
+machine's apt already uses (a private apt state, cached), booted under QEMU
+with this machine's / as its root; inside, on a cgroup v2 node, the core of
+the integration suite runs. Prints a kernel x check matrix.
+
+    run.py [--ci] [--markdown FILE] [KERNEL ...]
+
+KERNEL: a name from KERNELS (5.10, 6.1, ...); all of them by default, the CI
+rows with --ci. MEMTRAIL_KERNEL_CACHE: where packages are kept
+(/var/cache/memtrail/kernels).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
+
+# (name, suite, package prefix; the newest matching package is taken)
+KERNELS = [
+    ("5.10", "bullseye", "linux-image-5.10.0-", "-amd64-unsigned"),
+    ("6.1", "bookworm", "linux-image-6.1.0-", "-amd64-unsigned"),
+    ("6.12", "trixie", "linux-image-6.12.", "+deb13-amd64-unsigned"),
+    ("6.17", "trixie-backports", "linux-image-6.17.", "+deb13-amd64"),
+    ("7.x", "trixie-backports", "linux-binary-7.", "+deb13-amd64"),
+]
+CI_KERNELS = ["5.10", "6.1"]
+
+# the matrix's columns: a check, and the integration tests that make it
+CHECKS = [
+    ("mapped+rss", ["test_accounting.test_mapped_exact_rss_within_2pct"]),
+    ("threads", ["test_accounting.test_threads_peak_exact_20_runs"]),
+    ("attach -p", ["test_accounting.test_attach_by_pid"]),
+    ("exit", ["test_lifecycle.test_children_followed_with_exit_status"]),
+    ("rules", ["test_phases.test_rules_exact_per_phase"]),
+    ("marker", ["test_phases.test_c_marker_exact_per_phase"]),
+    ("mark", ["test_phases.test_mark_running_process"]),
+    ("map sites", ["test_sites.test_mapping_sites_by_default"]),
+    ("heap sites", ["test_sites.test_heap_sites_exact"]),
+    ("oom v2", ["test_verdicts.test_oom_cgroup_c_workload",
+                "test_verdicts.test_oom_cgroup_systemd_driver"]),
+    ("device", ["test_devices.test_cuda_phases_exact"]),
+    ("no leftovers", ["test_lifecycle.test_ctrl_c_stops_and_leaves_nothing"]),
+]
+
+
+def apt_opts(state):
+    return ["-o", f"Dir::Etc::sourcelist={state}/sources.list", "-o", "Dir::Etc::sourceparts=-",
+            "-o", f"Dir::State::Lists={state}/lists", "-o", f"Dir::Cache={state}/cache",
+            "-o", "APT::Sandbox::User=root"]
+
+
+def archive_uri():
+    """The Debian archive this machine's own apt sources name."""
+    for path in ("/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        m = re.search(r"^URIs:\s*(\S+)", text, re.M) or \
+            re.search(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+\s+main", text, re.M)
+        if m:
+            return m.group(1)
+    raise SystemExit("test-kernels: no Debian archive found in this machine's apt sources")
+
+
+def apt_state():
+    state = os.path.join(CACHE, "apt")
+    os.makedirs(os.path.join(state, "lists", "partial"), exist_ok=True)
+    os.makedirs(os.path.join(state, "cache", "archives", "partial"), exist_ok=True)
+    uri = archive_uri()
+    suites = sorted({k[1] for k in KERNELS})
+    with open(os.path.join(state, "sources.list"), "w") as f:
+        for s in suites:
+            f.write(f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {s} main\n")
+    return state
+
+
+def newest(state, prefix, suffix):
+    p = subprocess.run(["apt-cache", *apt_opts(state), "pkgnames", prefix],
+                       capture_output=True, text=True)
+    names = [n for n in p.stdout.split() if n.endswith(suffix)
+             and not any(x in n for x in ("-dbg", "-cloud-", "-rt-"))]
+
+    def key(n):
+        return [int(x) for x in re.findall(r"\d+", n[len(prefix):])]
+    return max(names, key=key) if names else None
+
+
+def fetch(names):
+    """The package file of each kernel, downloaded once into the cache."""
+    os.makedirs(CACHE, exist_ok=True)
+    state = apt_state()
+    updated = os.path.join(state, "updated")
+    if not os.path.exists(updated) or time.time() - os.path.getmtime(updated) > 7 * 86400:
+        p = subprocess.run(["apt-get", *apt_opts(state), "update"], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"test-kernels: apt-get update failed: {p.stderr.strip()[-300:]}")
+        open(updated, "w").close()
+    debs = {}
+    for name, _, prefix, suffix in KERNELS:
+        if name not in names:
+            continue
+        pkg = newest(state, prefix, suffix)
+        if not pkg:
+            raise SystemExit(f"test-kernels: no package {prefix}*{suffix} in the archive")
+        want = [pkg]
+        if pkg.startswith("linux-binary-"):
+            want.append("linux-modules-" + pkg[len("linux-binary-"):])
+        for w in want:
+            if not any(f.startswith(w + "_") for f in os.listdir(CACHE)):
+                p = subprocess.run(["apt-get", *apt_opts(state), "download", w], cwd=CACHE,
+                                   capture_output=True, text=True)
+                if p.returncode != 0:
+                    raise SystemExit(f"test-kernels: cannot download {w}: {p.stderr.strip()[-300:]}")
+        debs[name] = os.path.join(CACHE, next(f for f in sorted(os.listdir(CACHE))
+                                              if f.startswith(pkg + "_")))
+    return debs
+
+
+def boot(name, deb, tests):
+    """Boot DEB, run TESTS inside; (release, features lines, {test: ok}, log)."""
+    gdir = os.path.join(ROOT, "build", "kernels")
+    os.makedirs(gdir, exist_ok=True)
+    script = os.path.join(gdir, f"guest-{name}.sh")
+    with open(script, "w") as f:
+        f.write(f"export MEMTRAIL_ROOT='{ROOT}' MEMTRAIL_GUEST_TESTS='{' '.join(tests)}'\n")
+        f.write(f"export CI='{os.environ.get('CI', '')}'\n")
+        f.write(f". '{os.path.join(HERE, 'guest.sh')}'\n")
+    p = subprocess.run(["bash", os.path.join(HERE, "boot.sh"), deb, script, "2", "3072"],
+                       capture_output=True, text=True)
+    log = p.stdout + p.stderr
+    with open(os.path.join(gdir, f"console-{name}.log"), "w") as f:
+        f.write(log)
+    release = (re.search(r"^GUEST_KERNEL (\S+)", log, re.M) or [None, "?"])[1]
+    feats = re.findall(r"^GUEST_FEATURE (.*)$", log, re.M)
+    results = {}
+    for m in re.finditer(r"^(ok  |FAIL) (\S+) \(", log, re.M):
+        results[m.group(2)] = m.group(1) == "ok  "
+    return release, feats, results, log
+
+
+def main(argv):
+    ci = "--ci" in argv
+    md = None
+    if "--markdown" in argv:
+        md = argv[argv.index("--markdown") + 1]
+        argv = [a for a in argv if a not in ("--markdown", md)]
+    wanted = [a for a in argv if not a.startswith("--")] or (CI_KERNELS if ci else [k[0] for k in KERNELS])
+    unknown = [w for w in wanted if w not in [k[0] for k in KERNELS]]
+    if unknown:
+        print(f"test-kernels: unknown kernel {unknown[0]!r}; known: {', '.join(k[0] for k in KERNELS)}")
+        return 2
+    debs = fetch(wanted)
+    tests = [t for _, ts in CHECKS for t in ts]
+    rows, passed, failed = [], 0, 0
+    for name in wanted:
+        t0 = time.time()
+        release, feats, results, log = boot(name, debs[name], tests)
+        cells = []
+        for col, ts in CHECKS:
+            got = [results.get(t) for t in ts]
+            cells.append("pass" if all(g is True for g in got) else
+                         "FAIL" if any(g is False for g in got) else "none")
+        ok = sum(1 for t in tests if results.get(t) is True)
+        bad = len(tests) - ok
+        passed += ok
+        failed += bad
+        print(f"kernel {name} ({release}): {ok} passed, {bad} failed or not run "
+              f"({time.time() - t0:.0f}s; console in build/kernels/console-{name}.log)", flush=True)
+        for t in tests:
+            if results.get(t) is not True:
+                m = re.search(r"^FAIL " + re.escape(t) + r" .*$", log, re.M)
+                print(f"  {t}: {m.group(0)[:400] if m else 'did not run'}")
+        for line in feats:
+            if re.search(r"\b(degraded|no|fallback)\b", line.split("  ")[0] + line[14:24]):
+                print(f"  feature {line}")
+        rows.append((name, release, cells))
+    head = ["kernel", "release"] + [c for c, _ in CHECKS]
+    table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, release, cells in rows:
+        table.append("| " + " | ".join([name, release] + cells) + " |")
+    print("\n".join(table))
+    if md:
+        with open(md, "w") as f:
+            f.write("\n".join(table) + "\n")
+    print(f"kernels: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

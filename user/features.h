@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * What the running kernel offers memtrail, probed once at start from its BTF
+ * and with tiny BPF loads: which variant of each program loads, and what
+ * cannot work here and why. One binary for every kernel from 5.10 on.
+ */
+#ifndef MEMTRAIL_FEATURES_H
+#define MEMTRAIL_FEATURES_H
+
+#include <stdbool.h>
+#include <jansson.h>
+
+/* How a source works on this kernel. */
+enum feature_state {
+	FEATURE_YES = 0,	/* as designed */
+	FEATURE_FALLBACK,	/* another way, as exact (the note says how) */
+	FEATURE_DEGRADED,	/* works with a stated bound or less (the note says what) */
+	FEATURE_NO,		/* cannot work here (the note says why) */
+};
+
+enum feature_id {
+	FEAT_BTF = 0,		/* kernel BTF: CO-RE, tp_btf */
+	FEAT_ATOMICS,		/* BPF atomic fetch operations (5.12) */
+	FEAT_RSS,		/* resident memory from rss_stat */
+	FEAT_MAPPED,		/* mapped memory exact from mmap_lock sections */
+	FEAT_EXIT,		/* levels and codes at exit */
+	FEAT_MARKER,		/* the in-program phase marker */
+	FEAT_MARK,		/* memtrail mark (syscall programs, 5.14) */
+	FEAT_RULES,		/* --phase rules (bpf_cookie, 5.15) */
+	FEAT_OOM,		/* oom:mark_victim */
+	FEAT_HEAP,		/* --heap (uprobe_multi links, 6.6) */
+	FEAT_DEVICE,		/* device runtimes (task storage, bpf_cookie) */
+	FEAT_DEVICE_MULTI,	/* device probes as uprobe_multi links */
+	FEAT_DEVICE_SITES,	/* device call sites after exit (bpf_find_vma, 5.17) */
+	FEAT_MAX,
+};
+
+struct feature {
+	const char *name;
+	enum feature_state state;
+	char note[160];
+};
+
+struct kernel_features {
+	char release[65];
+	char btf_source[64];
+	/* arities of tracepoints (arguments after the hidden first), -1: missing */
+	int exit_args;
+	int mmap_lock_args;
+	int mark_victim_args;
+	bool prctl_tp;
+	bool rss_percpu;	/* mm->rss_stat is percpu_counter (6.2) */
+	bool atomics;
+	bool bpf_loop;
+	bool find_vma;
+	bool percpu_elem;
+	bool attach_cookie;
+	bool task_pt_regs;
+	bool task_btf;
+	bool task_storage;
+	bool syscall_prog;
+	bool uprobe_multi;
+	struct feature f[FEAT_MAX];
+};
+
+/* Whether this process may load tracing programs (CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON). */
+bool features__have_caps(void);
+/* Probe the running kernel; 0, or -errno with a one-line error logged (no BTF). */
+int features__probe(struct kernel_features *kf);
+/* Print the table for people (memtrail features). */
+void features__print(const struct kernel_features *kf, FILE *out);
+/* The table as JSON: {"release", "btf", "features": {name: {"state", "note"}}}. */
+json_t *features__json(const struct kernel_features *kf);
+const char *features__state_name(enum feature_state s);
+
+#endif
