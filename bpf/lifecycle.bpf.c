@@ -207,11 +207,12 @@ static __always_inline int exit_common(struct task_struct *p)
 	__u64 key;
 	__u32 code;
 
-	t = live_target(tgid);
-	if (!t)
+	/* a command that dies before its exec (a Ctrl-C on a slow start) still has an exit */
+	t = bpf_map_lookup_elem(&targets, &tgid);
+	if (!t || (t->flags & MEMTRAIL_TARGET_EXITED))
 		return 0;
 	mm = BPF_CORE_READ(p, mm);
-	if (mm)
+	if (mm && !(t->flags & MEMTRAIL_TARGET_AWAIT_EXEC))
 		mm_sync_all(t, mm, tgid);
 	__sync_fetch_and_or(&t->flags, MEMTRAIL_TARGET_EXITED);
 	key = mm ? (__u64)mm : t->mm;

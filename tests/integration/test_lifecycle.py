@@ -6,7 +6,7 @@ import signal
 import subprocess
 import time
 
-from harness import (MEMTRAIL, MiB, check, check_eq, level, load_trail, record, target,
+from harness import (MEMTRAIL, MiB, Background, check, check_eq, level, load_trail, record, target,
                      workload, no_programs_left, tmpdir)
 
 
@@ -53,10 +53,8 @@ def test_exec_refreshes_comm_and_cmdline():
 def test_ctrl_c_stops_and_leaves_nothing():
     out = os.path.join(tmpdir(), "trail.json")
     # a terminal's Ctrl-C signals the whole process group: memtrail and its command
-    m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--", "sleep", "30"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    time.sleep(1.5)
+    bg = Background(["record", "-o", out, "--", "sleep", "30"], start_new_session=True)
+    m = bg.proc
     os.killpg(m.pid, signal.SIGINT)
     _, err = m.communicate(timeout=30)
     check_eq(m.returncode, 130, f"status after Ctrl-C (stderr {err!r})")

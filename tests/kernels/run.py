@@ -135,15 +135,18 @@ def boot(name, deb, tests):
         f.write(f"export MEMTRAIL_ROOT='{ROOT}' MEMTRAIL_GUEST_TESTS='{' '.join(tests)}'\n")
         f.write(f"export CI='{os.environ.get('CI', '')}'\n")
         f.write(f". '{os.path.join(HERE, 'guest.sh')}'\n")
-    p = subprocess.run(["bash", os.path.join(HERE, "boot.sh"), deb, script, "2", "3072"],
-                       capture_output=True, text=True)
-    log = p.stdout + p.stderr
-    with open(os.path.join(gdir, f"console-{name}.log"), "w") as f:
-        f.write(log)
-    release = (re.search(r"^GUEST_KERNEL (\S+)", log, re.M) or [None, "?"])[1]
-    feats = re.findall(r"^GUEST_FEATURE (.*)$", log, re.M)
+    console = os.path.join(gdir, f"console-{name}.log")
+    with open(console, "w") as f:
+        # the console as it comes, for a person watching (tail -f)
+        subprocess.run(["bash", os.path.join(HERE, "boot.sh"), deb, script, "2", "3072"],
+                       stdout=f, stderr=subprocess.STDOUT)
+    with open(console, errors="replace") as f:
+        log = f.read()
+    # the firmware's escapes may precede a line's first characters
+    release = (re.search(r"GUEST_KERNEL (\S+)", log) or [None, "?"])[1]
+    feats = re.findall(r"GUEST_FEATURE (.*)$", log, re.M)
     results = {}
-    for m in re.finditer(r"^(ok  |FAIL) (\S+) \(", log, re.M):
+    for m in re.finditer(r"(?:^|\W)(ok  |FAIL) (test_\S+) \(", log, re.M):
         results[m.group(2)] = m.group(1) == "ok  "
     return release, feats, results, log
 
