@@ -450,8 +450,11 @@ static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_ta
 	if (rc == (MEMTRAIL_COOKIE_RT(cookie) == MEMTRAIL_RT_NEURON ? MEMTRAIL_NRT_OOM
 								   : MEMTRAIL_CUDA_OOM)) {
 		/* what is live now stays listable until user space has read it */
-		e->epoch = __sync_add_and_fetch(&t->dev_epoch, 1);
-		bpf_map_update_elem(&dev_snap, &tgid, &e->epoch, BPF_ANY);
+		__u32 epoch = __sync_add_and_fetch(&t->dev_epoch, 1);
+
+		/* through the stack: before 6.2 ring-buffer memory is no map value */
+		e->epoch = epoch;
+		bpf_map_update_elem(&dev_snap, &tgid, &epoch, BPF_ANY);
 	}
 	/* at a return the registers are the caller's: the call site comes first */
 	n = bpf_get_stack(ctx, e->frames, sizeof(e->frames), BPF_F_USER_STACK);

@@ -127,6 +127,7 @@ struct heap_link {
 	size_t file;
 	char *path;	/* opens it: through the process's root */
 	int fd_entry, fd_ret;	/* -1: detached */
+	struct tracer_probe_set set;	/* kernels without uprobe_multi: a link per probe */
 };
 
 struct heap_proc {
@@ -323,6 +324,7 @@ static void link_detach(struct heap_link *l)
 	if (!joined && l->fd_ret >= 0)
 		close(l->fd_ret);
 	l->fd_entry = l->fd_ret = -1;
+	tracer__detach_device_set(&l->set);
 }
 
 static int link_attach(struct heap *h, uint32_t pid, struct heap_link *l)
@@ -330,6 +332,10 @@ static int link_attach(struct heap *h, uint32_t pid, struct heap_link *l)
 	const struct heap_file *f = &h->files[l->file];
 	int fd;
 
+	if (!tracer__heap_multi(h->tracer))
+		return tracer__attach_heap_each(h->tracer, pid, l->path, f->entry_off,
+						f->entry_cookie, f->n_entry, f->ret_off,
+						f->ret_cookie, f->n_ret, &l->set);
 	fd = tracer__attach_heap(h->tracer, false, pid, l->path, f->entry_off, f->entry_cookie,
 				 f->n_entry);
 	if (fd < 0)
@@ -360,7 +366,8 @@ static void proc_add_file(struct heap *h, struct heap_proc *p, size_t idx, const
 	if (array__grow((void **)&p->links, &p->cap_links, p->n_links + 1, sizeof(*p->links)))
 		return;
 	l = &p->links[p->n_links];
-	*l = (struct heap_link){ .file = idx, .path = strdup(path), .fd_entry = -1, .fd_ret = -1 };
+	*l = (struct heap_link){ .file = idx, .path = strdup(path), .fd_entry = -1, .fd_ret = -1,
+					 .set = { .fd = { -1, -1 } } };
 	if (!l->path)
 		return;
 	p->n_links++;
@@ -766,7 +773,8 @@ static ssize_t calibrate_file(struct heap *h, uint32_t pid, char *full, size_t l
 static int calibrate(struct heap *h)
 {
 	int cmd[2], result[2], err;
-	struct heap_link l = { .fd_entry = -1, .fd_ret = -1 };
+	struct heap_link l = { .fd_entry = -1, .fd_ret = -1,
+			       .set = { .fd = { -1, -1 } } };
 	char path[4096 + 64];
 	uint64_t bare, probed, hits;
 	ssize_t idx;

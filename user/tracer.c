@@ -113,6 +113,9 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		case FEAT_HEAP:
 			asked = cfg->sites.heap;
 			break;
+		case FEAT_DEVICE:
+			asked = false;	/* said when a runtime is found */
+			break;
 		case FEAT_RULES:
 			asked = cfg->n_rules > 0;
 			break;
@@ -126,10 +129,6 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 			log__debug("%s: %s", f->name, f->note);
 		else
 			log__warn("%s: %s", f->name, f->note);
-	}
-	if (cfg->sites.heap && !kf->uprobe_multi) {
-		log__error("cannot trace the heap here: %s", kf->f[FEAT_HEAP].note);
-		return -ENOTSUP;
 	}
 	return 0;
 }
@@ -168,10 +167,12 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	bpf_program__set_autoload(s->progs.mt_heap_return, cfg->sites.heap);
 	if (cfg->sites.heap) {
 		/* heap probes come and go per process: uprobe_multi links detach at once */
-		bpf_program__set_expected_attach_type(s->progs.mt_heap_entry,
-						      MT_TRACE_UPROBE_MULTI);
-		bpf_program__set_expected_attach_type(s->progs.mt_heap_return,
-						      MT_TRACE_UPROBE_MULTI);
+		if (t->kf.uprobe_multi) {
+			bpf_program__set_expected_attach_type(s->progs.mt_heap_entry,
+							      MT_TRACE_UPROBE_MULTI);
+			bpf_program__set_expected_attach_type(s->progs.mt_heap_return,
+							      MT_TRACE_UPROBE_MULTI);
+		}
 		bpf_program__set_autoattach(s->progs.mt_heap_entry, false);
 		bpf_program__set_autoattach(s->progs.mt_heap_return, false);
 	}
@@ -633,6 +634,47 @@ int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
 {
 	return uprobe_multi(ret ? t->skel->progs.mt_heap_return : t->skel->progs.mt_heap_entry,
 			    ret, pid, path, offsets, cookies, n);
+}
+
+bool tracer__heap_multi(const struct tracer *t)
+{
+	return t->kf.uprobe_multi;
+}
+
+int tracer__attach_heap_each(struct tracer *t, int pid, const char *path,
+			     const uint64_t *entry_off, const uint64_t *entry_cookie, size_t n_entry,
+			     const uint64_t *ret_off, const uint64_t *ret_cookie, size_t n_ret,
+			     struct tracer_probe_set *set)
+{
+	size_t i, cap = 0;
+	int r, err;
+
+	set->fd[0] = set->fd[1] = -1;
+	set->links = NULL;
+	set->n_links = 0;
+	for (r = 0; r < 2; r++) {
+		const uint64_t *off = r ? ret_off : entry_off;
+		const uint64_t *cookie = r ? ret_cookie : entry_cookie;
+		struct bpf_program *p = r ? t->skel->progs.mt_heap_return
+					  : t->skel->progs.mt_heap_entry;
+
+		for (i = 0; i < (r ? n_ret : n_entry); i++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = r, .bpf_cookie = cookie[i]);
+			struct bpf_link *l = bpf_program__attach_uprobe_opts(p, pid, path, off[i],
+									     &opts);
+
+			if (!l) {
+				err = -errno;
+				tracer__detach_device_set(set);
+				return err;
+			}
+			if (add_link(set, &cap, l)) {
+				tracer__detach_device_set(set);
+				return -ENOMEM;
+			}
+		}
+	}
+	return 0;
 }
 
 uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid)

@@ -91,7 +91,7 @@ typedef void (*tracer_probe_fail_fn)(void *ctx, ssize_t i, int err);
 size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint64_t *off,
 				 const uint64_t *cookie, const bool *ret, size_t n,
 				 struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx);
-/* Remove them all. */
+/* Remove them all (any probe set). */
 void tracer__detach_device_set(struct tracer_probe_set *set);
 typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a);
 /*
@@ -110,6 +110,17 @@ void tracer__device_forget(struct tracer *t, uint32_t tgid);
  */
 int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
 			const uint64_t *offsets, const uint64_t *cookies, size_t n);
+/* Whether heap probes are uprobe_multi links (Linux 6.6), else tracer__attach_heap_each. */
+bool tracer__heap_multi(const struct tracer *t);
+/*
+ * Kernels without uprobe_multi links: the heap probes of PID on PATH as one
+ * perf-event uprobe link per function and direction, into SET (removed with
+ * tracer__detach_device_set). 0 or -errno (nothing left attached).
+ */
+int tracer__attach_heap_each(struct tracer *t, int pid, const char *path,
+			     const uint64_t *entry_off, const uint64_t *entry_cookie, size_t n_entry,
+			     const uint64_t *ret_off, const uint64_t *ret_cookie, size_t n_ret,
+			     struct tracer_probe_set *set);
 /* Heap probe hits of TGID so far; 0 when none. */
 uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid);
 /* Tell user space (MEMTRAIL_EV_HEAP_BUDGET) when TGID's hits reach ALLOW; 0: never. */
