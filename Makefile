@@ -2,7 +2,9 @@
 #
 # make          build ./memtrail (BPF skeleton embedded)
 # make deps     install the Debian packages the build and the tests need
-# make test     unit tests (sanitizers) and integration tests (root, real BPF)
+# make test     unit tests (sanitizers), integration tests (root, real BPF), and
+#               the core of them on Linux 5.10 and 6.1 under QEMU
+# make test-kernels  that core on every supported kernel: the kernel matrix
 # make bench    overhead against the untraced workloads, as ratios
 # make demo     build, then run 'memtrail demo'
 # V=1           show the commands
@@ -41,6 +43,10 @@ BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 USER_SRCS := $(wildcard user/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUT)/user/%.o,$(USER_SRCS))
 SKEL := $(OUT)/memtrail.skel.h
+# the same sources for kernels without BPF atomic fetch operations (5.10):
+# same programs, maps and globals, so one skeleton opens either object
+COMPAT_OBJS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf-compat/%.bpf.o,$(BPF_SRCS))
+COMPAT_SKEL := $(OUT)/memtrail_compat.skel.h
 
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
@@ -97,7 +103,27 @@ $(SKEL): $(OUT)/memtrail.bpf.o
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name memtrail_bpf > $@
 
-$(OUT)/user/tracer.o: $(SKEL)
+$(OUT)/bpf-compat/%.bpf.o: bpf/%.bpf.c $(OUT)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -DMEMTRAIL_COMPAT -c $< -o $@
+
+$(OUT)/memtrail_compat.bpf.o: $(COMPAT_OBJS)
+	$(call msg,BPFLINK,$@)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+# the compat object must lay out every map, program and global as the other
+# does: the skeleton of one opens both (checked here, not found at run time)
+$(COMPAT_SKEL): $(OUT)/memtrail_compat.bpf.o $(SKEL)
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name memtrail_compat_bpf > $@.tmp
+	$(Q)sed -e 's/memtrail_compat_bpf/memtrail_bpf/g' -e 's/MEMTRAIL_COMPAT_BPF/MEMTRAIL_BPF/g' -e '/elf_bytes/,$$d' $@.tmp > $@.cmp
+	$(Q)sed -e '/elf_bytes/,$$d' $(SKEL) | cmp -s - $@.cmp || \
+		{ echo "$@: the compat object's layout differs from $(SKEL)" >&2; rm -f $@.tmp $@.cmp; exit 1; }
+	$(Q)rm -f $@.cmp
+	$(Q)mv $@.tmp $@
+
+$(OUT)/user/tracer.o: $(SKEL) $(COMPAT_SKEL)
 # the DaemonSet manifest is built into the binary (.incbin)
 $(OUT)/user/daemonset.o: user/daemonset.yaml
 
@@ -165,6 +191,11 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory all unit-build workloads
 	$(Q)$(PYTHON) tests/run_all.py $(UNIT_TESTS)
 
+# KERNELS="6.1 6.12": only those; the matrix also goes to build/kernel-matrix.md
+test-kernels: deps
+	$(Q)$(MAKE) --no-print-directory all workloads
+	$(Q)$(PYTHON) tests/kernels/run.py --markdown $(OUT)/kernel-matrix.md $(KERNELS)
+
 unit-build: $(UNIT_TESTS)
 workloads: $(WORKLOADS) $(STANDINS) $(PLUGIN)
 
@@ -193,6 +224,6 @@ clean:
 	$(call msg,CLEAN,$(OUT) memtrail)
 	$(Q)rm -rf $(OUT) memtrail
 
-.PHONY: all deps unit integration test unit-build workloads bench demo clean
+.PHONY: all deps unit integration test test-kernels unit-build workloads bench demo clean
 
--include $(USER_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(UNIT_TESTS:=.d) $(WORKLOADS:=.d)
+-include $(USER_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(COMPAT_OBJS:.o=.d) $(UNIT_TESTS:=.d) $(WORKLOADS:=.d)

@@ -49,11 +49,11 @@ static __always_inline struct cgroup_subsys_state *memory_css(struct task_struct
 	return task_css(task, bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id));
 }
 
-SEC("tp_btf/mark_victim")
-int BPF_PROG(mt_oom_victim, struct task_struct *victim, uid_t uid)
+/* The OOM killer chose VICTIM, the current task triggered it: tell user space. */
+static __always_inline int oom_victim(struct task_struct *victim)
 {
 	__u32 tgid = BPF_CORE_READ(victim, tgid);
-	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task_struct *cur = mt_current_task();
 	struct memtrail_event_oom *e;
 	struct memtrail_target *t;
 	struct mm_struct *mm;
@@ -82,6 +82,33 @@ int BPF_PROG(mt_oom_victim, struct task_struct *victim, uid_t uid)
 	return 0;
 }
 
+SEC("tp_btf/mark_victim")
+int BPF_PROG(mt_oom_victim, struct task_struct *victim, uid_t uid)
+{
+	return oom_victim(victim);
+}
+
+/*
+ * Kernels whose mark_victim passes only the victim's pid (5.10): the OOM
+ * killer's SIGKILL to that task follows in the same call, in the same task
+ * (signal_generate, mt_signal), and brings the task itself.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 256);
+	__type(key, __s32);
+	__type(value, __u32);	/* the triggering task's tgid */
+} oom_pending SEC(".maps");
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(mt_oom_victim_pid, int pid)
+{
+	__u32 trigger = bpf_get_current_pid_tgid() >> 32;
+
+	bpf_map_update_elem(&oom_pending, &pid, &trigger, BPF_ANY);
+	return 0;
+}
+
 /*
  * A charge over a memory cgroup's limit (or memory.high) reclaims before it
  * fails: the first sign of an OOM kill to come. Runs in the charging task;
@@ -101,7 +128,7 @@ int BPF_PROG(mt_reclaim, int order, gfp_t gfp_flags)
 	last = t->pressure_ns;
 	if (last && now - last < MEMTRAIL_PRESSURE_GAP_NS)
 		return 0;
-	if (__sync_val_compare_and_swap(&t->pressure_ns, last, now) != last)
+	if (mt_cmpxchg(&t->pressure_ns, last, now) != last)
 		return 0;	/* another thread of it sends this one */
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_PRESSURE, tgid);
 	if (!e)
@@ -110,22 +137,36 @@ int BPF_PROG(mt_reclaim, int order, gfp_t gfp_flags)
 	e->limit = 0;
 	e->memcg_id = 0;
 	/* any margin: reclaim means a limit was reached; take the nearest limited */
-	memcg_at_limit(memory_css(bpf_get_current_task_btf()), MT_UNLIMITED_PAGES,
+	memcg_at_limit(memory_css(mt_current_task()), MT_UNLIMITED_PAGES,
 		       &e->usage, &e->limit, &e->memcg_id);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
+}
+
+/* Whether mt_oom_victim_pid saw TASK chosen by the current task (and forget it). */
+static __always_inline bool oom_victim_pid_seen(struct task_struct *task)
+{
+	__s32 pid = BPF_CORE_READ(task, pid);
+	__u32 *trigger = bpf_map_lookup_elem(&oom_pending, &pid);
+	bool seen = trigger && *trigger == bpf_get_current_pid_tgid() >> 32;
+
+	if (trigger)
+		bpf_map_delete_elem(&oom_pending, &pid);
+	return seen;
 }
 
 SEC("tp_btf/signal_generate")
 int BPF_PROG(mt_signal, int sig, struct kernel_siginfo *info, struct task_struct *task,
 	     int group, int result)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task_struct *cur = mt_current_task();
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct memtrail_event_signal *e;
 
 	if ((sig != MT_SIGKILL && sig != MT_SIGTERM) || !live_target(tgid))
 		return 0;
+	if (sig == MT_SIGKILL && oom_victim_pid_seen(task))
+		oom_victim(task);
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_SIGNAL, tgid);
 	if (!e)
 		return 0;

@@ -106,7 +106,7 @@ static __always_inline void mm_forget(struct memtrail_target *t, __u64 mm, __u32
 	if (!s || s->tgid != tgid)
 		return;
 	for (k = MEMTRAIL_KIND_MAPPED; k <= MEMTRAIL_KIND_RSS_SHMEM; k++)
-		account(t, tgid, k, -__sync_lock_test_and_set(&s->last[k], 0));
+		account(t, tgid, k, -mt_xchg(&s->last[k], 0));
 	bpf_map_delete_elem(&mm_state, &mm);
 }
 
@@ -150,7 +150,7 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	if (t && (t->flags & MEMTRAIL_TARGET_AWAIT_EXEC)) {
 		/* memtrail's own fork before the exec is not the command: its life starts here */
 		t->mm = 0;
-		__sync_fetch_and_and(&t->flags, ~MEMTRAIL_TARGET_AWAIT_EXEC);
+		mt_and(&t->flags, ~MEMTRAIL_TARGET_AWAIT_EXEC);
 	} else if (!t) {
 		if (!task_wanted(p))
 			return 0;
@@ -214,7 +214,7 @@ static __always_inline int exit_common(struct task_struct *p)
 	mm = BPF_CORE_READ(p, mm);
 	if (mm && !(t->flags & MEMTRAIL_TARGET_AWAIT_EXEC))
 		mm_sync_all(t, mm, tgid);
-	__sync_fetch_and_or(&t->flags, MEMTRAIL_TARGET_EXITED);
+	mt_or(&t->flags, MEMTRAIL_TARGET_EXITED);
 	key = mm ? (__u64)mm : t->mm;
 	if (key)
 		bpf_map_delete_elem(&mm_state, &key);

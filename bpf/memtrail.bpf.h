@@ -19,6 +19,31 @@
 #define MT_SIGNAL_GROUP_EXIT	0x00000004	/* include/linux/sched/signal.h */
 #define MT_PEAK_CAS_TRIES	64
 
+/*
+ * Atomic operations. The object built with MEMTRAIL_COMPAT is the one for
+ * kernels without BPF atomic fetch operations (before 5.12: Debian 11's
+ * 5.10), which have only a plain atomic add (the old XADD: the result of
+ * __sync_fetch_and_add unused). There a read-modify-write is two steps, and
+ * what that costs is said where each is used.
+ */
+#define MT_READ(x) (*(volatile typeof(x) *)&(x))
+#ifdef MEMTRAIL_COMPAT
+#define mt_add_fetch(p, v) ({ __sync_fetch_and_add((p), (v)); MT_READ(*(p)); })
+#define mt_cmpxchg(p, o, n) ({ typeof(*(p)) __c = MT_READ(*(p)); if (__c == (o)) *(p) = (n); __c; })
+#define mt_xchg(p, v) ({ typeof(*(p)) __c = MT_READ(*(p)); *(p) = (v); __c; })
+#define mt_or(p, v) (*(p) |= (v))
+#define mt_and(p, v) (*(p) &= (v))
+/* no bpf_get_current_task_btf (5.11): a plain pointer, read with BPF_CORE_READ */
+#define mt_current_task() ((struct task_struct *)bpf_get_current_task())
+#else
+#define mt_add_fetch(p, v) __sync_add_and_fetch((p), (v))
+#define mt_cmpxchg(p, o, n) __sync_val_compare_and_swap((p), (o), (n))
+#define mt_xchg(p, v) __sync_lock_test_and_set((p), (v))
+#define mt_or(p, v) __sync_fetch_and_or((p), (v))
+#define mt_and(p, v) __sync_fetch_and_and((p), (v))
+#define mt_current_task() bpf_get_current_task_btf()
+#endif
+
 /* Read-only configuration, set by user space before load (lifecycle.bpf.c). */
 extern const volatile __u32 filter_mode;
 extern const volatile char filter_comm[MEMTRAIL_COMM_LEN];
@@ -188,11 +213,24 @@ static __always_inline void level_add(struct memtrail_level *l, __s64 delta)
 	__s64 now, peak, seen;
 	int i;
 
-	now = __sync_add_and_fetch(&l->current, delta);
+	now = mt_add_fetch(&l->current, delta);
 	if (delta > 0)
 		__sync_fetch_and_add(&l->allocated, delta);
 	else
 		__sync_fetch_and_add(&l->freed, -delta);
+#ifdef MEMTRAIL_COMPAT
+	/*
+	 * The level is exact (one atomic add) and so are the sums; the peak is
+	 * the highest level this caller read back, raised without a
+	 * compare-and-swap: with updates from several CPUs at once it can miss
+	 * or overshoot by the deltas in flight. One thread at a time: exact.
+	 */
+	(void)seen;
+	(void)i;
+	peak = MT_READ(l->peak);
+	if (now > peak)
+		l->peak = now;
+#else
 	peak = l->peak;
 	for (i = 0; i < MT_PEAK_CAS_TRIES && now > peak; i++) {
 		seen = __sync_val_compare_and_swap(&l->peak, peak, now);
@@ -200,6 +238,7 @@ static __always_inline void level_add(struct memtrail_level *l, __s64 delta)
 			break;
 		peak = seen;
 	}
+#endif
 }
 
 /*
@@ -238,8 +277,11 @@ static __always_inline __s32 site_stack(void *ctx)
  */
 static __always_inline __u64 leaf_caller(void)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	__u64 ret = 0;
+#ifdef MEMTRAIL_COMPAT
+	return ret;	/* no bpf_task_pt_regs (5.15): the frame walk alone */
+#else
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 
 #if defined(__TARGET_ARCH_x86)
 	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP_CORE(regs));
@@ -247,6 +289,7 @@ static __always_inline __u64 leaf_caller(void)
 	ret = BPF_CORE_READ(regs, regs[30]);
 #endif
 	return ret;
+#endif
 }
 
 /* Add an allocation (BYTES > 0) or the free of one (BYTES < 0) to a site. */
@@ -289,7 +332,7 @@ static __always_inline bool phase_switch(__u32 tgid, const char *name)
 
 	if (!t)
 		return false;
-	seq = __sync_add_and_fetch(&t->phase, 1);
+	seq = mt_add_fetch(&t->phase, 1);
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_PHASE, tgid);
 	if (e) {
 		e->seq = seq;
@@ -323,7 +366,17 @@ static __always_inline void mm_sync_kind(struct memtrail_target *t, __u64 mm, __
 	s = mm_state_get(mm, tgid);
 	if (!s)
 		return;
+#ifdef MEMTRAIL_COMPAT
+	/*
+	 * Without an exchange: last stays the sum of the deltas accounted (each
+	 * added atomically), so two events racing may leave the level off for a
+	 * moment, and the next event of the mm brings it back to the counter.
+	 */
+	old = MT_READ(s->last[kind]);
+	__sync_fetch_and_add(&s->last[kind], value - old);
+#else
 	old = __sync_lock_test_and_set(&s->last[kind], value);
+#endif
 	account(t, tgid, kind, value - old);
 }
 
@@ -356,6 +409,12 @@ static __always_inline __u64 ptr_value(const void *p)
 	return v;
 }
 
+struct rss_sum_ctx {
+	__u64 counters;	/* s32 __percpu * */
+	__s64 sum;
+};
+
+#ifndef MEMTRAIL_COMPAT
 /*
  * This kernel's per-cpu offset of CPU (__per_cpu_offset[cpu], which is not
  * reachable from BPF without kallsyms of data): the address of CPU's copy of
@@ -382,11 +441,6 @@ static __always_inline __u64 cpu_offset(__u32 cpu)
 	return *cached;
 }
 
-struct rss_sum_ctx {
-	__u64 counters;	/* s32 __percpu * */
-	__s64 sum;
-};
-
 static long rss_sum_cpu(__u32 cpu, void *data)
 {
 	struct rss_sum_ctx *ctx = data;
@@ -399,6 +453,8 @@ static long rss_sum_cpu(__u32 cpu, void *data)
 	ctx->sum += v;
 	return 0;
 }
+
+#endif /* !MEMTRAIL_COMPAT */
 
 /* mm->rss_stat before Linux 6.2: one atomic per counter, no per-cpu part */
 struct mm_rss_stat___atomic {
@@ -441,12 +497,16 @@ static __always_inline __s64 rss_bytes(struct mm_struct *mm, int member)
 	if (bpf_core_field_exists(((struct mm_struct___atomic *)0)->rss_stat.count)) {
 		ctx.sum = rss_pages_atomic(mm, member);
 	} else {
+#ifdef MEMTRAIL_COMPAT
+		(void)pc;	/* kernels without atomic fetch have atomic rss counters */
+#else
 		pc = &mm->rss_stat[member];
 		ctx.sum = BPF_CORE_READ(pc, count);
 		ctx.counters = (__u64)BPF_CORE_READ(pc, counters);
 		if (ctx.counters)
 			bpf_loop(nr_cpus < MEMTRAIL_CPUS_MAX ? nr_cpus : MEMTRAIL_CPUS_MAX,
 				 rss_sum_cpu, &ctx, 0);
+#endif
 	}
 	if (ctx.sum < 0)
 		return 0;

@@ -22,6 +22,8 @@ struct mm_window {
 #define MT_NR_MUNMAP 11
 #define MT_NR_BRK 12
 #define MT_NR_MREMAP 25
+#define MT_NR_SHMAT 30
+#define MT_NR_SHMDT 67
 #define MT_SYSCALL_NR(r) BPF_CORE_READ((r), orig_ax)
 #elif defined(__TARGET_ARCH_arm64)
 #define MT_NR_MMAP 222
@@ -29,6 +31,8 @@ struct mm_window {
 #define MT_NR_MUNMAP 215
 #define MT_NR_BRK 214
 #define MT_NR_MREMAP 216
+#define MT_NR_SHMAT 196
+#define MT_NR_SHMDT 197
 #define MT_SYSCALL_NR(r) BPF_CORE_READ((r), syscallno)
 #endif
 
@@ -62,6 +66,38 @@ static __always_inline struct memtrail_target *mm_target(struct mm_struct *mm, _
 		return NULL;
 	*tgid = BPF_CORE_READ(owner, tgid);
 	return live_target(*tgid);
+}
+
+/*
+ * Kernels without mmap_lock tracepoints (5.10): mapped memory is synced to
+ * data_vm as each system call that maps or unmaps returns. Levels are exact
+ * after every such call; a peak that lived only inside one call (an mremap
+ * that maps the new range before it unmaps the old) is not seen, and threads
+ * mapping at once are seen in the order their calls return.
+ */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(mt_mapped_sys, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = mt_current_task();
+	struct memtrail_target *t;
+	struct mm_struct *mm;
+	__u32 tgid;
+
+	switch (MT_SYSCALL_NR(regs)) {
+	case MT_NR_MMAP: case MT_NR_MPROTECT: case MT_NR_MUNMAP: case MT_NR_BRK:
+	case MT_NR_MREMAP: case MT_NR_SHMAT: case MT_NR_SHMDT:
+		break;
+	default:
+		return 0;
+	}
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	t = live_target(tgid);
+	if (!t)
+		return 0;
+	mm = BPF_CORE_READ(task, mm);
+	if (mm && t->mm == (__u64)mm)
+		mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, mapped_bytes(mm));
+	return 0;
 }
 
 SEC("tp_btf/rss_stat")
@@ -100,7 +136,8 @@ static __always_inline int lock_taken(struct mm_struct *mm, bool write, bool suc
 	w.mm = (__u64)mm;
 	w.before = mapped_bytes(mm);
 	w.nr = -1;
-#ifdef MT_NR_MMAP
+	/* (the compat object is for kernels without these tracepoints: no sites there) */
+#if defined(MT_NR_MMAP) && !defined(MEMTRAIL_COMPAT)
 	if (sites_mapping) {
 		struct task_struct *task = bpf_get_current_task_btf();
 		struct pt_regs *regs;

@@ -82,7 +82,7 @@ static __always_inline void heap_hit(__u32 tgid)
 
 	if (!hits)
 		return;
-	n = __sync_add_and_fetch(hits, 1);
+	n = mt_add_fetch(hits, 1);
 	if (!heap_budget)
 		return;
 	allow = bpf_map_lookup_elem(&heap_allow, &tgid);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""make test: the cmocka unit tests (sanitizers on), then the integration
-tests; one closing line counts both."""
+"""make test: the cmocka unit tests (sanitizers on), the integration tests,
+then their core on Linux 5.10 and 6.1 under QEMU (tests/kernels/run.py --ci;
+MEMTRAIL_NO_KERNELS=1 leaves that out); one closing line counts them all."""
 
 import os
 import re
@@ -34,6 +35,17 @@ def main():
         failed += int(m.group(2))
     if p.returncode != 0 and not (m and int(m.group(2))):
         failed += 1
+    # the core on the oldest and the most common kernels, under QEMU
+    if os.environ.get("MEMTRAIL_NO_KERNELS") != "1":
+        p = subprocess.run([sys.executable, os.path.join(HERE, "kernels", "run.py"), "--ci"],
+                           capture_output=True, text=True)
+        sys.stdout.write(p.stdout + p.stderr)
+        m = re.search(r"kernels: (\d+) passed, (\d+) failed", p.stdout)
+        if m:
+            passed += int(m.group(1))
+            failed += int(m.group(2))
+        if p.returncode != 0 and not (m and int(m.group(2))):
+            failed += 1
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

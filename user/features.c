@@ -205,8 +205,9 @@ static void decide(struct kernel_features *kf)
 	if (kf->atomics)
 		set(kf, FEAT_ATOMICS, FEATURE_YES, "exact peaks under concurrent updates");
 	else
-		set(kf, FEAT_ATOMICS, FEATURE_NO,
-		    "no BPF atomic fetch operations (Linux 5.12; kernel %s)", r);
+		set(kf, FEAT_ATOMICS, FEATURE_DEGRADED,
+		    "no BPF atomic fetch operations (Linux 5.12; kernel %s): levels exact, a peak "
+		    "can be off by the deltas of other CPUs in flight", r);
 
 	if (kf->rss_percpu && kf->bpf_loop && kf->percpu_elem)
 		set(kf, FEAT_RSS, FEATURE_YES, "percpu_counter summed over CPUs at each event");
@@ -224,7 +225,9 @@ static void decide(struct kernel_features *kf)
 		set(kf, FEAT_MAPPED, FEATURE_FALLBACK,
 		    "mmap_lock tracepoints with a memcg path argument (kernel %s)", r);
 	else
-		set(kf, FEAT_MAPPED, FEATURE_NO, "no mmap_lock tracepoints (kernel %s)", r);
+		set(kf, FEAT_MAPPED, FEATURE_DEGRADED,
+		    "no mmap_lock tracepoints (kernel %s): synced as each mapping system call "
+		    "returns; no mapping sites", r);
 
 	if (kf->exit_args == 2)
 		set(kf, FEAT_EXIT, FEATURE_YES, "sched_process_exit(task, group_dead) before exit_mm");
@@ -253,14 +256,22 @@ static void decide(struct kernel_features *kf)
 
 	if (kf->mark_victim_args == 2)
 		set(kf, FEAT_OOM, FEATURE_YES, "oom:mark_victim(task, uid)");
+	else if (kf->mark_victim_args == 1)
+		set(kf, FEAT_OOM, FEATURE_FALLBACK,
+		    "oom:mark_victim passes a pid (kernel %s): the victim taken from the OOM "
+		    "killer's SIGKILL that follows", r);
 	else
-		set(kf, FEAT_OOM, FEATURE_NO, "oom:mark_victim passes a pid only (kernel %s)", r);
+		set(kf, FEAT_OOM, FEATURE_NO, "no oom:mark_victim tracepoint (kernel %s)", r);
 
-	if (kf->uprobe_multi)
+	if (!kf->attach_cookie || !kf->task_storage)
+		set(kf, FEAT_HEAP, FEATURE_NO,
+		    "--heap needs bpf_cookie and task storage (Linux 5.15; kernel %s)", r);
+	else if (kf->uprobe_multi)
 		set(kf, FEAT_HEAP, FEATURE_YES, "uprobe_multi links per process");
 	else
-		set(kf, FEAT_HEAP, FEATURE_NO, "--heap needs uprobe_multi links (Linux 6.6; kernel %s)",
-		    r);
+		set(kf, FEAT_HEAP, FEATURE_FALLBACK,
+		    "no uprobe_multi links (Linux 6.6; kernel %s): one uprobe link per function "
+		    "and process", r);
 
 	if (kf->task_storage && kf->attach_cookie && kf->task_btf)
 		set(kf, FEAT_DEVICE, FEATURE_YES, "uprobes on the runtimes' libraries");

@@ -14,6 +14,7 @@
 #include "tracer.h"
 #include "features.h"
 #include "memtrail.skel.h"
+#include "memtrail_compat.skel.h"
 
 /* uapi values newer than the build's headers may be (Linux 6.6) */
 #define MT_TRACE_UPROBE_MULTI 48
@@ -61,6 +62,36 @@ static const char *perm_hint(int err)
 }
 
 /*
+ * The skeleton, on the object built for this kernel: without BPF atomic
+ * fetch operations (before 5.12) the compat object, laid out as the other
+ * (the build checks it), so one skeleton type serves both.
+ */
+static struct memtrail_bpf *skel_open(bool compat)
+{
+	struct memtrail_bpf *obj;
+	int err;
+
+	if (!compat)
+		return memtrail_bpf__open();
+	obj = calloc(1, sizeof(*obj));
+	if (!obj) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = memtrail_bpf__create_skeleton(obj);
+	if (!err) {
+		obj->skeleton->data = memtrail_compat_bpf__elf_bytes(&obj->skeleton->data_sz);
+		err = bpf_object__open_skeleton(obj->skeleton, NULL);
+	}
+	if (err) {
+		memtrail_bpf__destroy(obj);
+		errno = -err;
+		return NULL;
+	}
+	return obj;
+}
+
+/*
  * Of each source's program variants, the one this kernel loads; what cannot
  * work here is switched off and said once, on one line. -ENOTSUP (logged)
  * when the kernel lacks what every source needs.
@@ -73,11 +104,6 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	bool multi = device && kf->uprobe_multi;
 	int i;
 
-	if (!kf->atomics) {
-		log__error("kernel %s is too old: memtrail needs BPF atomic fetch operations "
-			   "(Linux 5.12) for exact levels and peaks", kf->release);
-		return -ENOTSUP;
-	}
 	if (kf->exit_args < 1 || kf->f[FEAT_RSS].state == FEATURE_NO) {
 		log__error("kernel %s: %s", kf->release,
 			   kf->exit_args < 1 ? kf->f[FEAT_EXIT].note : kf->f[FEAT_RSS].note);
@@ -91,9 +117,16 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	bpf_program__set_autoload(s->progs.mt_mmap_unlock_path, kf->mmap_lock_args == 4);
 	bpf_program__set_autoload(s->progs.mt_marker, kf->prctl_tp);
 	bpf_program__set_autoload(s->progs.mt_marker_sys, !kf->prctl_tp);
+	bpf_program__set_autoload(s->progs.mt_mapped_sys, kf->mmap_lock_args < 3);
 	bpf_program__set_autoload(s->progs.mt_mark, kf->syscall_prog);
 	bpf_program__set_autoload(s->progs.mt_phase_rule, kf->attach_cookie);
 	bpf_program__set_autoload(s->progs.mt_oom_victim, kf->mark_victim_args == 2);
+	bpf_program__set_autoload(s->progs.mt_oom_victim_pid, kf->mark_victim_args == 1);
+	bpf_map__set_autocreate(s->maps.heap_calls, kf->task_storage);
+	if (cfg->sites.heap && kf->f[FEAT_HEAP].state == FEATURE_NO) {
+		log__error("cannot trace the heap here: %s", kf->f[FEAT_HEAP].note);
+		return -ENOTSUP;
+	}
 	bpf_program__set_autoload(s->progs.mt_dev_entry, device);
 	bpf_program__set_autoload(s->progs.mt_dev_return, device);
 	bpf_program__set_autoload(s->progs.mt_dev_entry_multi, multi);
@@ -125,7 +158,8 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 			asked = false;	/* said where used */
 			break;
 		}
-		if (f->state == FEATURE_FALLBACK || !asked)
+		/* a bound the kernel's own figures share (rss before 6.2) is in 'features' and -v */
+		if (f->state != FEATURE_NO || !asked)
 			log__debug("%s: %s", f->name, f->note);
 		else
 			log__warn("%s: %s", f->name, f->note);
@@ -163,8 +197,10 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->fault_sample = cfg->sites.fault_sample ? cfg->sites.fault_sample : 1;
 	bpf_program__set_autoload(s->progs.mt_unmapped_area, cfg->sites.mapping);
 	bpf_program__set_autoload(s->progs.mt_fault, cfg->sites.faults);
-	bpf_program__set_autoload(s->progs.mt_heap_entry, cfg->sites.heap);
-	bpf_program__set_autoload(s->progs.mt_heap_return, cfg->sites.heap);
+	bpf_program__set_autoload(s->progs.mt_heap_entry,
+				  cfg->sites.heap && t->kf.f[FEAT_HEAP].state != FEATURE_NO);
+	bpf_program__set_autoload(s->progs.mt_heap_return,
+				  cfg->sites.heap && t->kf.f[FEAT_HEAP].state != FEATURE_NO);
 	if (cfg->sites.heap) {
 		/* heap probes come and go per process: uprobe_multi links detach at once */
 		if (t->kf.uprobe_multi) {
@@ -262,7 +298,8 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	if (t->nr_cpus <= 0)
 		t->nr_cpus = 1;
 
-	t->skel = memtrail_bpf__open();
+	/* MEMTRAIL_COMPAT=1: the compat object here too (how its tests run on any kernel) */
+	t->skel = skel_open(!t->kf.atomics || getenv("MEMTRAIL_COMPAT"));
 	if (!t->skel) {
 		err = -errno;
 		log__error("cannot open the BPF object: %s", strerror(-err));

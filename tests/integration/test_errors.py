@@ -134,3 +134,24 @@ def test_malformed_trails():
             check_eq(p.stdout, "", f"{name}: output despite the error")
     p = run([MEMTRAIL, "report", os.path.join(d, "missing.json")])
     one_line_error(p, "No such file or directory")
+
+
+def test_kernel_support_claim():
+    # what 'memtrail features' says of this kernel is what record does: on a
+    # kernel without BPF atomic fetch operations (before 5.12) one line that
+    # names the kernel and the reason; elsewhere a recording
+    p = run([MEMTRAIL, "features", "--json"])
+    check_eq(p.returncode, 0, f"features status (stderr {p.stderr!r})")
+    kf = json.loads(p.stdout)
+    release = os.uname().release
+    check_eq(kf["release"], release, "the kernel release")
+    d = tmpdir()
+    out = os.path.join(d, "t.json")
+    r = run([MEMTRAIL, "record", "-q", "-o", out, "--", "true"])
+    if kf["features"]["atomics"]["state"] == "no":
+        one_line_error(r, release, "atomic", "Linux 5.12")
+        check(not os.path.exists(out), "a trail was written")
+    else:
+        check_eq(r.returncode, 0, f"record status (stderr {r.stderr!r})")
+        check(os.path.exists(out), "no trail written")
+    no_programs_left()

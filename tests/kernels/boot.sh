@@ -56,4 +56,4 @@ timeout "${MEMTRAIL_VM_TIMEOUT:-3000}" qemu-system-x86_64 $accel -cpu max -smp "
 	-append "console=ttyS0 quiet panic=-1 loglevel=3 ${KARGS:-}" \
 	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
 	-device virtio-9p-pci,fsdev=r,mount_tag=hostroot -nographic -no-reboot 2>&1 |
-	sed -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\r$//'
+	sed -u -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\r$//'
