@@ -89,23 +89,29 @@ int BPF_PROG(mt_oom_victim, struct task_struct *victim, uid_t uid)
 }
 
 /*
- * Kernels whose mark_victim passes only the victim's pid (5.10): the OOM
- * killer's SIGKILL to that task follows in the same call, in the same task
- * (signal_generate, mt_signal), and brings the task itself.
+ * Kernels whose mark_victim passes only the victim's pid (5.10): there the
+ * OOM killer sends its SIGKILL first (signal_generate, mt_signal keeps the
+ * task by pid while oom_by_pid is set), then marks the victim, in the same
+ * call of the same task; the kept task is the victim.
  */
+const volatile __u32 oom_by_pid = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 256);
 	__type(key, __s32);
-	__type(value, __u32);	/* the triggering task's tgid */
+	__type(value, __u64);	/* the task the current one sent SIGKILL */
 } oom_pending SEC(".maps");
 
 SEC("tp_btf/mark_victim")
 int BPF_PROG(mt_oom_victim_pid, int pid)
 {
-	__u32 trigger = bpf_get_current_pid_tgid() >> 32;
+	__u64 *task = bpf_map_lookup_elem(&oom_pending, &pid);
 
-	bpf_map_update_elem(&oom_pending, &pid, &trigger, BPF_ANY);
+	if (task) {
+		oom_victim((struct task_struct *)*task);
+		bpf_map_delete_elem(&oom_pending, &pid);
+	}
 	return 0;
 }
 
@@ -143,18 +149,6 @@ int BPF_PROG(mt_reclaim, int order, gfp_t gfp_flags)
 	return 0;
 }
 
-/* Whether mt_oom_victim_pid saw TASK chosen by the current task (and forget it). */
-static __always_inline bool oom_victim_pid_seen(struct task_struct *task)
-{
-	__s32 pid = BPF_CORE_READ(task, pid);
-	__u32 *trigger = bpf_map_lookup_elem(&oom_pending, &pid);
-	bool seen = trigger && *trigger == bpf_get_current_pid_tgid() >> 32;
-
-	if (trigger)
-		bpf_map_delete_elem(&oom_pending, &pid);
-	return seen;
-}
-
 SEC("tp_btf/signal_generate")
 int BPF_PROG(mt_signal, int sig, struct kernel_siginfo *info, struct task_struct *task,
 	     int group, int result)
@@ -165,8 +159,12 @@ int BPF_PROG(mt_signal, int sig, struct kernel_siginfo *info, struct task_struct
 
 	if ((sig != MT_SIGKILL && sig != MT_SIGTERM) || !live_target(tgid))
 		return 0;
-	if (sig == MT_SIGKILL && oom_victim_pid_seen(task))
-		oom_victim(task);
+	if (oom_by_pid && sig == MT_SIGKILL) {
+		__s32 pid = BPF_CORE_READ(task, pid);
+		__u64 ptr = (__u64)task;
+
+		bpf_map_update_elem(&oom_pending, &pid, &ptr, BPF_ANY);
+	}
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_SIGNAL, tgid);
 	if (!e)
 		return 0;

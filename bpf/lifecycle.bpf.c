@@ -15,6 +15,7 @@ const volatile __u32 filter_n_cgroups = 0;
 const volatile __s32 filter_cgroup_subsys = -1;
 const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
+const volatile __u32 has_task_regs = 1;
 
 static __always_inline bool comm_matches(struct task_struct *task)
 {

@@ -51,6 +51,8 @@ extern const volatile __u64 filter_cgroup_id;
 extern const volatile __s32 filter_cgroup_subsys;	/* -1: cgroup v2 */
 extern const volatile __u32 self_tgid;
 extern const volatile __u32 nr_cpus;
+/* bpf_task_pt_regs (5.15): code that calls it is dead to the verifier without it */
+extern const volatile __u32 has_task_regs;
 /* Allocation sites (sites.bpf.c) */
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
 
@@ -281,8 +283,11 @@ static __always_inline __u64 leaf_caller(void)
 #ifdef MEMTRAIL_COMPAT
 	return ret;	/* no bpf_task_pt_regs (5.15): the frame walk alone */
 #else
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs;
 
+	if (!has_task_regs)
+		return ret;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 #if defined(__TARGET_ARCH_x86)
 	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP_CORE(regs));
 #elif defined(__TARGET_ARCH_arm64)

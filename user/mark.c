@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 
 #include "commands.h"
+#include "kfeatures.h"
 #include "format.h"
 #include "log.h"
 #include "phase.h"
@@ -27,7 +28,7 @@ static void usage(FILE *f)
 }
 
 /* 1: switched, 0: that memtrail does not trace the PID, <0: -errno. */
-static int try_program(uint32_t id, const struct memtrail_mark_args *args)
+static int try_program(uint32_t id, const struct memtrail_mark_args *args, bool *seen)
 {
 	struct bpf_prog_info info = { 0 };
 	uint32_t len = sizeof(info);
@@ -42,6 +43,7 @@ static int try_program(uint32_t id, const struct memtrail_mark_args *args)
 		close(fd);
 		return 0;
 	}
+	*seen = true;
 	ret = bpf_prog_test_run_opts(fd, &run);
 	close(fd);
 	if (ret)
@@ -52,7 +54,9 @@ static int try_program(uint32_t id, const struct memtrail_mark_args *args)
 int cmd_mark(int argc, char **argv)
 {
 	struct memtrail_mark_args args = { 0 };
-	uint32_t id = 0, seen = 0;
+	uint32_t id = 0;
+	bool seen = false;
+	struct kernel_features kf;
 	char why[128];
 	uint64_t pid;
 	int ret;
@@ -88,7 +92,7 @@ int cmd_mark(int argc, char **argv)
 				   errno == EPERM ? " (memtrail needs root: run it with sudo)" : "");
 			return 1;
 		}
-		ret = try_program(id, &args);
+		ret = try_program(id, &args, &seen);
 		if (ret < 0) {
 			log__error("cannot run memtrail's mark program: %s", strerror(-ret));
 			return 1;
@@ -97,7 +101,11 @@ int cmd_mark(int argc, char **argv)
 			log__info("process %llu entered phase '%s'", (unsigned long long)pid, args.name);
 			return 0;
 		}
-		seen++;
+	}
+	/* no memtrail could load its mark program here: say why, not "none runs" */
+	if (!seen && !features__probe(&kf) && kf.f[FEAT_MARK].state == FEATURE_NO) {
+		log__error("cannot mark phases on this kernel: %s", kf.f[FEAT_MARK].note);
+		return 1;
 	}
 	log__error("no running memtrail traces PID %llu", (unsigned long long)pid);
 	return 1;

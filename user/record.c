@@ -27,6 +27,7 @@
 #include "statusline.h"
 #include "table.h"
 #include "tracer.h"
+#include "kfeatures.h"
 #include "trail.h"
 
 #define DEFAULT_INTERVAL_MS 100
@@ -634,6 +635,7 @@ int cmd_record(int argc, char **argv)
 	r.s.keep_events = true;
 	if (tracer__open(&r.s.tracer, &cfg, session__on_event, &r.s))
 		goto out_child;
+	r.s.trail.kernel = features__json(tracer__features(r.s.tracer));
 	for (i = 0; i < cfg.n_pids; i++)
 		if (!session__new_target(&r.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0))
 			goto out_child;

@@ -39,6 +39,45 @@ static void print_device_limits(FILE *f, const struct trail_target *tt)
 		fprintf(f, "\n");
 }
 
+/* S with control bytes as '?', cut to fit BUF (a trail is anyone's file). */
+static const char *printable(char *buf, size_t len, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len && s[i]; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	buf[i] = '\0';
+	return buf;
+}
+
+/*
+ * The kernel a trail was recorded on, and each feature it lacked or had
+ * another way: "kernel 6.1.0-50-amd64: rss degraded, marker fallback, ...".
+ * Nothing for a trail without it (older memtrail).
+ */
+static void print_kernel(FILE *f, const json_t *kernel)
+{
+	const char *release = json_string_value(json_object_get(kernel, "release"));
+	json_t *fs = json_object_get(kernel, "features"), *v;
+	const char *name, *state;
+	char safe[128];
+	bool first = true;
+
+	if (!release)
+		return;
+	fprintf(f, "kernel %s", printable(safe, sizeof(safe), release));
+	json_object_foreach(fs, name, v) {
+		state = json_string_value(json_object_get(v, "state"));
+		if (!state || !strcmp(state, "yes"))
+			continue;
+		fprintf(f, "%s%s %s", first ? ": " : ", ", printable(safe, sizeof(safe), name),
+			!strcmp(state, "fallback") || !strcmp(state, "degraded") || !strcmp(state, "no")
+				? state : "?");
+		first = false;
+	}
+	fprintf(f, "%s\n", first ? ": every feature" : " ('memtrail features' says why)");
+}
+
 void table__print_summary(FILE *f, const struct trail *t)
 {
 	char peak[32], cur[32], ex[32];
@@ -51,6 +90,7 @@ void table__print_summary(FILE *f, const struct trail *t)
 	fprintf(f, "%zu target%s, %.1f s, %llu event%s lost\n", t->n_targets,
 		t->n_targets == 1 ? "" : "s", t->duration_ms / 1000.0,
 		(unsigned long long)lost, lost == 1 ? "" : "s");
+	print_kernel(f, t->kernel);
 	if (!t->n_targets)
 		return;
 	fprintf(f, "%8s  %-16s %-10s %-13s %12s %12s\n", "PID", "COMM", "EXIT", "KIND",

@@ -12,7 +12,7 @@
 #include "log.h"
 #include "array.h"
 #include "tracer.h"
-#include "features.h"
+#include "kfeatures.h"
 #include "memtrail.skel.h"
 #include "memtrail_compat.skel.h"
 
@@ -190,7 +190,10 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	bpf_program__set_expected_attach_type(s->progs.mt_dev_entry_multi, MT_TRACE_UPROBE_MULTI);
 	bpf_program__set_expected_attach_type(s->progs.mt_dev_return_multi, MT_TRACE_UPROBE_MULTI);
 	/* allocation sites */
-	s->rodata->sites_mapping = cfg->sites.mapping;
+	s->rodata->sites_mapping = cfg->sites.mapping &&
+				   t->kf.f[FEAT_MAP_SITES].state == FEATURE_YES;
+	s->rodata->has_task_regs = t->kf.task_pt_regs;
+	s->rodata->oom_by_pid = t->kf.mark_victim_args == 1;
 	s->rodata->heap_track = cfg->sites.heap_track;
 	s->rodata->heap_sample = cfg->sites.heap_sample;
 	s->rodata->heap_budget = cfg->sites.heap_budget;

@@ -81,6 +81,7 @@ void trail__free(struct trail *t)
 	json_decref(t->events);
 	json_decref(t->snapshot);
 	json_decref(t->verdict_doc);
+	json_decref(t->kernel);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -312,6 +313,8 @@ static json_t *head_json(const struct trail *t)
 		if (t->kinds & (1U << k))
 			json_array_append_new(kinds, json_string(kind__name(k)));
 	json_object_set_new(root, "kinds", kinds);
+	if (t->kernel)
+		json_object_set(root, "kernel", t->kernel);
 	return root;
 }
 
@@ -848,6 +851,10 @@ static int from_json(struct trail *t, json_t *root, struct trailstream_timelines
 	t->duration_ms = json_integer_value(json_object_get(root, "duration_ms"));
 	t->interval_ms = json_integer_value(json_object_get(root, "interval_ms"));
 	t->command = opt_strdup(json_object_get(root, "command"));
+	v = json_object_get(root, "kernel");
+	if (v && !json_is_object(v))
+		FAIL("malformed trail: 'kernel' is not an object");
+	t->kernel = json_incref(v);
 	kinds = json_object_get(root, "kinds");
 	json_array_foreach(kinds, i, v) {
 		int k = json_is_string(v) ? kind__from_name(json_string_value(v)) : -1;

@@ -76,6 +76,8 @@ struct trail {
 	json_t *snapshot;
 	json_t *verdict_doc;
 	uint64_t lost[MEMTRAIL_LOST_MAX];
+	/* the kernel and its feature table ('memtrail features --json'), or NULL */
+	json_t *kernel;
 };
 
 int trail__init(struct trail *t);

@@ -21,6 +21,7 @@
 #include "cgroup.h"
 #include "commands.h"
 #include "container.h"
+#include "kfeatures.h"
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
@@ -988,6 +989,7 @@ int cmd_watch(int argc, char **argv)
 	}
 	if (tracer__open(&w.s.tracer, &cfg, session__on_event, &w.s))
 		goto out;
+	w.s.trail.kernel = features__json(tracer__features(w.s.tracer));
 	if (tracer__scan(w.s.tracer))
 		goto out;
 	tracer__poll(w.s.tracer, 0);

@@ -13,7 +13,7 @@
 #include <bpf/libbpf.h>
 
 #include "commands.h"
-#include "features.h"
+#include "kfeatures.h"
 #include "log.h"
 
 #define SYSFS_BTF "/sys/kernel/btf/vmlinux"
@@ -34,6 +34,7 @@ static const char *const names[FEAT_MAX] = {
 	[FEAT_ATOMICS] = "atomics",
 	[FEAT_RSS] = "rss",
 	[FEAT_MAPPED] = "mapped",
+	[FEAT_MAP_SITES] = "map_sites",
 	[FEAT_EXIT] = "exit",
 	[FEAT_MARKER] = "marker",
 	[FEAT_MARK] = "mark",
@@ -227,7 +228,14 @@ static void decide(struct kernel_features *kf)
 	else
 		set(kf, FEAT_MAPPED, FEATURE_DEGRADED,
 		    "no mmap_lock tracepoints (kernel %s): synced as each mapping system call "
-		    "returns; no mapping sites", r);
+		    "returns", r);
+
+	if (kf->mmap_lock_args >= 3 && kf->task_pt_regs && kf->atomics)
+		set(kf, FEAT_MAP_SITES, FEATURE_YES, "the stack of each section that maps");
+	else
+		set(kf, FEAT_MAP_SITES, FEATURE_NO,
+		    "mapping sites need the mmap_lock tracepoints and bpf_task_pt_regs "
+		    "(Linux 5.15; kernel %s)", r);
 
 	if (kf->exit_args == 2)
 		set(kf, FEAT_EXIT, FEATURE_YES, "sched_process_exit(task, group_dead) before exit_mm");
@@ -259,7 +267,7 @@ static void decide(struct kernel_features *kf)
 	else if (kf->mark_victim_args == 1)
 		set(kf, FEAT_OOM, FEATURE_FALLBACK,
 		    "oom:mark_victim passes a pid (kernel %s): the victim taken from the OOM "
-		    "killer's SIGKILL that follows", r);
+		    "killer's SIGKILL just before it", r);
 	else
 		set(kf, FEAT_OOM, FEATURE_NO, "no oom:mark_victim tracepoint (kernel %s)", r);
 

@@ -4,8 +4,8 @@
  * and with tiny BPF loads: which variant of each program loads, and what
  * cannot work here and why. One binary for every kernel from 5.10 on.
  */
-#ifndef MEMTRAIL_FEATURES_H
-#define MEMTRAIL_FEATURES_H
+#ifndef MEMTRAIL_KFEATURES_H
+#define MEMTRAIL_KFEATURES_H
 
 #include <stdbool.h>
 #include <jansson.h>
@@ -23,6 +23,7 @@ enum feature_id {
 	FEAT_ATOMICS,		/* BPF atomic fetch operations (5.12) */
 	FEAT_RSS,		/* resident memory from rss_stat */
 	FEAT_MAPPED,		/* mapped memory exact from mmap_lock sections */
+	FEAT_MAP_SITES,		/* call sites of mapped memory (mmap_lock sections) */
 	FEAT_EXIT,		/* levels and codes at exit */
 	FEAT_MARKER,		/* the in-program phase marker */
 	FEAT_MARK,		/* memtrail mark (syscall programs, 5.14) */
