@@ -14,16 +14,39 @@ struct {
 	__type(value, char[MEMTRAIL_PHASE_NAME_LEN]);
 } rule_names SEC(".maps");
 
-SEC("uprobe")
-int mt_phase_rule(struct pt_regs *ctx)
+static __always_inline int rule_hit(__u32 rule)
 {
-	__u32 rule = bpf_get_attach_cookie(ctx);
 	char *name = bpf_map_lookup_elem(&rule_names, &rule);
 
 	if (name)
 		phase_switch(bpf_get_current_pid_tgid() >> 32, name);
 	return 0;
 }
+
+SEC("uprobe")
+int mt_phase_rule(struct pt_regs *ctx)
+{
+	return rule_hit(bpf_get_attach_cookie(ctx));
+}
+
+/*
+ * Kernels without bpf_cookie (before 5.15): one program per rule, each
+ * knowing its number, for the first MEMTRAIL_RULE_PROGS rules.
+ */
+#define MT_RULE_PROG(i)					\
+	SEC("uprobe")					\
+	int mt_rule_##i(struct pt_regs *ctx)		\
+	{						\
+		return rule_hit(i);			\
+	}
+MT_RULE_PROG(0)
+MT_RULE_PROG(1)
+MT_RULE_PROG(2)
+MT_RULE_PROG(3)
+MT_RULE_PROG(4)
+MT_RULE_PROG(5)
+MT_RULE_PROG(6)
+MT_RULE_PROG(7)
 
 /* Printable ASCII, 1 to 63 bytes, NUL-terminated within the buffer. */
 static __always_inline bool valid_name(const char *name, long len)

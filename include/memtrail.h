@@ -26,6 +26,8 @@
 #define MEMTRAIL_PRCTL_PHASE 0x4d545048
 /* most --phase rules */
 #define MEMTRAIL_RULES_MAX 64
+/* rules on kernels without bpf_cookie (before 5.15): a program each (phases.bpf.c) */
+#define MEMTRAIL_RULE_PROGS 8
 /* most cgroups one filter names (watch --cgroup, repeatable) */
 #define MEMTRAIL_FILTER_CGROUPS_MAX 16
 /* least time between two pressure events of one target, in the kernel */

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "kfeatures.h"
+#include "memtrail.h"
 #include "log.h"
 
 #define SYSFS_BTF "/sys/kernel/btf/vmlinux"
@@ -260,7 +261,9 @@ static void decide(struct kernel_features *kf)
 	if (kf->attach_cookie)
 		set(kf, FEAT_RULES, FEATURE_YES, "uprobe with a cookie per rule");
 	else
-		set(kf, FEAT_RULES, FEATURE_NO, "no bpf_get_attach_cookie (Linux 5.15; kernel %s)", r);
+		set(kf, FEAT_RULES, FEATURE_DEGRADED,
+		    "no bpf_get_attach_cookie (Linux 5.15; kernel %s): a program per rule, the first "
+		    "%d rules", r, MEMTRAIL_RULE_PROGS);
 
 	if (kf->mark_victim_args == 2)
 		set(kf, FEAT_OOM, FEATURE_YES, "oom:mark_victim(task, uid)");

@@ -9,6 +9,7 @@
 #include "array.h"
 #include "cgroup.h"
 #include "container.h"
+#include "kfeatures.h"
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
@@ -638,9 +639,16 @@ void session__finish_sites(struct session *s)
 
 int session__open_devices(struct session *s)
 {
+	const struct kernel_features *kf = tracer__features(s->tracer);
 	size_t i;
-	int err = devices__open(&s->devices, s->tracer);
+	int err;
 
+	/* a kernel that cannot run the device probes: said in 'features' and -v, no noise */
+	if (kf->f[FEAT_DEVICE].state == FEATURE_NO) {
+		log__debug("device memory not traced: %s", kf->f[FEAT_DEVICE].note);
+		return 0;
+	}
+	err = devices__open(&s->devices, s->tracer);
 	if (err)
 		return err;
 	for (i = 0; i < s->trail.n_targets; i++)

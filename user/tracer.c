@@ -91,6 +91,17 @@ static struct memtrail_bpf *skel_open(bool compat)
 	return obj;
 }
 
+/* The per-rule programs, for kernels without bpf_cookie. */
+static void rule_copies(struct memtrail_bpf *s, struct bpf_program *each[MEMTRAIL_RULE_PROGS])
+{
+	struct bpf_program *progs[MEMTRAIL_RULE_PROGS] = {
+		s->progs.mt_rule_0, s->progs.mt_rule_1, s->progs.mt_rule_2, s->progs.mt_rule_3,
+		s->progs.mt_rule_4, s->progs.mt_rule_5, s->progs.mt_rule_6, s->progs.mt_rule_7,
+	};
+
+	memcpy(each, progs, sizeof(progs));
+}
+
 /*
  * Of each source's program variants, the one this kernel loads; what cannot
  * work here is switched off and said once, on one line. -ENOTSUP (logged)
@@ -102,6 +113,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	struct memtrail_bpf *s = t->skel;
 	bool device = kf->f[FEAT_DEVICE].state == FEATURE_YES;
 	bool multi = device && kf->uprobe_multi;
+	struct bpf_program *each[MEMTRAIL_RULE_PROGS];
 	int i;
 
 	if (kf->exit_args < 1 || kf->f[FEAT_RSS].state == FEATURE_NO) {
@@ -120,6 +132,12 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	bpf_program__set_autoload(s->progs.mt_mapped_sys, kf->mmap_lock_args < 3);
 	bpf_program__set_autoload(s->progs.mt_mark, kf->syscall_prog);
 	bpf_program__set_autoload(s->progs.mt_phase_rule, kf->attach_cookie);
+	/* rules: one program with a cookie each, or (before 5.15) a program per rule */
+	rule_copies(s, each);
+	for (i = 0; i < MEMTRAIL_RULE_PROGS; i++) {
+		bpf_program__set_autoload(each[i], !kf->attach_cookie && (size_t)i < cfg->n_rules);
+		bpf_program__set_autoattach(each[i], false);
+	}
 	bpf_program__set_autoload(s->progs.mt_oom_victim, kf->mark_victim_args == 2);
 	bpf_program__set_autoload(s->progs.mt_oom_victim_pid, kf->mark_victim_args == 1);
 	bpf_map__set_autocreate(s->maps.heap_calls, kf->task_storage);
@@ -153,6 +171,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 			asked = cfg->n_rules > 0;
 			break;
 		case FEAT_MARK:
+		case FEAT_MAP_SITES:	/* on by default: 'features' and -v say it */
 		case FEAT_DEVICE_SITES:
 		case FEAT_DEVICE_MULTI:
 			asked = false;	/* said where used */
@@ -243,6 +262,17 @@ static int add_pids(struct tracer *t, const struct tracer_config *cfg)
 	return 0;
 }
 
+/* The program of rule I: one for all with a cookie each, else one per rule. */
+static struct bpf_program *rule_prog(struct tracer *t, uint32_t i)
+{
+	struct bpf_program *each[MEMTRAIL_RULE_PROGS];
+
+	if (t->kf.attach_cookie)
+		return t->skel->progs.mt_phase_rule;
+	rule_copies(t->skel, each);
+	return i < MEMTRAIL_RULE_PROGS ? each[i] : NULL;
+}
+
 /* A rule that cannot attach is reported and skipped; the others still work. */
 static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 {
@@ -258,8 +288,12 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 			log__warn("cannot set up phase rule '%s': %s", r->name, strerror(errno));
 			continue;
 		}
-		link = bpf_program__attach_uprobe_opts(t->skel->progs.mt_phase_rule, -1,
-						       r->binary, 0, &opts);
+		if (!t->kf.attach_cookie && i >= MEMTRAIL_RULE_PROGS) {
+			log__warn("phase rule '%s' not set: %s", r->name,
+				  t->kf.f[FEAT_RULES].note);
+			continue;
+		}
+		link = bpf_program__attach_uprobe_opts(rule_prog(t, i), -1, r->binary, 0, &opts);
 		if (!link) {
 			int err = errno;
 
@@ -337,8 +371,7 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		log__error("cannot attach the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;
 	}
-	if (t->kf.attach_cookie)
-		attach_rules(t, cfg);
+	attach_rules(t, cfg);
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_ringbuf, t, NULL);
 	if (!t->rb) {
 		err = -errno;

@@ -152,16 +152,19 @@ def test_mark_running_process():
                          stdout=subprocess.PIPE, text=True, bufsize=0)
     out = os.path.join(tmpdir(), "trail.json")
     bg = Background(["record", "-q", "-o", out, "--pid", str(w.pid)])
-    for name, steps in (("alpha", 1), ("beta", 2)):
-        p = run([MEMTRAIL, "mark", str(w.pid), name])
-        check_eq(p.returncode, 0, f"mark {name}: {p.stderr!r}")
-        check(f"entered phase '{name}'" in p.stderr, p.stderr)
-        for _ in range(steps):
-            w.stdin.write("g")
-            check_eq(w.stdout.readline(), "ok\n", "stepper step")
-    w.stdin.close()
-    w.wait()
-    rc, _, err = bg.stop(sig=None)
+    try:
+        for name, steps in (("alpha", 1), ("beta", 2)):
+            p = run([MEMTRAIL, "mark", str(w.pid), name])
+            check_eq(p.returncode, 0, f"mark {name}: {p.stderr!r}")
+            check(f"entered phase '{name}'" in p.stderr, p.stderr)
+            for _ in range(steps):
+                w.stdin.write("g")
+                check_eq(w.stdout.readline(), "ok\n", "stepper step")
+    finally:
+        # a failure leaves neither the workload nor memtrail behind
+        w.stdin.close()
+        w.wait()
+        rc, _, err = bg.stop(sig=None)
     check_eq(rc, 0, f"memtrail status ({err!r})")
     t = target(load_trail(out), w.pid)
     check_eq([p["name"] for p in t["phases"]], ["start", "alpha", "beta"], "phases")
