@@ -281,7 +281,9 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 
 	for (i = 0; i < cfg->n_rules && i < MEMTRAIL_RULES_MAX; i++) {
 		const struct phase_rule *r = &cfg->rules[i];
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = r->symbol, .bpf_cookie = i);
+		/* a cookie the kernel cannot take (before 5.15) would refuse the attach */
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = r->symbol,
+			    .bpf_cookie = t->kf.attach_cookie ? i : 0);
 		struct bpf_link *link;
 
 		if (bpf_map_update_elem(names, &i, r->name, BPF_ANY)) {
