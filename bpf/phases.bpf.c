@@ -119,3 +119,19 @@ int mt_mark(struct memtrail_mark_args *args)
 	bpf_probe_read_kernel_str(name, sizeof(name), args->name);
 	return phase_switch(args->tgid, name) ? 1 : 0;
 }
+
+/*
+ * Kernels without syscall programs (before 5.14): the same as a raw
+ * tracepoint program, which BPF_PROG_TEST_RUN runs (since 5.10) in the
+ * calling task: its two arguments are the tgid and the address of the name
+ * in the caller's memory.
+ */
+SEC("raw_tp")
+int mt_mark_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+	char name[MEMTRAIL_PHASE_NAME_LEN];
+
+	if (bpf_probe_read_user_str(name, sizeof(name), (const void *)ctx->args[1]) < 0)
+		return 0;
+	return phase_switch((__u32)ctx->args[0], name) ? 1 : 0;
+}

@@ -40,12 +40,39 @@ struct heap_call {
 	__u64 arg[3];
 };
 
+#ifdef MEMTRAIL_COMPAT
+/* kernels before 5.11 have no task storage: by thread id, the oldest dropped when full */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct heap_call);
+} heap_calls SEC(".maps");
+
+static const struct heap_call zero_call;
+
+static __always_inline struct heap_call *heap_call_get(bool create)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (create)
+		return map_get_or_init(&heap_calls, &tid, &zero_call, MEMTRAIL_LOST_HEAP);
+	return bpf_map_lookup_elem(&heap_calls, &tid);
+}
+#else
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct heap_call);
 } heap_calls SEC(".maps");
+
+static __always_inline struct heap_call *heap_call_get(bool create)
+{
+	return bpf_task_storage_get(&heap_calls, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+#endif
 
 /* Faults until the next one sampled, per CPU. */
 struct {
@@ -147,11 +174,9 @@ static __always_inline void heap_free(struct memtrail_target *t, __u32 tgid, __u
 			 false);
 }
 
-SEC("uprobe")
-int mt_heap_entry(struct pt_regs *ctx)
+static __always_inline int heap_entry(struct pt_regs *ctx, __u32 op)
 {
-	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_get_attach_cookie(ctx);
-	__u32 tgid = id >> 32, op = MEMTRAIL_COOKIE_OP(cookie);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct memtrail_target *t = live_target(tgid);
 	struct heap_call *c;
 	__u64 sp = PT_REGS_SP(ctx);
@@ -159,7 +184,7 @@ int mt_heap_entry(struct pt_regs *ctx)
 	if (!t)
 		return 0;
 	heap_hit(tgid);
-	c = bpf_task_storage_get(&heap_calls, bpf_get_current_task_btf(), 0, 0);
+	c = heap_call_get(false);
 	/* a frame deeper than the outermost call's is nested in it; one above it is stale */
 	if (c && c->depth && sp >= c->sp)
 		c->depth = 0;
@@ -169,8 +194,7 @@ int mt_heap_entry(struct pt_regs *ctx)
 		return 0;
 	}
 	if (!c) {
-		c = bpf_task_storage_get(&heap_calls, bpf_get_current_task_btf(), 0,
-					 BPF_LOCAL_STORAGE_GET_F_CREATE);
+		c = heap_call_get(true);
 		if (!c)
 			return 0;
 	}
@@ -184,6 +208,27 @@ int mt_heap_entry(struct pt_regs *ctx)
 	return 0;
 }
 
+SEC("uprobe")
+int mt_heap_entry(struct pt_regs *ctx)
+{
+	return heap_entry(ctx, MEMTRAIL_COOKIE_OP(bpf_get_attach_cookie(ctx)));
+}
+
+/* Kernels without bpf_cookie (before 5.15): an entry program per operation. */
+#define MT_HEAP_ENTRY(op)					\
+	SEC("uprobe")						\
+	int mt_heap_entry_##op(struct pt_regs *ctx)		\
+	{							\
+		return heap_entry(ctx, op);			\
+	}
+MT_HEAP_ENTRY(1)
+MT_HEAP_ENTRY(2)
+MT_HEAP_ENTRY(3)
+MT_HEAP_ENTRY(4)
+MT_HEAP_ENTRY(5)
+MT_HEAP_ENTRY(6)
+MT_HEAP_ENTRY(7)
+
 SEC("uretprobe")
 int mt_heap_return(struct pt_regs *ctx)
 {
@@ -196,7 +241,7 @@ int mt_heap_return(struct pt_regs *ctx)
 	if (!t)
 		return 0;
 	heap_hit(tgid);
-	c = bpf_task_storage_get(&heap_calls, bpf_get_current_task_btf(), 0, 0);
+	c = heap_call_get(false);
 	if (!c || !c->depth || --c->depth)
 		return 0;
 	switch (c->op) {

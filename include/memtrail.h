@@ -403,6 +403,8 @@ enum memtrail_heap_op {
 	MEMTRAIL_HEAP_POSIX_MEMALIGN,	/* (void **out, align, size) -> 0 */
 	MEMTRAIL_HEAP_FREE,		/* entry: (ptr, ...) */
 };
+/* operations are 1 to this; before 5.15 each has an entry program (sites.bpf.c) */
+#define MEMTRAIL_HEAP_OPS MEMTRAIL_HEAP_FREE
 
 struct memtrail_event_heap_budget {
 	struct memtrail_event_hdr hdr;

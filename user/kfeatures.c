@@ -256,7 +256,9 @@ static void decide(struct kernel_features *kf)
 	if (kf->syscall_prog)
 		set(kf, FEAT_MARK, FEATURE_YES, "syscall program run by 'memtrail mark'");
 	else
-		set(kf, FEAT_MARK, FEATURE_NO, "no syscall programs (Linux 5.14; kernel %s)", r);
+		set(kf, FEAT_MARK, FEATURE_FALLBACK,
+		    "no syscall programs (Linux 5.14; kernel %s): a raw tracepoint program run "
+		    "the same way", r);
 
 	if (kf->attach_cookie)
 		set(kf, FEAT_RULES, FEATURE_YES, "uprobe with a cookie per rule");
@@ -274,15 +276,16 @@ static void decide(struct kernel_features *kf)
 	else
 		set(kf, FEAT_OOM, FEATURE_NO, "no oom:mark_victim tracepoint (kernel %s)", r);
 
-	if (!kf->attach_cookie || !kf->task_storage)
-		set(kf, FEAT_HEAP, FEATURE_NO,
-		    "--heap needs bpf_cookie and task storage (Linux 5.15; kernel %s)", r);
-	else if (kf->uprobe_multi)
+	if (kf->uprobe_multi)
 		set(kf, FEAT_HEAP, FEATURE_YES, "uprobe_multi links per process");
-	else
+	else if (kf->attach_cookie)
 		set(kf, FEAT_HEAP, FEATURE_FALLBACK,
 		    "no uprobe_multi links (Linux 6.6; kernel %s): one uprobe link per function "
 		    "and process", r);
+	else
+		set(kf, FEAT_HEAP, FEATURE_FALLBACK,
+		    "no uprobe_multi links or bpf_cookie (Linux 6.6, 5.15; kernel %s): one uprobe "
+		    "link per function and process, an entry program per operation", r);
 
 	if (kf->task_storage && kf->attach_cookie && kf->task_btf)
 		set(kf, FEAT_DEVICE, FEATURE_YES, "uprobes on the runtimes' libraries");

@@ -12,7 +12,6 @@
 #include <bpf/bpf.h>
 
 #include "commands.h"
-#include "kfeatures.h"
 #include "format.h"
 #include "log.h"
 #include "phase.h"
@@ -28,22 +27,27 @@ static void usage(FILE *f)
 }
 
 /* 1: switched, 0: that memtrail does not trace the PID, <0: -errno. */
-static int try_program(uint32_t id, const struct memtrail_mark_args *args, bool *seen)
+static int try_program(uint32_t id, const struct memtrail_mark_args *args)
 {
 	struct bpf_prog_info info = { 0 };
 	uint32_t len = sizeof(info);
 	int fd, ret;
+	/* mt_mark_raw (kernels before 5.14): raw tracepoint arguments, the name by address */
+	uint64_t raw[2] = { args->tgid, (uintptr_t)args->name };
 	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = args, .ctx_size_in = sizeof(*args));
 
 	fd = bpf_prog_get_fd_by_id(id);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;	/* unloaded meanwhile */
 	ret = bpf_obj_get_info_by_fd(fd, &info, &len);
-	if (ret || strcmp(info.name, "mt_mark")) {
+	if (ret || (strcmp(info.name, "mt_mark") && strcmp(info.name, "mt_mark_raw"))) {
 		close(fd);
 		return 0;
 	}
-	*seen = true;
+	if (!strcmp(info.name, "mt_mark_raw")) {
+		run.ctx_in = raw;
+		run.ctx_size_in = sizeof(raw);
+	}
 	ret = bpf_prog_test_run_opts(fd, &run);
 	close(fd);
 	if (ret)
@@ -55,8 +59,6 @@ int cmd_mark(int argc, char **argv)
 {
 	struct memtrail_mark_args args = { 0 };
 	uint32_t id = 0;
-	bool seen = false;
-	struct kernel_features kf;
 	char why[128];
 	uint64_t pid;
 	int ret;
@@ -92,7 +94,7 @@ int cmd_mark(int argc, char **argv)
 				   errno == EPERM ? " (memtrail needs root: run it with sudo)" : "");
 			return 1;
 		}
-		ret = try_program(id, &args, &seen);
+		ret = try_program(id, &args);
 		if (ret < 0) {
 			log__error("cannot run memtrail's mark program: %s", strerror(-ret));
 			return 1;
@@ -101,11 +103,6 @@ int cmd_mark(int argc, char **argv)
 			log__info("process %llu entered phase '%s'", (unsigned long long)pid, args.name);
 			return 0;
 		}
-	}
-	/* no memtrail could load its mark program here: say why, not "none runs" */
-	if (!seen && !features__probe(&kf) && kf.f[FEAT_MARK].state == FEATURE_NO) {
-		log__error("cannot mark phases on this kernel: %s", kf.f[FEAT_MARK].note);
-		return 1;
 	}
 	log__error("no running memtrail traces PID %llu", (unsigned long long)pid);
 	return 1;

@@ -28,6 +28,7 @@ struct tracer {
 	int nr_cpus;
 	struct bpf_link *rule_links[MEMTRAIL_RULES_MAX];
 	bool no_multi;		/* the kernel has no uprobe_multi links (before Linux 6.6) */
+	bool compat;		/* the object for kernels without BPF atomic fetch operations */
 	struct kernel_features kf;
 };
 
@@ -91,6 +92,18 @@ static struct memtrail_bpf *skel_open(bool compat)
 	return obj;
 }
 
+/* The heap entry programs per operation (1 to MEMTRAIL_HEAP_OPS), for kernels without bpf_cookie. */
+static void heap_entries(struct memtrail_bpf *s, struct bpf_program *each[MEMTRAIL_HEAP_OPS])
+{
+	struct bpf_program *progs[MEMTRAIL_HEAP_OPS] = {
+		s->progs.mt_heap_entry_1, s->progs.mt_heap_entry_2, s->progs.mt_heap_entry_3,
+		s->progs.mt_heap_entry_4, s->progs.mt_heap_entry_5, s->progs.mt_heap_entry_6,
+		s->progs.mt_heap_entry_7,
+	};
+
+	memcpy(each, progs, sizeof(progs));
+}
+
 /* The per-rule programs, for kernels without bpf_cookie. */
 static void rule_copies(struct memtrail_bpf *s, struct bpf_program *each[MEMTRAIL_RULE_PROGS])
 {
@@ -112,7 +125,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	const struct kernel_features *kf = &t->kf;
 	struct memtrail_bpf *s = t->skel;
 	bool device = kf->f[FEAT_DEVICE].state == FEATURE_YES;
-	bool multi = device && kf->uprobe_multi;
+	bool multi = device && !t->no_multi;
 	struct bpf_program *each[MEMTRAIL_RULE_PROGS];
 	int i;
 
@@ -131,6 +144,8 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	bpf_program__set_autoload(s->progs.mt_marker_sys, !kf->prctl_tp);
 	bpf_program__set_autoload(s->progs.mt_mapped_sys, kf->mmap_lock_args < 3);
 	bpf_program__set_autoload(s->progs.mt_mark, kf->syscall_prog);
+	bpf_program__set_autoload(s->progs.mt_mark_raw, !kf->syscall_prog);
+	bpf_program__set_autoattach(s->progs.mt_mark_raw, false);	/* run, never attached */
 	bpf_program__set_autoload(s->progs.mt_phase_rule, kf->attach_cookie);
 	/* rules: one program with a cookie each, or (before 5.15) a program per rule */
 	rule_copies(s, each);
@@ -140,7 +155,8 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	}
 	bpf_program__set_autoload(s->progs.mt_oom_victim, kf->mark_victim_args == 2);
 	bpf_program__set_autoload(s->progs.mt_oom_victim_pid, kf->mark_victim_args == 1);
-	bpf_map__set_autocreate(s->maps.heap_calls, kf->task_storage);
+	/* task storage (5.11), or in the compat object a map by thread */
+	bpf_map__set_autocreate(s->maps.heap_calls, kf->task_storage || t->compat);
 	if (cfg->sites.heap && kf->f[FEAT_HEAP].state == FEATURE_NO) {
 		log__error("cannot trace the heap here: %s", kf->f[FEAT_HEAP].note);
 		return -ENOTSUP;
@@ -188,8 +204,11 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 
 static int configure(struct tracer *t, const struct tracer_config *cfg)
 {
+	struct bpf_program *entries[MEMTRAIL_HEAP_OPS];
 	struct memtrail_bpf *s = t->skel;
 	uint32_t n = cfg->max_targets;
+	bool heap;
+	int i;
 
 	s->rodata->filter_mode = cfg->mode;
 	if (cfg->comm)
@@ -219,13 +238,17 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->fault_sample = cfg->sites.fault_sample ? cfg->sites.fault_sample : 1;
 	bpf_program__set_autoload(s->progs.mt_unmapped_area, cfg->sites.mapping);
 	bpf_program__set_autoload(s->progs.mt_fault, cfg->sites.faults);
-	bpf_program__set_autoload(s->progs.mt_heap_entry,
-				  cfg->sites.heap && t->kf.f[FEAT_HEAP].state != FEATURE_NO);
-	bpf_program__set_autoload(s->progs.mt_heap_return,
-				  cfg->sites.heap && t->kf.f[FEAT_HEAP].state != FEATURE_NO);
+	heap = cfg->sites.heap && t->kf.f[FEAT_HEAP].state != FEATURE_NO;
+	bpf_program__set_autoload(s->progs.mt_heap_entry, heap && t->kf.attach_cookie);
+	bpf_program__set_autoload(s->progs.mt_heap_return, heap);
+	heap_entries(s, entries);
+	for (i = 0; i < MEMTRAIL_HEAP_OPS; i++) {
+		bpf_program__set_autoload(entries[i], heap && !t->kf.attach_cookie);
+		bpf_program__set_autoattach(entries[i], false);
+	}
 	if (cfg->sites.heap) {
 		/* heap probes come and go per process: uprobe_multi links detach at once */
-		if (t->kf.uprobe_multi) {
+		if (!t->no_multi) {
 			bpf_program__set_expected_attach_type(s->progs.mt_heap_entry,
 							      MT_TRACE_UPROBE_MULTI);
 			bpf_program__set_expected_attach_type(s->progs.mt_heap_return,
@@ -338,7 +361,10 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		t->nr_cpus = 1;
 
 	/* MEMTRAIL_COMPAT=1: the compat object here too (how its tests run on any kernel) */
-	t->skel = skel_open(!t->kf.atomics || getenv("MEMTRAIL_COMPAT"));
+	t->compat = !t->kf.atomics || getenv("MEMTRAIL_COMPAT");
+	/* MEMTRAIL_NO_UPROBE_MULTI=1: a link per probe, as before 6.6 (its tests, here) */
+	t->no_multi = !t->kf.uprobe_multi || getenv("MEMTRAIL_NO_UPROBE_MULTI");
+	t->skel = skel_open(t->compat);
 	if (!t->skel) {
 		err = -errno;
 		log__error("cannot open the BPF object: %s", strerror(-err));
@@ -362,9 +388,9 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;
 	}
-	t->no_multi = !t->kf.uprobe_multi || getenv("MEMTRAIL_NO_UPROBE_MULTI");
 	if (t->no_multi)
-		log__debug("no uprobe_multi links: device probes attach one link per function");
+		log__debug("no uprobe_multi links: device and heap probes attach one link per "
+			   "function");
 	err = add_pids(t, cfg);
 	if (err)
 		goto fail;
@@ -713,7 +739,7 @@ int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
 
 bool tracer__heap_multi(const struct tracer *t)
 {
-	return t->kf.uprobe_multi;
+	return !t->no_multi;
 }
 
 int tracer__attach_heap_each(struct tracer *t, int pid, const char *path,
@@ -732,11 +758,24 @@ int tracer__attach_heap_each(struct tracer *t, int pid, const char *path,
 		const uint64_t *cookie = r ? ret_cookie : entry_cookie;
 		struct bpf_program *p = r ? t->skel->progs.mt_heap_return
 					  : t->skel->progs.mt_heap_entry;
+		struct bpf_program *entries[MEMTRAIL_HEAP_OPS];
 
+		heap_entries(t->skel, entries);
 		for (i = 0; i < (r ? n_ret : n_entry); i++) {
-			LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = r, .bpf_cookie = cookie[i]);
-			struct bpf_link *l = bpf_program__attach_uprobe_opts(p, pid, path, off[i],
-									     &opts);
+			/* before 5.15 no cookie: the entry program of the operation instead */
+			uint32_t op = MEMTRAIL_COOKIE_OP(cookie[i]);
+			LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = r,
+				    .bpf_cookie = t->kf.attach_cookie ? cookie[i] : 0);
+			struct bpf_link *l;
+
+			if (!r && !t->kf.attach_cookie) {
+				if (op < 1 || op > MEMTRAIL_HEAP_OPS) {
+					tracer__detach_device_set(set);
+					return -EINVAL;
+				}
+				p = entries[op - 1];
+			}
+			l = bpf_program__attach_uprobe_opts(p, pid, path, off[i], &opts);
 
 			if (!l) {
 				err = -errno;

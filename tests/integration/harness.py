@@ -18,6 +18,7 @@ WORKLOADS = os.path.join(ROOT, "build", "workloads")
 PROG_NAMES = {"mt_rss_stat", "mt_mmap_lock", "mt_mmap_unlock", "mt_fork", "mt_exec", "mt_exit",
               "mt_exit_task", "mt_mmap_lock_pa", "mt_mmap_unlock_", "mt_marker_sys",
               "mt_mapped_sys", "mt_oom_victim_p", *(f"mt_rule_{i}" for i in range(8)),
+              *(f"mt_heap_entry_{i}" for i in range(1, 8)), "mt_mark_raw",
               "mt_scan", "mt_phase_rule", "mt_marker", "mt_mark", "mt_oom_victim", "mt_signal", "mt_reclaim",
               "mt_dev_entry", "mt_dev_return", "mt_dev_entry_multi", "mt_dev_return_multi",
               "mt_heap_entry", "mt_heap_return", "mt_fault",
