@@ -418,6 +418,8 @@ static __always_inline void frame_files(struct memtrail_event_device *e)
 	struct memtrail_frame_file f;
 	__u32 i;
 
+	if (!has_find_vma)
+		return;	/* before 5.17: user space reads the maps while the process lives */
 	for (i = 0; i < MEMTRAIL_FRAME_FILES; i++) {
 		if (i >= e->n_frames)
 			break;

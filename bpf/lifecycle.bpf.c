@@ -16,6 +16,7 @@ const volatile __s32 filter_cgroup_subsys = -1;
 const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
 const volatile __u32 has_task_regs = 1;
+const volatile __u32 has_find_vma = 1;
 
 static __always_inline bool comm_matches(struct task_struct *task)
 {
@@ -193,11 +194,11 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 /*
  * The end of a process: its last thread leaves. On newer kernels (6.17 has
  * it, 6.12 not) the tracepoint says so (group_dead) and runs before
- * exit_mm(), so the levels
- * are synced one last time here. Before, it runs after exit_mm(): the mm is
- * gone from the task, and its last values are those of the last events
- * before (exit_mm syncs the split rss counters while the task still owns
- * the mm; the teardown after it is not the owner's and is not counted).
+ * exit_mm(), so the levels are synced one last time here. On older ones it
+ * runs after exit_mm(): the mm is gone from the task, and its last values
+ * are those of the last events before (exit_mm syncs the split rss counters
+ * while the task still owns the mm; the teardown after it is not the
+ * owner's and is not counted).
  */
 static __always_inline int exit_common(struct task_struct *p)
 {

@@ -51,8 +51,9 @@ extern const volatile __u64 filter_cgroup_id;
 extern const volatile __s32 filter_cgroup_subsys;	/* -1: cgroup v2 */
 extern const volatile __u32 self_tgid;
 extern const volatile __u32 nr_cpus;
-/* bpf_task_pt_regs (5.15): code that calls it is dead to the verifier without it */
+/* bpf_task_pt_regs (5.15), bpf_find_vma (5.17): code that calls them is dead to the verifier without */
 extern const volatile __u32 has_task_regs;
+extern const volatile __u32 has_find_vma;
 /* Allocation sites (sites.bpf.c) */
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
 

@@ -287,11 +287,11 @@ static void decide(struct kernel_features *kf)
 		    "no uprobe_multi links or bpf_cookie (Linux 6.6, 5.15; kernel %s): one uprobe "
 		    "link per function and process, an entry program per operation", r);
 
-	if (kf->task_storage && kf->attach_cookie && kf->task_btf)
+	if (kf->attach_cookie && kf->task_btf)
 		set(kf, FEAT_DEVICE, FEATURE_YES, "uprobes on the runtimes' libraries");
 	else
 		set(kf, FEAT_DEVICE, FEATURE_NO,
-		    "device probes need task storage and bpf_cookie (Linux 5.15; kernel %s)", r);
+		    "device probes need bpf_cookie (Linux 5.15; kernel %s)", r);
 	if (kf->uprobe_multi)
 		set(kf, FEAT_DEVICE_MULTI, FEATURE_YES, "one uprobe_multi link per library");
 	else

@@ -229,6 +229,13 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	}
 	if (s->heap || s->sites)
 		rescan_schedule(s, tt->pid, session__now_ms(s) + EXEC_RESCAN_MS);
+	/*
+	 * The new program's mappings now: those kept are its parent's from the
+	 * fork, and a short program may be gone before the rescan or the next
+	 * harvest (heap probes attached a link per function take long)
+	 */
+	if (s->sites)
+		sites__note_maps(s->sites, tt->pid);
 	if (s->heap)
 		heap__scan(s->heap, tt->pid);
 	if (s->keep_events)

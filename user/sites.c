@@ -157,6 +157,7 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 	unsigned long long start, end, pgoff, inode;
 	unsigned int maj, min;
 	struct pid_maps *p;
+	size_t old;
 	FILE *f;
 	int pos;
 
@@ -169,7 +170,8 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		fclose(f);
 		return;
 	}
-	p->n = 0;
+	/* read after the mappings kept: a zombie's maps read empty, and those stay */
+	old = p->n;
 	while (fgets(line, sizeof(line), f)) {
 		struct map *m;
 
@@ -190,6 +192,10 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		m->module = module_get(s, line + pos, full, ((uint64_t)maj << 32) | min, inode);
 	}
 	fclose(f);
+	if (p->n > old) {
+		memmove(p->maps, p->maps + old, (p->n - old) * sizeof(*p->maps));
+		p->n -= old;
+	}
 }
 
 static int stack_cmp(const void *a, const void *b)

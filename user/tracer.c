@@ -231,6 +231,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->sites_mapping = cfg->sites.mapping &&
 				   t->kf.f[FEAT_MAP_SITES].state == FEATURE_YES;
 	s->rodata->has_task_regs = t->kf.task_pt_regs;
+	s->rodata->has_find_vma = t->kf.find_vma;
 	s->rodata->oom_by_pid = t->kf.mark_victim_args == 1;
 	s->rodata->heap_track = cfg->sites.heap_track;
 	s->rodata->heap_sample = cfg->sites.heap_sample;
@@ -379,11 +380,6 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	if (err)
 		goto fail;
 	err = memtrail_bpf__load(t->skel);
-	if (err && cfg->sites.heap) {
-		log__error("cannot load the heap probes: %s (--heap needs uprobe_multi links, "
-			   "Linux 6.6 or later)%s", strerror(-err), perm_hint(err));
-		goto fail;
-	}
 	if (err) {
 		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;
