@@ -75,7 +75,7 @@ static void print_kernel(FILE *f, const json_t *kernel)
 				? state : "?");
 		first = false;
 	}
-	fprintf(f, "%s\n", first ? ": every feature" : " ('memtrail features' says why)");
+	fprintf(f, "%s\n", first ? ": every source as designed" : " ('memtrail features' says why)");
 }
 
 void table__print_summary(FILE *f, const struct trail *t)

@@ -23,6 +23,9 @@ def check_oom_verdict(cmd, comm_prefix, driver="cgroupfs"):
     v = t["verdict"]
     check_eq(v["cause"], "oom_cgroup", f"cause ({v})")
     check_eq(v["cgroup"], rel, "the cgroup at its limit")
+    # the pod and the container, as the kubelet named their cgroups
+    check_eq((v["pod"]["uid"], v["pod"]["cgroup_driver"], v["container"]["id"]),
+             (uid, driver, cid), "pod uid, cgroup driver, container id")
     check_eq(v["limit"], limit, "limit vs memory.limit_in_bytes")
     check(limit - 4 * MiB <= v["usage"] <= limit, f"usage {v['usage']} vs limit {limit}")
     check_eq(v["trigger"]["pid"], t["pid"], "the allocating task")
