@@ -3,10 +3,11 @@
 # boot.sh KERNEL_DEB GUEST_SCRIPT [SMP] [MEM_MB]
 #
 # Boot a Debian kernel package under QEMU with this machine's / as the
-# guest's root (read-only 9p under a tmpfs overlay), so the guest runs the
-# memtrail and workloads built here, run GUEST_SCRIPT (a path outside /tmp:
-# the guest mounts a fresh tmpfs there) and power off. Prints the console.
-# KVM when it works, else TCG (nested KVM hangs on some VMs: MEMTRAIL_KVM=0).
+# guest's root (read-only 9p under a tmpfs overlay: the guest sees every
+# file here, a checkout under /tmp too, and writes into memory), so the
+# guest runs the memtrail and workloads built here, run GUEST_SCRIPT and
+# power off. Prints the console.
+# TCG (software); MEMTRAIL_KVM=1 tries KVM, which hangs nested on some VMs.
 # From 7.x Debian splits a kernel into linux-binary-* and linux-modules-*:
 # give the binary package; the modules package is taken from its folder.
 set -euo pipefail
@@ -45,7 +46,7 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /lower || 
 mount -t tmpfs tmpfs /upper; mkdir -p /upper/u /upper/w
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w /newroot || { echo "GUEST_DONE rc=98 (overlay failed)"; poweroff -f; }
 mount --move /proc /newroot/proc; mount --move /sys /newroot/sys; mount --move /dev /newroot/dev
-exec switch_root /newroot /bin/sh -c 'mount -t tmpfs tmpfs /tmp; mount -t tmpfs tmpfs /run; sh $script; echo GUEST_DONE rc=\$?; poweroff -f'
+exec switch_root /newroot /bin/sh -c 'mount -t tmpfs tmpfs /run; sh $script; echo GUEST_DONE rc=\$?; poweroff -f'
 INIT
 chmod +x "$ir/init"
 (cd "$ir" && find . | cpio -o -H newc 2>/dev/null | gzip > "$work/ir.gz")
