@@ -402,7 +402,7 @@ int html__write(const struct trail *t, const char *path, bool *decimated)
 	if (!text)
 		return -ENOMEM;
 	*decimated = pg.decimated;
-	err = outfile__write(path, 0644, fill_page, text);
+	err = outfile__write(path, fill_page, text);
 	free(text);
 	return err;
 }

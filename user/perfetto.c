@@ -143,7 +143,7 @@ int perfetto__write(const struct trail *t, const char *path, size_t *n_events)
 			 "displayTimeUnit", "ms", "otherData", "memtrail_started", t->started,
 			 "memtrail_command", t->command ? t->command : "",
 			 "units", "counter values in bytes");
-	err = trail__write_json(root, path, 0644);
+	err = trail__write_json(root, path);
 	json_decref(root);
 	return err;
 }

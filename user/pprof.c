@@ -343,7 +343,7 @@ static int write_gz(const char *path, const uint8_t *buf, size_t len)
 {
 	struct gz_data d = { buf, len };
 
-	return outfile__write(path, 0644, fill_gz, &d);
+	return outfile__write(path, fill_gz, &d);
 }
 
 int pprof__write(const struct trail *t, const char *path, size_t *n_samples)

@@ -21,6 +21,7 @@
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
+#include "outfile.h"
 #include "phase.h"
 #include "proc.h"
 #include "session.h"
@@ -162,7 +163,8 @@ static void usage(FILE *f)
 "                        with its status (128+N when killed by signal N)\n"
 "\n"
 "options:\n"
-"  -o, --output FILE     trail file (default memtrail-YYYYMMDD-HHMMSS.json)\n"
+"  -o, --output FILE     trail file, mode 0600, written whole or not at all\n"
+"                        (default memtrail-YYYYMMDD-HHMMSS.json)\n"
 "  -i, --interval MS     timeline sample interval, 10..60000 (default %d); a sample\n"
 "                        is stored only when a level changed\n"
 "      --max-targets N   most processes traced at once, 16..1048576 (default %d);\n"
@@ -417,28 +419,16 @@ static char *default_output(void)
 /* Fail before tracing, not after, when the trail cannot be written. */
 static int check_writable(const char *path)
 {
-	char tmp[PATH_MAX];
 	struct stat st;
-	int fd;
+	int err;
 
-	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-		log__error("cannot write trail '%s': %s", path, strerror(EISDIR));
-		return -EISDIR;
-	}
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
-		log__error("cannot write trail '%s': %s", path, strerror(ENAMETOOLONG));
-		return -ENAMETOOLONG;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int err = -errno;
-
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		err = -EISDIR;
+	else
+		err = outfile__probe(path);
+	if (err)
 		log__error("cannot write trail '%s': %s", path, strerror(-err));
-		return err;
-	}
-	close(fd);
-	unlink(tmp);
-	return 0;
+	return err;
 }
 
 static char *describe(const struct record_opts *o)

@@ -41,7 +41,10 @@ static void usage(FILE *f)
 "                      event markers and the cgroup limit, per-phase peaks, the\n"
 "                      verdict and the top sites\n"
 "  -t, --top N         sites listed per target and phase, 0..1000 (default 5)\n"
-"  -h, --help          this help\n");
+"  -h, --help          this help\n"
+"\n"
+"Each OUT is written whole or not at all (a new file renamed into place), with\n"
+"mode 0600.\n");
 }
 
 int cmd_report(int argc, char **argv)

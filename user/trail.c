@@ -459,9 +459,9 @@ static int fill_json(int fd, void *root)
 	return write_through(fd, json_body, root);
 }
 
-int trail__write_json(json_t *root, const char *path, mode_t mode)
+int trail__write_json(json_t *root, const char *path)
 {
-	return root ? outfile__write(path, mode, fill_json, root) : -ENOMEM;
+	return root ? outfile__write(path, fill_json, root) : -ENOMEM;
 }
 
 /* The document trail__to_json(t, true) would make, key for key, streamed. */
@@ -518,7 +518,7 @@ static int fill_trail(int fd, void *t)
 
 int trail__write(const struct trail *t, const char *path)
 {
-	return outfile__write(path, 0644, fill_trail, (void *)t);
+	return outfile__write(path, fill_trail, (void *)t);
 }
 
 /* ---- reading ---- */

@@ -103,8 +103,8 @@ json_t *trail__phase_json(const struct trail *t, const struct trail_phase *p);
 /* One target as the trail writes it. */
 json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 			   bool with_timeline);
-/* Write ROOT atomically to PATH with MODE (temporary file, fsync, rename); -errno. */
-int trail__write_json(json_t *root, const char *path, mode_t mode);
+/* Write ROOT to PATH as outfile__write does (whole or not at all, 0600); -errno. */
+int trail__write_json(json_t *root, const char *path);
 /* Append an event; takes the reference to obj. */
 int trail__add_event(struct trail *t, json_t *obj);
 
@@ -112,7 +112,7 @@ const char *trail__lost_name(int why);
 
 /* The whole trail as JSON; with_timeline false gives report --json's view. */
 json_t *trail__to_json(const struct trail *t, bool with_timeline);
-/* Write atomically (temporary file, fsync, rename); -errno on failure. */
+/* Write to PATH as outfile__write does (whole or not at all, 0600); -errno. */
 int trail__write(const struct trail *t, const char *path);
 /*
  * Read and validate a trail, a watch snapshot (a trail with a "snapshot"

@@ -26,6 +26,7 @@
 #include "kinds.h"
 #include "log.h"
 #include "metrics.h"
+#include "outfile.h"
 #include "proc.h"
 #include "session.h"
 #include "statusline.h"
@@ -135,9 +136,9 @@ static int write_one(struct watch *w, const struct pending *p)
 
 	if (snprintf(path, sizeof(path), "%s/%s", w->o->dir, p->name) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	err = trail__write_json(p->doc, path, 0600);
+	err = trail__write_json(p->doc, path);
 	if (err == -ENOENT && !mkdir(w->o->dir, 0700))
-		err = trail__write_json(p->doc, path, 0600);	/* the dir was removed */
+		err = trail__write_json(p->doc, path);	/* the dir was removed */
 	return err;
 }
 
@@ -830,7 +831,7 @@ static int check_dir(const char *dir)
 {
 	char probe[PATH_MAX];
 	struct stat st;
-	int fd;
+	int err;
 
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		log__error("cannot create snapshot directory '%s': %s", dir, strerror(errno));
@@ -840,14 +841,14 @@ static int check_dir(const char *dir)
 		log__error("snapshot directory '%s' is not a directory", dir);
 		return -1;
 	}
-	snprintf(probe, sizeof(probe), "%s/.memtrail-probe.%d", dir, (int)getpid());
-	fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		log__error("cannot write to snapshot directory '%s': %s", dir, strerror(errno));
+	if (snprintf(probe, sizeof(probe), "%s/.memtrail-probe", dir) >= (int)sizeof(probe))
+		err = -ENAMETOOLONG;
+	else
+		err = outfile__probe(probe);
+	if (err) {
+		log__error("cannot write to snapshot directory '%s': %s", dir, strerror(-err));
 		return -1;
 	}
-	close(fd);
-	unlink(probe);
 	return 0;
 }
 

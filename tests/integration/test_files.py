@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""The files memtrail writes, as root next to untrusted users (issue 19):
+every output mode 0600, never written through a link planted at its name or
+its temporary name, not left half-written when memtrail dies."""
+
+import gzip
+import json
+import os
+import resource
+import stat
+
+from harness import MEMTRAIL, check, check_eq, run, tmpdir, workload
+
+VICTIM = b"root's file: nobody may change it\n"
+
+
+def recorded_trail(d):
+    """A real trail, of the forker workload, in D."""
+    out = os.path.join(d, "t.json")
+    p = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
+    check_eq(p.returncode, 0, f"record status ({p.stderr!r})")
+    return out
+
+
+def victim(d, name):
+    path = os.path.join(d, name)
+    with open(path, "wb") as f:
+        f.write(VICTIM)
+    os.chmod(path, 0o644)
+    return path
+
+
+def check_untouched(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data == VICTIM, f"'{path}' was written: it begins {data[:40]!r}")
+
+
+def exec_with_links(links, argv, log):
+    """Fork; the child plants each (NAME, TARGET) of LINKS, NAME formatted
+    with its own pid, then execs memtrail ARGV as that pid (stdout and
+    stderr to LOG). Its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for name, target in links:
+                os.symlink(target, name.format(pid=os.getpid()))
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.execv(MEMTRAIL, [MEMTRAIL, *argv])
+        finally:
+            os._exit(127)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def check_output(path, what):
+    """PATH is a regular file of WHAT's format, mode 0600."""
+    st = os.lstat(path)
+    check(stat.S_ISREG(st.st_mode), f"{what} '{path}' is not a regular file: {oct(st.st_mode)}")
+    check_eq(stat.S_IMODE(st.st_mode), 0o600, f"the mode of {what} '{path}'")
+    with open(path, "rb") as f:
+        data = f.read()
+    if what == "pprof":
+        check(gzip.decompress(data), "an empty pprof profile")
+    elif what == "html":
+        check(data.lstrip().lower().startswith(b"<!doctype html"), f"html starts {data[:40]!r}")
+    elif what == "perfetto":
+        check("traceEvents" in json.loads(data), "no traceEvents in the perfetto file")
+    else:
+        check_eq(json.loads(data)["memtrail"], 1, "the trail's version")
+
+
+def outputs(d, trail):
+    """(what, output path, memtrail arguments) of every kind of output file."""
+    cases = []
+    for what, opt in (("html", "--html"), ("pprof", "--pprof"), ("perfetto", "--perfetto")):
+        out = os.path.join(d, f"out.{what}")
+        cases.append((what, out, ["report", opt, out, trail]))
+    out = os.path.join(d, "out.json")
+    cases.append(("trail", out, ["record", "-q", "-o", out, "--", "true"]))
+    return cases
+
+
+def test_planted_links_are_not_followed():
+    """A link at the output's name and at every temporary name the old code
+    used (<out>.tmp.<pid>, the pid known before exec): the victims keep their
+    content, the output is a new regular file."""
+    d = tmpdir()
+    trail = recorded_trail(d)
+    for what, out, argv in outputs(d, trail):
+        v_tmp = victim(d, f"victim-tmp-{what}")
+        v_out = victim(d, f"victim-out-{what}")
+        log = os.path.join(d, f"{what}.log")
+        rc = exec_with_links([(out + ".tmp.{pid}", v_tmp), (out, v_out)], argv, log)
+        with open(log) as f:
+            check_eq(rc, 0, f"{what}: status ({f.read()!r})")
+        check_untouched(v_tmp)
+        check_untouched(v_out)
+        check_output(out, what)
+
+
+def test_outputs_are_0600_whatever_the_umask():
+    """Trails (named or by default), HTML, pprof and Perfetto files: 0600
+    under umask 0, also when replacing a file that was 0644."""
+    d = tmpdir()
+    trail = recorded_trail(d)
+    for mask in (0, 0o022):
+        for what, out, argv in outputs(d, trail):
+            if os.path.exists(out):
+                os.chmod(out, 0o644)
+            p = run([MEMTRAIL, *argv], preexec_fn=lambda: os.umask(mask))
+            check_eq(p.returncode, 0, f"{what}: status ({p.stderr!r})")
+            check_output(out, what)
+    d2 = tmpdir()
+    p = run([MEMTRAIL, "record", "-q", "--", "true"], cwd=d2,
+            preexec_fn=lambda: os.umask(0))
+    check_eq(p.returncode, 0, f"record with the default name ({p.stderr!r})")
+    names = os.listdir(d2)
+    check_eq(len(names), 1, f"files written: {names}")
+    check_output(os.path.join(d2, names[0]), "trail")
+
+
+def limit_file_size():
+    """Files of at most 8 KiB: a write beyond kills memtrail (SIGXFSZ), as a
+    SIGKILL would, with no clean-up of its own."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def test_killed_while_writing_leaves_nothing():
+    """memtrail killed in the middle of its final write: the output is as it
+    was and no temporary file is left; where the filesystem has no O_TMPFILE
+    (forced), the temporary file left is removed by the next write."""
+    d = tmpdir()
+    trail = recorded_trail(d)
+    for forced in (False, True):
+        env = dict(os.environ, **({"MEMTRAIL_NO_O_TMPFILE": "1"} if forced else {}))
+        out = os.path.join(d, "out.perfetto")
+        with open(out, "w") as f:
+            f.write("before\n")
+        p = run([MEMTRAIL, "report", "--perfetto", out, trail], env=env,
+                preexec_fn=limit_file_size)
+        check_eq(p.returncode, -25, f"the kill by SIGXFSZ ({p.stderr!r})")
+        with open(out) as f:
+            check_eq(f.read(), "before\n", "the output after the kill")
+        left = sorted(set(os.listdir(d)) - {"t.json", "out.perfetto"})
+        if not forced:
+            check_eq(left, [], "files left by the killed write")
+            continue
+        check_eq(len(left), 1, f"the named temporary file left: {left}")
+        check(left[0].startswith("out.perfetto.tmp."), f"the temporary file's name {left[0]!r}")
+        p = run([MEMTRAIL, "report", "--perfetto", out, trail], env=env)
+        check_eq(p.returncode, 0, f"the next write ({p.stderr!r})")
+        check_output(out, "perfetto")
+        check_eq(sorted(set(os.listdir(d)) - {"t.json", "out.perfetto"}), [],
+                 "files left after the next write")
