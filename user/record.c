@@ -164,7 +164,8 @@ static void usage(FILE *f)
 "\n"
 "options:\n"
 "  -o, --output FILE     trail file, mode 0600, written whole or not at all\n"
-"                        (default memtrail-YYYYMMDD-HHMMSS.json)\n"
+"                        (default memtrail-YYYYMMDD-HHMMSS-PID.json, PID\n"
+"                        memtrail's own; never replacing a file: -2, -3, ...)\n"
 "  -i, --interval MS     timeline sample interval, 10..60000 (default %d); a sample\n"
 "                        is stored only when a level changed\n"
 "      --max-targets N   most processes traced at once, 16..1048576 (default %d);\n"
@@ -405,15 +406,22 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 	return 0;
 }
 
+/*
+ * memtrail-YYYYMMDD-HHMMSS-PID.json, in a PATH_MAX buffer: records started
+ * in one second differ by their pid (and finish never replaces it).
+ */
 static char *default_output(void)
 {
-	char buf[64];
+	char stamp[32], *buf = malloc(PATH_MAX);
 	time_t now = time(NULL);
 	struct tm tm;
 
+	if (!buf)
+		return NULL;
 	localtime_r(&now, &tm);
-	strftime(buf, sizeof(buf), "memtrail-%Y%m%d-%H%M%S.json", &tm);
-	return strdup(buf);
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+	snprintf(buf, PATH_MAX, "memtrail-%s-%d.json", stamp, (int)getpid());
+	return buf;
 }
 
 /* Fail before tracing, not after, when the trail cannot be written. */
@@ -549,7 +557,7 @@ static void trace_loop(struct record *r, const struct record_opts *o, bool resca
 	}
 }
 
-static int finish(struct record *r, const struct record_opts *o, const char *output)
+static int finish(struct record *r, const struct record_opts *o, char *output)
 {
 	struct trail *t = &r->s.trail;
 	uint64_t now = session__now_ms(&r->s);
@@ -566,7 +574,8 @@ static int finish(struct record *r, const struct record_opts *o, const char *out
 	table__print_verdicts(stdout, t);
 	table__print_device_failures(stdout, t);
 	fflush(stdout);
-	err = trail__write(t, output);
+	/* a default name is another record's too when pids repeat: not replaced */
+	err = o->output ? trail__write(t, output) : trail__write_new(t, output, PATH_MAX);
 	if (err) {
 		log__error("cannot write trail '%s': %s", output, strerror(-err));
 		return err;

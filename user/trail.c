@@ -521,6 +521,11 @@ int trail__write(const struct trail *t, const char *path)
 	return outfile__write(path, fill_trail, (void *)t);
 }
 
+int trail__write_new(const struct trail *t, char *path, size_t size)
+{
+	return outfile__write_new(path, size, fill_trail, (void *)t);
+}
+
 /* ---- reading ---- */
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)

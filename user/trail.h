@@ -114,6 +114,8 @@ const char *trail__lost_name(int why);
 json_t *trail__to_json(const struct trail *t, bool with_timeline);
 /* Write to PATH as outfile__write does (whole or not at all, 0600); -errno. */
 int trail__write(const struct trail *t, const char *path);
+/* As trail__write, but replacing nothing: PATH or a numbered name, written back (outfile.h). */
+int trail__write_new(const struct trail *t, char *path, size_t size);
 /*
  * Read and validate a trail, a watch snapshot (a trail with a "snapshot"
  * object) or a watch verdict file (one target, no timeline); on failure -1

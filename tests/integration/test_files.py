@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """The files memtrail writes, as root next to untrusted users (issue 19):
 every output mode 0600, never written through a link planted at its name or
-its temporary name, not left half-written when memtrail dies."""
+its temporary name, not left half-written when memtrail dies; default trail
+names of records started together never the same."""
 
 import gzip
 import json
 import os
+import re
 import resource
 import stat
+import subprocess
 
 from harness import MEMTRAIL, check, check_eq, run, tmpdir, workload
 
@@ -120,6 +123,27 @@ def test_outputs_are_0600_whatever_the_umask():
     names = os.listdir(d2)
     check_eq(len(names), 1, f"files written: {names}")
     check_output(os.path.join(d2, names[0]), "trail")
+
+
+def test_default_names_never_collide():
+    """Three records started together in one directory, by default names:
+    at least two start in the same second, yet there are three trails, each
+    named after its record's pid and holding its own command."""
+    d = tmpdir()
+    procs = [subprocess.Popen([MEMTRAIL, "record", "-q", "--", "true", tag], cwd=d,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for tag in ("one", "two", "three")]
+    for p, tag in zip(procs, ("one", "two", "three")):
+        _, err = p.communicate(timeout=120)
+        check_eq(p.returncode, 0, f"record {tag} ({err!r})")
+    names = sorted(os.listdir(d))
+    check_eq(len(names), 3, f"trails written: {names}")
+    for p, tag in zip(procs, ("one", "two", "three")):
+        want = re.compile(rf"memtrail-\d{{8}}-\d{{6}}-{p.pid}\.json")
+        mine = [n for n in names if want.fullmatch(n)]
+        check_eq(len(mine), 1, f"the trail of record {tag} (pid {p.pid}) among {names}")
+        with open(os.path.join(d, mine[0])) as f:
+            check_eq(json.load(f)["command"], f"command true {tag}", f"{mine[0]}'s command")
 
 
 def limit_file_size():
