@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "format.h"
@@ -44,7 +45,45 @@ static void usage(FILE *f)
 "  -h, --help          this help\n"
 "\n"
 "Each OUT is written whole or not at all (a new file renamed into place), with\n"
-"mode 0600.\n");
+"mode 0600; none may be FILE or another OUT.\n");
+}
+
+/* A and B name one file: by name, or as the same device and inode. */
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (!strcmp(a, b))
+		return true;
+	return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* No output (NULL: not asked for) may replace the trail being read, nor another output. */
+static int check_outputs(const char *trail, const char *pprof, const char *perfetto,
+			 const char *html)
+{
+	const struct { const char *opt, *path; } outs[] = {
+		{ "--pprof", pprof }, { "--perfetto", perfetto }, { "--html", html },
+	};
+	size_t i, j;
+
+	for (i = 0; i < sizeof(outs) / sizeof(outs[0]); i++) {
+		if (!outs[i].path)
+			continue;
+		if (same_file(outs[i].path, trail)) {
+			log__error("%s '%s' is the trail being read: give another file",
+				   outs[i].opt, outs[i].path);
+			return -EINVAL;
+		}
+		for (j = 0; j < i; j++) {
+			if (outs[j].path && same_file(outs[i].path, outs[j].path)) {
+				log__error("%s '%s' and %s '%s' are the same file: give each its own",
+					   outs[j].opt, outs[j].path, outs[i].opt, outs[i].path);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
 }
 
 int cmd_report(int argc, char **argv)
@@ -106,6 +145,8 @@ int cmd_report(int argc, char **argv)
 		fprintf(stderr, "Try 'memtrail report --help'.\n");
 		return 2;
 	}
+	if (check_outputs(argv[optind], pprof, perfetto, html))
+		return 2;
 	if (trail__read(&t, argv[optind], err, sizeof(err))) {
 		log__error("cannot read trail '%s': %s", argv[optind], err);
 		return 1;

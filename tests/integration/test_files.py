@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """The files memtrail writes, as root next to untrusted users (issue 19):
 every output mode 0600, never written through a link planted at its name or
-its temporary name, not left half-written when memtrail dies; default trail
-names of records started together never the same."""
+its temporary name, never over the trail being read, not left half-written
+when memtrail dies; default trail names of records started together never
+the same."""
 
 import gzip
 import json
@@ -12,7 +13,7 @@ import resource
 import stat
 import subprocess
 
-from harness import MEMTRAIL, check, check_eq, run, tmpdir, workload
+from harness import MEMTRAIL, check, check_eq, one_line_error, run, tmpdir, workload
 
 VICTIM = b"root's file: nobody may change it\n"
 
@@ -144,6 +145,30 @@ def test_default_names_never_collide():
         check_eq(len(mine), 1, f"the trail of record {tag} (pid {p.pid}) among {names}")
         with open(os.path.join(d, mine[0])) as f:
             check_eq(json.load(f)["command"], f"command true {tag}", f"{mine[0]}'s command")
+
+
+def test_output_over_the_input_is_refused():
+    """Any output that is the trail being read, by the same name, another
+    name or a hard link, or two outputs that are one file: a one-line error,
+    a non-zero status, and the trail as it was."""
+    d = tmpdir()
+    trail = recorded_trail(d)
+    with open(trail, "rb") as f:
+        before = f.read()
+    link = os.path.join(d, "hard.json")
+    os.link(trail, link)
+    for opt in ("--html", "--pprof", "--perfetto"):
+        for out in (trail, "./t.json", link):
+            p = run([MEMTRAIL, "report", opt, out, trail], cwd=d)
+            one_line_error(p, opt, "is the trail being read")
+            check_eq(p.stdout, "", f"{opt} {out}: output despite the error")
+    other = os.path.join(d, "x.out")
+    p = run([MEMTRAIL, "report", "--html", other, "--perfetto", other, trail])
+    one_line_error(p, "--html", "--perfetto", "same file")
+    check(not os.path.exists(other), "an output was written")
+    with open(trail, "rb") as f:
+        check(f.read() == before, "the trail changed")
+    check_eq(os.listdir(d).count("t.json"), 1, "the trail is still there")
 
 
 def limit_file_size():
