@@ -437,6 +437,32 @@ static ssize_t next_piece(struct source *src, const unsigned char **p)
 	return n;
 }
 
+/*
+ * Only a regular file is a trail: opened without blocking, so that a FIFO
+ * with no writer or a device answers at once, then read as usual. The
+ * descriptor, or -1 and the reason in ERR.
+ */
+static int open_regular(const char *path, struct stat *st, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), fl;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "%s", strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, st) || (fl = fcntl(fd, F_GETFL)) < 0) {
+		snprintf(err, errlen, "%s", strerror(errno));
+	} else if (!S_ISREG(st->st_mode)) {
+		snprintf(err, errlen, "not a regular file");
+	} else if (fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
+		snprintf(err, errlen, "%s", strerror(errno));
+	} else {
+		return fd;
+	}
+	close(fd);
+	return -1;
+}
+
 json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, char *err,
 			  size_t errlen)
 {
@@ -451,12 +477,10 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, c
 
 	memset(tls, 0, sizeof(*tls));
 	err[0] = 0;
-	src.fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (src.fd < 0) {
-		snprintf(err, errlen, "%s", strerror(errno));
+	src.fd = open_regular(path, &sb, err, errlen);
+	if (src.fd < 0)
 		return NULL;
-	}
-	if (!fstat(src.fd, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+	if (sb.st_size > 0) {
 		src.map = mmap(NULL, sb.st_size, PROT_READ, MAP_PRIVATE, src.fd, 0);
 		if (src.map == MAP_FAILED)
 			src.map = NULL;

@@ -3,7 +3,7 @@
 every output mode 0600, never written through a link planted at its name or
 its temporary name, never over the trail being read, not left half-written
 when memtrail dies; default trail names of records started together never
-the same."""
+the same; only regular files read as trails."""
 
 import gzip
 import json
@@ -169,6 +169,21 @@ def test_output_over_the_input_is_refused():
     with open(trail, "rb") as f:
         check(f.read() == before, "the trail changed")
     check_eq(os.listdir(d).count("t.json"), 1, "the trail is still there")
+
+
+def test_only_regular_files_are_read():
+    """A FIFO (no writer: open would block), a directory, a character
+    device: refused at once on one line."""
+    d = tmpdir()
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    for path in (fifo, d, "/dev/null"):
+        for extra in ([], ["--json"]):
+            try:
+                p = run([MEMTRAIL, "report", *extra, path], timeout=10)
+            except subprocess.TimeoutExpired:
+                check(False, f"report {path} blocked")
+            one_line_error(p, f"cannot read trail '{path}'", "not a regular file")
 
 
 def limit_file_size():

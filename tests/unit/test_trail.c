@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -257,6 +258,27 @@ static void read_missing_and_truncated(void **state)
 	unlink(path);
 }
 
+/* A FIFO with no writer (open would block), a directory, a device: refused at once. */
+static void reads_regular_files_only(void **state)
+{
+	char dir[] = "/tmp/memtrail-unit-XXXXXX", fifo[64], err[256];
+	const char *paths[] = { fifo, dir, "/dev/null" };
+	struct trail t;
+	size_t i;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(trail__read(&t, paths[i], err, sizeof(err)), -1);
+		assert_string_equal(err, "not a regular file");
+	}
+	unlink(fifo);
+	rmdir(dir);
+}
+
 static void write_fails_cleanly(void **state)
 {
 	struct trail t;
@@ -367,6 +389,7 @@ int main(void)
 		cmocka_unit_test(rejects_malformed),
 		cmocka_unit_test(reads_verdict_file),
 		cmocka_unit_test(read_missing_and_truncated),
+		cmocka_unit_test(reads_regular_files_only),
 		cmocka_unit_test(write_fails_cleanly),
 		cmocka_unit_test(stream_reads_timelines),
 		cmocka_unit_test(stream_rejects_malformed),
