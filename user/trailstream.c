@@ -8,9 +8,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yajl/yajl_parse.h>
@@ -411,30 +411,37 @@ static void where(int fd, size_t at, size_t *line, size_t *col)
 	}
 }
 
-/* The file, in pieces: mapped when it is a regular file, else read. */
+/*
+ * The file, read a piece at a time into one buffer (yajl keeps copies of
+ * what it still needs), so memory stays one piece whatever its size. Not
+ * mapped: a file cut short under a mapping faults (SIGBUS), where read()
+ * only ends early.
+ */
 struct source {
 	int fd;
-	unsigned char *map;
-	size_t size, off;
+	struct stat st;		/* at open */
 	unsigned char *buf;
 };
 
-/* The next piece in *P: its length, 0 at the end, -1 with errno on failure. */
-static ssize_t next_piece(struct source *src, const unsigned char **p)
+/* The next piece, in buf: its length, 0 at the end, -1 with errno on failure. */
+static ssize_t next_piece(struct source *src)
 {
 	ssize_t n;
 
-	if (src->map) {
-		n = src->size - src->off < CHUNK ? src->size - src->off : CHUNK;
-		*p = src->map + src->off;
-		src->off += n;
-		return n;
-	}
 	do
 		n = read(src->fd, src->buf, CHUNK);
 	while (n < 0 && errno == EINTR);
-	*p = src->buf;
 	return n;
+}
+
+/* The file is not as it was at open: another size or modification time. */
+static bool changed(const struct source *src)
+{
+	struct stat now;
+
+	return fstat(src->fd, &now) || now.st_size != src->st.st_size ||
+	       now.st_mtim.tv_sec != src->st.st_mtim.tv_sec ||
+	       now.st_mtim.tv_nsec != src->st.st_mtim.tv_nsec;
 }
 
 /*
@@ -469,44 +476,37 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, c
 	struct builder b = { .target = -1, .tls = tls };
 	struct source src = { .fd = -1 };
 	size_t line, col, before = 0;
-	const unsigned char *piece = NULL;
 	yajl_handle h = NULL;
 	yajl_status st = yajl_status_ok;
-	struct stat sb;
 	ssize_t n = 0;
 
 	memset(tls, 0, sizeof(*tls));
 	err[0] = 0;
-	src.fd = open_regular(path, &sb, err, errlen);
+	src.fd = open_regular(path, &src.st, err, errlen);
 	if (src.fd < 0)
 		return NULL;
-	if (sb.st_size > 0) {
-		src.map = mmap(NULL, sb.st_size, PROT_READ, MAP_PRIVATE, src.fd, 0);
-		if (src.map == MAP_FAILED)
-			src.map = NULL;
-		else
-			madvise(src.map, sb.st_size, MADV_SEQUENTIAL);
-		src.size = sb.st_size;
-	}
-	if (!src.map)
-		src.buf = malloc(CHUNK);
+	posix_fadvise(src.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	src.buf = malloc(CHUNK);
 	h = yajl_alloc(&callbacks, NULL, &b);
-	if ((!src.map && !src.buf) || !h) {
+	if (!src.buf || !h) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	for (;;) {
-		n = next_piece(&src, &piece);
+		n = next_piece(&src);
 		if (n < 0) {
 			snprintf(err, errlen, "%s", strerror(errno));
 			goto out;
 		}
-		st = n ? yajl_parse(h, piece, n) : yajl_complete_parse(h);
+		st = n ? yajl_parse(h, src.buf, n) : yajl_complete_parse(h);
 		if (st != yajl_status_ok || !n)
 			break;
-		if (src.map)	/* parsed: yajl keeps copies of what it still needs */
-			madvise((void *)piece, n, MADV_DONTNEED);
 		before += n;
+	}
+	/* cut short or rewritten in place while read: what was parsed is no trail */
+	if (changed(&src)) {
+		snprintf(err, errlen, "trail file changed while reading");
+		goto out;
 	}
 	if (st != yajl_status_ok) {
 		char msg[200];
@@ -518,7 +518,7 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, c
 			if (st == yajl_status_client_canceled)
 				snprintf(msg, sizeof(msg), "%s", b.err);
 			else
-				parse_error(h, piece, n > 0 ? n : 0, msg, sizeof(msg));
+				parse_error(h, src.buf, n > 0 ? n : 0, msg, sizeof(msg));
 			snprintf(err, errlen, "malformed JSON at line %zu, column %zu: %s", line, col,
 				 msg);
 		}
@@ -529,8 +529,6 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, c
 out:
 	if (h)
 		yajl_free(h);
-	if (src.map)
-		munmap(src.map, src.size);
 	free(src.buf);
 	free(b.key);
 	close(src.fd);

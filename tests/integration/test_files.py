@@ -3,7 +3,8 @@
 every output mode 0600, never written through a link planted at its name or
 its temporary name, never over the trail being read, not left half-written
 when memtrail dies; default trail names of records started together never
-the same; only regular files read as trails."""
+the same; only regular files read as trails, and a trail cut short while
+read is an error, not a crash."""
 
 import gzip
 import json
@@ -12,6 +13,7 @@ import re
 import resource
 import stat
 import subprocess
+import time
 
 from harness import MEMTRAIL, check, check_eq, one_line_error, run, tmpdir, workload
 
@@ -184,6 +186,61 @@ def test_only_regular_files_are_read():
             except subprocess.TimeoutExpired:
                 check(False, f"report {path} blocked")
             one_line_error(p, f"cannot read trail '{path}'", "not a regular file")
+
+
+def wait_reading(pid, path, timeout=30):
+    """Until process PID reads PATH: has it mapped, or has read from it."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                if path in f.read():
+                    return
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == path:
+                    with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                        if int(f.readline().split()[1]) > 0:
+                            return
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+        time.sleep(0.001)
+    check(False, f"process {pid} never read '{path}'")
+
+
+def big_trail(path, samples=80000):
+    """A valid trail of about 1 KiB per sample, most of it skipped by the
+    reader (a nested array): a second or so to read."""
+    pad = "[" + ",".join(["1"] * 500) + "]"
+    with open(path, "w") as f:
+        f.write('{"memtrail":1,"interval_ms":100,"kinds":["rss_anon"],"targets":[{"pid":7,'
+                '"ppid":1,"comm":"big","exit":null,'
+                '"kinds":{"rss_anon":{"current":1,"peak":1}},"timeline":[')
+        f.write(",".join('{"t_ms":%d,"rss_anon":%d,"pad":%s}' % (i * 100, i, pad)
+                         for i in range(samples)))
+        f.write(']}],"events":[],"lost":{}}\n')
+
+
+def test_trail_cut_short_while_read():
+    """The trail truncated while report reads it: one line, status 1, no
+    SIGBUS; read whole, the same file gives the right last sample."""
+    d = tmpdir()
+    path = os.path.join(d, "big.json")
+    try:
+        big_trail(path)
+        p = run([MEMTRAIL, "report", "--json", path])
+        check_eq(p.returncode, 0, f"the whole trail ({p.stderr!r})")
+        check_eq(json.loads(p.stdout)["targets"][0]["pid"], 7, "its target")
+        p = subprocess.Popen([MEMTRAIL, "report", path], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        wait_reading(p.pid, path)
+        # at a page boundary: a mapping of the file faults (SIGBUS) past it
+        os.truncate(path, os.path.getsize(path) // 2 // 4096 * 4096)
+        out, err = p.communicate(timeout=60)
+        check(p.returncode > 0, f"status {p.returncode} (a negative one is a signal)")
+        check_eq(len(err.splitlines()), 1, f"one line: {err!r}")
+        check(f"cannot read trail '{path}': trail file changed while reading" in err, err)
+    finally:
+        os.unlink(path)
 
 
 def limit_file_size():

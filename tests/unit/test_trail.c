@@ -258,6 +258,41 @@ static void read_missing_and_truncated(void **state)
 	unlink(path);
 }
 
+/* A trail of several read pieces (1 MiB each) reads back sample for sample. */
+static void reads_large_file(void **state)
+{
+	char path[] = "/tmp/memtrail-unit-XXXXXX", err[256];
+	int64_t level[MEMTRAIL_KIND_MAX] = { 0 };
+	struct trail a, b;
+	struct stat st;
+	size_t i, n = 200000;
+	int fd;
+
+	(void)state;
+	make_trail(&a);
+	for (i = 0; i < n; i++) {
+		level[MEMTRAIL_KIND_RSS_ANON] = (int64_t)i * 4096;
+		assert_int_equal(trail__add_sample(&a.targets[1], 1000 + i, level), 0);
+	}
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(trail__write(&a, path), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_size > 4 << 20);
+	assert_int_equal(trail__read(&b, path, err, sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(b.targets[1].n_samples, n);
+	for (i = 0; i < n; i++) {
+		assert_int_equal(b.targets[1].timeline[i].t_ms, 1000 + i);
+		assert_int_equal(b.targets[1].timeline[i].level[MEMTRAIL_KIND_RSS_ANON], i * 4096);
+	}
+	assert_int_equal(b.targets[0].n_samples, 2);
+	assert_int_equal(json_array_size(b.events), 1);
+	trail__free(&a);
+	trail__free(&b);
+}
+
 /* A FIFO with no writer (open would block), a directory, a device: refused at once. */
 static void reads_regular_files_only(void **state)
 {
@@ -390,6 +425,7 @@ int main(void)
 		cmocka_unit_test(reads_verdict_file),
 		cmocka_unit_test(read_missing_and_truncated),
 		cmocka_unit_test(reads_regular_files_only),
+		cmocka_unit_test(reads_large_file),
 		cmocka_unit_test(write_fails_cleanly),
 		cmocka_unit_test(stream_reads_timelines),
 		cmocka_unit_test(stream_rejects_malformed),
