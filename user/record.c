@@ -599,6 +599,8 @@ int cmd_record(int argc, char **argv)
 		ret = 2;
 		goto out_opts;
 	}
+	if (tracer__check_caps())
+		goto out_opts;
 	output = o.output ? strdup(o.output) : default_output();
 	if (!output || check_writable(output))
 		goto out_opts;

@@ -333,6 +333,16 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 	}
 }
 
+int tracer__check_caps(void)
+{
+	if (features__have_caps())
+		return 0;
+	log__error("cannot load the BPF programs: %s", geteuid() ?
+		   "memtrail needs root: run it with sudo" :
+		   "memtrail needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN");
+	return -EPERM;
+}
+
 int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		 tracer_event_fn fn, void *ctx)
 {
@@ -341,12 +351,9 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 
 	*out = NULL;
 	libbpf_set_print(libbpf_log);
-	if (!features__have_caps()) {
-		log__error("cannot load the BPF programs: %s", geteuid() ?
-			   "memtrail needs root: run it with sudo" :
-			   "memtrail needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN");
-		return -EPERM;
-	}
+	err = tracer__check_caps();
+	if (err)
+		return err;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;

@@ -52,6 +52,11 @@ struct tracer_config {
 /* Called for every ring-buffer record; a non-zero return stops the poll. */
 typedef int (*tracer_event_fn)(void *ctx, const void *data, size_t size);
 
+/*
+ * The privileges to load BPF programs: 0, or -EPERM with the one-line error
+ * logged. Commands ask before they create anything.
+ */
+int tracer__check_caps(void);
 /* 0, or -errno with a one-line error already logged. */
 int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		 tracer_event_fn fn, void *ctx);

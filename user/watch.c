@@ -959,7 +959,8 @@ int cmd_watch(int argc, char **argv)
 
 	if (parse_opts(argc, argv, &o))
 		return 2;
-	if (build_config(&o, &cfg) || check_dir(o.dir))
+	/* before the directory is made: nothing is left by a run that cannot trace */
+	if (tracer__check_caps() || build_config(&o, &cfg) || check_dir(o.dir))
 		return 1;
 	w.o = &o;
 	w.pend = calloc(o.pending, sizeof(*w.pend));

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""The files memtrail writes, as root next to untrusted users (issue 19):
-every output mode 0600, never written through a link planted at its name or
-its temporary name, never over the trail being read, not left half-written
-when memtrail dies; default trail names of records started together never
-the same; only regular files read as trails, and a trail cut short while
-read is an error, not a crash."""
+"""The files memtrail writes and reads, as root next to untrusted users
+(issue 19): every output mode 0600, never written through a link planted at
+its name or its temporary name, never over the trail being read, not left
+half-written when memtrail dies; default trail names of records started
+together never the same; only regular files read as trails, and a trail cut
+short while read is an error, not a crash; watch as non-root creates
+nothing."""
 
 import gzip
 import json
@@ -277,3 +278,15 @@ def test_killed_while_writing_leaves_nothing():
         check_output(out, "perfetto")
         check_eq(sorted(set(os.listdir(d)) - {"t.json", "out.perfetto"}), [],
                  "files left after the next write")
+
+
+def test_watch_not_root_creates_nothing():
+    """Not root: watch says so on one line before it creates its directory."""
+    d = tmpdir()
+    os.chmod(d, 0o777)
+    snaps = os.path.join(d, "snapshots")
+    p = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             MEMTRAIL, "watch", "-o", snaps], timeout=30)
+    one_line_error(p, "root")
+    check(not os.path.exists(snaps), f"'{snaps}' was created")
+    check_eq(os.listdir(d), [], "files created")
