@@ -155,7 +155,7 @@ static __always_inline void auto_phase(struct memtrail_target *t, __u32 tgid, __
 	const char *name;
 	__u32 old;
 
-	old = __sync_fetch_and_or(&t->device_flags, MEMTRAIL_DEV_INIT);
+	old = mt_or(&t->device_flags, MEMTRAIL_DEV_INIT);
 	switch (which) {
 	case MEMTRAIL_AUTO_INIT:
 		if (old & MEMTRAIL_DEV_INIT)
@@ -168,7 +168,7 @@ static __always_inline void auto_phase(struct memtrail_target *t, __u32 tgid, __
 		name = phase_load;
 		break;
 	default:
-		old = __sync_fetch_and_or(&t->device_flags, MEMTRAIL_DEV_EXECUTED);
+		old = mt_or(&t->device_flags, MEMTRAIL_DEV_EXECUTED);
 		if ((old & MEMTRAIL_DEV_EXECUTED) && !in_load)
 			return;
 		name = phase_execute;
@@ -202,7 +202,7 @@ static __always_inline void account_free(struct memtrail_target *t, __u32 tgid, 
 	pending = bpf_map_lookup_elem(&dev_snap, &tgid);
 	if (pending) {
 		/* live at the failure user space is about to list: keep it, dated */
-		if (!__sync_val_compare_and_swap(&a->dead, 0, *pending))
+		if (!mt_cmpxchg(&a->dead, 0, *pending))
 			account(t, tgid, kind, -(__s64)size);
 		return;
 	}
@@ -251,7 +251,7 @@ static __always_inline void vmm_unref(struct memtrail_target *t, __u32 tgid, __u
 
 	if (!h)
 		return;		/* imported, or created before memtrail looked */
-	if (__sync_sub_and_fetch(&h->refs, 1))
+	if (mt_add_fetch(&h->refs, -1))
 		return;
 	size = h->size;
 	kind = h->kind;
@@ -370,9 +370,8 @@ static __always_inline void push_frame(struct pt_regs *ctx, __u32 tid, __u64 coo
 	c->depth++;
 }
 
-static __always_inline int dev_entry(struct pt_regs *ctx)
+static __always_inline int dev_entry(struct pt_regs *ctx, __u64 cookie)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	struct memtrail_target *t = live_target(tgid);
@@ -393,6 +392,7 @@ static __always_inline int dev_entry(struct pt_regs *ctx)
 	return 0;
 }
 
+#ifndef MEMTRAIL_COMPAT
 static long frame_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct memtrail_frame_file *f = data;
@@ -411,9 +411,15 @@ static long frame_vma(struct task_struct *task, struct vm_area_struct *vma, void
 	return 0;
 }
 
+#endif /* !MEMTRAIL_COMPAT */
+
 /* The files of the first frames: the process may be gone before user space reads its maps. */
 static __always_inline void frame_files(struct memtrail_event_device *e)
 {
+#ifdef MEMTRAIL_COMPAT
+	/* kernels before 5.13 know no callbacks, let alone bpf_find_vma (5.17) */
+	(void)e;
+#else
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct memtrail_frame_file f;
 	__u32 i;
@@ -429,6 +435,7 @@ static __always_inline void frame_files(struct memtrail_event_device *e)
 			f.off = 0;
 		e->files[i] = f;
 	}
+#endif
 }
 
 static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_target *t,
@@ -452,7 +459,7 @@ static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_ta
 	if (rc == (MEMTRAIL_COOKIE_RT(cookie) == MEMTRAIL_RT_NEURON ? MEMTRAIL_NRT_OOM
 								   : MEMTRAIL_CUDA_OOM)) {
 		/* what is live now stays listable until user space has read it */
-		__u32 epoch = __sync_add_and_fetch(&t->dev_epoch, 1);
+		__u32 epoch = mt_add_fetch(&t->dev_epoch, 1);
 
 		/* through the stack: before 6.2 ring-buffer memory is no map value */
 		e->epoch = epoch;
@@ -653,7 +660,7 @@ static __always_inline int dev_return(struct pt_regs *ctx)
 SEC("uprobe")
 int mt_dev_entry(struct pt_regs *ctx)
 {
-	return dev_entry(ctx);
+	return dev_entry(ctx, bpf_get_attach_cookie(ctx));
 }
 
 SEC("uretprobe")
@@ -665,8 +672,36 @@ int mt_dev_return(struct pt_regs *ctx)
 SEC("uprobe")
 int mt_dev_entry_multi(struct pt_regs *ctx)
 {
-	return dev_entry(ctx);
+	return dev_entry(ctx, bpf_get_attach_cookie(ctx));
 }
+
+/*
+ * Kernels without bpf_cookie (before 5.15): an entry program per function of
+ * user space's table, its cookie in rodata (the return reads it from the
+ * frame its entry pushed). The body is one subprogram: the copies are small.
+ */
+const volatile __u64 dev_cookie[MEMTRAIL_DEV_SPECS];
+
+static __noinline int dev_entry_of(struct pt_regs *ctx, __u64 cookie)
+{
+	return dev_entry(ctx, cookie);
+}
+
+#define MT_DEV_COPY(n)					\
+	SEC("uprobe")					\
+	int mt_dev_entry_##n(struct pt_regs *ctx)	\
+	{						\
+		return dev_entry_of(ctx, dev_cookie[n]);\
+	}
+#define MT_DEV_COPY10(d)						\
+	MT_DEV_COPY(d##0) MT_DEV_COPY(d##1) MT_DEV_COPY(d##2) MT_DEV_COPY(d##3)	\
+	MT_DEV_COPY(d##4) MT_DEV_COPY(d##5) MT_DEV_COPY(d##6) MT_DEV_COPY(d##7)	\
+	MT_DEV_COPY(d##8) MT_DEV_COPY(d##9)
+MT_DEV_COPY(0) MT_DEV_COPY(1) MT_DEV_COPY(2) MT_DEV_COPY(3) MT_DEV_COPY(4)
+MT_DEV_COPY(5) MT_DEV_COPY(6) MT_DEV_COPY(7) MT_DEV_COPY(8) MT_DEV_COPY(9)
+MT_DEV_COPY10(1) MT_DEV_COPY10(2) MT_DEV_COPY10(3) MT_DEV_COPY10(4) MT_DEV_COPY10(5)
+MT_DEV_COPY10(6) MT_DEV_COPY(70) MT_DEV_COPY(71)
+_Static_assert(MEMTRAIL_DEV_SPECS == 72, "a copy per device function");
 
 SEC("uretprobe")
 int mt_dev_return_multi(struct pt_regs *ctx)

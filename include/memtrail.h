@@ -28,6 +28,8 @@
 #define MEMTRAIL_RULES_MAX 64
 /* rules on kernels without bpf_cookie (before 5.15): a program each (phases.bpf.c) */
 #define MEMTRAIL_RULE_PROGS 8
+/* device functions probed on kernels without bpf_cookie: an entry program each (device.bpf.c) */
+#define MEMTRAIL_DEV_SPECS 72
 /* most cgroups one filter names (watch --cgroup, repeatable) */
 #define MEMTRAIL_FILTER_CGROUPS_MAX 16
 /* least time between two pressure events of one target, in the kernel */
@@ -132,9 +134,13 @@ struct memtrail_target {
  */
 struct memtrail_mm_state {
 	__u32 tgid;
-	__u32 pad;
+	__u32 flags;			/* MEMTRAIL_MM_* */
 	__s64 last[MEMTRAIL_KIND_MAX];
+	__s64 central[4];		/* rss counters' shared counts as last accounted (pages) */
 };
+
+/* the mm's per-CPU rss parts are in step with last[] and central[] (Linux 6.2 on) */
+#define MEMTRAIL_MM_RSS_READY 1
 
 enum memtrail_event_type {
 	MEMTRAIL_EV_TARGET = 1,	/* a process became a target */

@@ -13,6 +13,7 @@
 #include "array.h"
 #include "devices.h"
 #include "elfsym.h"
+#include "kfeatures.h"
 #include "log.h"
 #include "proc.h"
 
@@ -109,6 +110,23 @@ static const struct dev_spec specs[] = {
 };
 
 #define N_SPECS (sizeof(specs) / sizeof(specs[0]))
+_Static_assert(N_SPECS <= MEMTRAIL_DEV_SPECS, "device.bpf.c has an entry copy per function");
+
+static uint64_t spec_cookie(uint32_t i)
+{
+	const struct dev_spec *s = &specs[i];
+
+	return MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg, i);
+}
+
+size_t devices__cookies(uint64_t *cookie, size_t max)
+{
+	size_t i;
+
+	for (i = 0; i < N_SPECS && i < max; i++)
+		cookie[i] = spec_cookie(i);
+	return i;
+}
 
 struct dev_file {
 	dev_t dev;
@@ -150,6 +168,7 @@ struct devices {
 	struct dev_proc *procs;
 	size_t n_procs, cap_procs;
 	bool quiet;	/* probing what the loader cache names: debug messages only */
+	bool said;	/* what this kernel cannot do with device memory, said once */
 };
 
 const char *devices__fn_name(uint32_t idx)
@@ -341,11 +360,9 @@ struct probe_list {
 
 static void probe_list_add(struct probe_list *l, uint32_t spec, uint64_t off)
 {
-	const struct dev_spec *s = &specs[spec];
-
 	l->off[l->n] = off;
-	l->cookie[l->n] = MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg, spec);
-	l->ret[l->n] = s->ret;
+	l->cookie[l->n] = spec_cookie(spec);
+	l->ret[l->n] = specs[spec].ret;
 	l->spec[l->n++] = spec;
 }
 
@@ -446,6 +463,15 @@ static void probe_file(struct devices *d, struct dev_file *f, const char *path)
 		log__debug("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
 	else if (what)
 		log__info("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
+	if (what && !d->said) {
+		const struct feature *feat = &tracer__features(d->tracer)->f[FEAT_DEVICE];
+
+		d->said = true;
+		if (feat->state == FEATURE_DEGRADED)
+			log__warn("%s: %s", feat->name, feat->note);
+		else if (feat->state != FEATURE_YES)
+			log__debug("%s: %s", feat->name, feat->note);
+	}
 }
 
 /* The file (dev, ino), probed through PATH when new; NAME is its path as the process sees it. */

@@ -41,6 +41,8 @@ size_t devices__files(const struct devices *d);
 
 /* The probed function with this index (a cookie's name), or "?". */
 const char *devices__fn_name(uint32_t idx);
+/* The cookie of each probed function, by index (the name in cookies): how many there are. */
+size_t devices__cookies(uint64_t *cookie, size_t max);
 /* The name of a runtime's return code, e.g. "CUDA_ERROR_OUT_OF_MEMORY", or NULL. */
 const char *devices__error_name(uint32_t runtime, const char *fn, int rc);
 /* Whether RC of RUNTIME means out of memory. */

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -21,6 +22,7 @@
 
 /* uapi values newer than the build's headers may be */
 #define MT_BPF_FUNC_loop 181
+#define MT_BPF_FUNC_for_each_map_elem 164
 #define MT_BPF_FUNC_find_vma 180
 #define MT_BPF_FUNC_map_lookup_percpu_elem 195
 #define MT_BPF_FUNC_get_attach_cookie 174
@@ -204,15 +206,15 @@ static void decide(struct kernel_features *kf)
 	const char *r = kf->release;
 
 	set(kf, FEAT_BTF, FEATURE_YES, "%s", kf->btf_source);
-	if (kf->atomics)
+	if (kf->atomics && kf->for_each_elem)
 		set(kf, FEAT_ATOMICS, FEATURE_YES, "exact peaks under concurrent updates");
 	else
 		set(kf, FEAT_ATOMICS, FEATURE_DEGRADED,
-		    "no BPF atomic fetch operations (Linux 5.12; kernel %s): levels exact, a peak "
-		    "can be off by the deltas of other CPUs in flight", r);
+		    "no BPF atomic fetch operations or callbacks (Linux 5.12, 5.13; kernel %s): "
+		    "levels exact, a peak can be off by the deltas of other CPUs in flight", r);
 
 	if (kf->rss_percpu && kf->bpf_loop && kf->percpu_elem)
-		set(kf, FEAT_RSS, FEATURE_YES, "percpu_counter summed over CPUs at each event");
+		set(kf, FEAT_RSS, FEATURE_YES, "percpu_counter: an event reads its own CPU's part; every CPU at fork, exec, exit, OOM");
 	else if (kf->rss_percpu)
 		set(kf, FEAT_RSS, FEATURE_NO,
 		    "percpu rss counters without bpf_loop/bpf_map_lookup_percpu_elem (kernel %s)", r);
@@ -287,11 +289,16 @@ static void decide(struct kernel_features *kf)
 		    "no uprobe_multi links or bpf_cookie (Linux 6.6, 5.15; kernel %s): one uprobe "
 		    "link per function and process, an entry program per operation", r);
 
-	if (kf->attach_cookie && kf->task_btf)
-		set(kf, FEAT_DEVICE, FEATURE_YES, "uprobes on the runtimes' libraries");
+	if (!kf->for_each_elem)
+		set(kf, FEAT_DEVICE, FEATURE_DEGRADED,
+		    "no bpf_for_each_map_elem (Linux 5.13; kernel %s): device memory live at an "
+		    "exec stays in the levels of the program exec'd; a probe program per function",
+		    r);
+	else if (!kf->attach_cookie)
+		set(kf, FEAT_DEVICE, FEATURE_FALLBACK,
+		    "no bpf_cookie (Linux 5.15; kernel %s): a probe program per function", r);
 	else
-		set(kf, FEAT_DEVICE, FEATURE_NO,
-		    "device probes need bpf_cookie (Linux 5.15; kernel %s)", r);
+		set(kf, FEAT_DEVICE, FEATURE_YES, "uprobes on the runtimes' libraries");
 	if (kf->uprobe_multi)
 		set(kf, FEAT_DEVICE_MULTI, FEATURE_YES, "one uprobe_multi link per library");
 	else
@@ -338,6 +345,7 @@ int features__probe(struct kernel_features *kf)
 
 	kf->atomics = probe_atomics();
 	kf->bpf_loop = helper(BPF_PROG_TYPE_KPROBE, MT_BPF_FUNC_loop);
+	kf->for_each_elem = helper(BPF_PROG_TYPE_KPROBE, MT_BPF_FUNC_for_each_map_elem);
 	kf->find_vma = helper(BPF_PROG_TYPE_KPROBE, MT_BPF_FUNC_find_vma);
 	kf->percpu_elem = helper(BPF_PROG_TYPE_KPROBE, MT_BPF_FUNC_map_lookup_percpu_elem);
 	kf->attach_cookie = helper(BPF_PROG_TYPE_KPROBE, MT_BPF_FUNC_get_attach_cookie);
@@ -346,6 +354,9 @@ int features__probe(struct kernel_features *kf)
 	kf->task_storage = libbpf_probe_bpf_map_type(MT_BPF_MAP_TYPE_TASK_STORAGE, NULL) > 0;
 	kf->syscall_prog = libbpf_probe_bpf_prog_type(MT_BPF_PROG_TYPE_SYSCALL, NULL) > 0;
 	kf->uprobe_multi = probe_uprobe_multi();
+	/* MEMTRAIL_NO_COOKIE=1: as before 5.15 (no cookie, so no uprobe_multi): its tests, here */
+	if (getenv("MEMTRAIL_NO_COOKIE"))
+		kf->attach_cookie = kf->uprobe_multi = false;
 	decide(kf);
 	return 0;
 }

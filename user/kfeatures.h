@@ -53,6 +53,7 @@ struct kernel_features {
 	bool rss_percpu;	/* mm->rss_stat is percpu_counter (6.2) */
 	bool atomics;
 	bool bpf_loop;
+	bool for_each_elem;
 	bool find_vma;
 	bool percpu_elem;
 	bool attach_cookie;

@@ -13,6 +13,7 @@
 #include "array.h"
 #include "tracer.h"
 #include "kfeatures.h"
+#include "devices.h"
 #include "memtrail.skel.h"
 #include "memtrail_compat.skel.h"
 
@@ -115,6 +116,15 @@ static void rule_copies(struct memtrail_bpf *s, struct bpf_program *each[MEMTRAI
 	memcpy(each, progs, sizeof(progs));
 }
 
+/* The entry program of device function I on kernels without bpf_cookie. */
+static struct bpf_program *dev_copy(struct tracer *t, int i)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "mt_dev_entry_%d", i);
+	return bpf_object__find_program_by_name(t->skel->obj, name);
+}
+
 /*
  * Of each source's program variants, the one this kernel loads; what cannot
  * work here is switched off and said once, on one line. -ENOTSUP (logged)
@@ -124,9 +134,10 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 {
 	const struct kernel_features *kf = &t->kf;
 	struct memtrail_bpf *s = t->skel;
-	bool device = kf->f[FEAT_DEVICE].state == FEATURE_YES;
+	bool device = kf->f[FEAT_DEVICE].state != FEATURE_NO;
 	bool multi = device && !t->no_multi;
 	struct bpf_program *each[MEMTRAIL_RULE_PROGS];
+	size_t n_specs;
 	int i;
 
 	if (kf->exit_args < 1 || kf->f[FEAT_RSS].state == FEATURE_NO) {
@@ -161,11 +172,19 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		log__error("cannot trace the heap here: %s", kf->f[FEAT_HEAP].note);
 		return -ENOTSUP;
 	}
-	bpf_program__set_autoload(s->progs.mt_dev_entry, device);
+	bpf_program__set_autoload(s->progs.mt_dev_entry, device && kf->attach_cookie);
 	bpf_program__set_autoload(s->progs.mt_dev_return, device);
 	bpf_program__set_autoload(s->progs.mt_dev_entry_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_dev_return_multi, multi);
-	bpf_program__set_autoload(s->progs.mt_dev_exec, device);
+	/* before 5.15: an entry program per function, its cookie in rodata */
+	n_specs = devices__cookies((uint64_t *)s->rodata->dev_cookie, MEMTRAIL_DEV_SPECS);
+	for (i = 0; i < MEMTRAIL_DEV_SPECS; i++) {
+		struct bpf_program *p = dev_copy(t, i);
+
+		bpf_program__set_autoload(p, device && !kf->attach_cookie && (size_t)i < n_specs);
+		bpf_program__set_autoattach(p, false);
+	}
+	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
 	if (kf->mmap_lock_args < 3)
 		bpf_program__set_autoload(s->progs.mt_unmapped_area, false);
 
@@ -260,7 +279,8 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	}
 	if (bpf_map__set_max_entries(s->maps.targets, n) ||
 	    bpf_map__set_max_entries(s->maps.cells, n) ||
-	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n))
+	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n) ||
+	    bpf_map__set_max_entries(s->maps.rss_local, 2 * n))
 		return -EINVAL;
 	return 0;
 }
@@ -368,8 +388,12 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	if (t->nr_cpus <= 0)
 		t->nr_cpus = 1;
 
-	/* MEMTRAIL_COMPAT=1: the compat object here too (how its tests run on any kernel) */
-	t->compat = !t->kf.atomics || getenv("MEMTRAIL_COMPAT");
+	/*
+	 * The compat object where BPF has no atomic fetch (5.12) or no callbacks
+	 * (5.13: bpf_loop's and the like, which the main object's dead branches
+	 * still name). MEMTRAIL_COMPAT=1: here too (how its tests run on any kernel)
+	 */
+	t->compat = !t->kf.atomics || !t->kf.for_each_elem || getenv("MEMTRAIL_COMPAT");
 	/* MEMTRAIL_NO_UPROBE_MULTI=1: a link per probe, as before 6.6 (its tests, here) */
 	t->no_multi = !t->kf.uprobe_multi || getenv("MEMTRAIL_NO_UPROBE_MULTI");
 	t->skel = skel_open(t->compat);
@@ -553,13 +577,19 @@ static size_t attach_each(struct tracer *t, const char *path, const uint64_t *of
 		bool ok = true;
 
 		for (r = 0; r <= (int)ret[i]; r++) {
-			LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = r, .bpf_cookie = cookie[i]);
+			/* before 5.15 no cookie: the entry program of the function instead */
+			LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = r,
+				    .bpf_cookie = t->kf.attach_cookie ? cookie[i] : 0);
 			struct bpf_program *p = r ? t->skel->progs.mt_dev_return
-						  : t->skel->progs.mt_dev_entry;
-			struct bpf_link *l = bpf_program__attach_uprobe_opts(p, -1, path, off[i],
-									     &opts);
+					      : t->kf.attach_cookie ? t->skel->progs.mt_dev_entry
+					      : dev_copy(t, MEMTRAIL_COOKIE_NAME(cookie[i]));
+			struct bpf_link *l = p ? bpf_program__attach_uprobe_opts(p, -1, path, off[i],
+										 &opts)
+					       : NULL;
 
 			if (!l) {
+				if (!p)
+					errno = EINVAL;
 				if (fail)
 					fail(ctx, i, -errno);
 				ok = false;
