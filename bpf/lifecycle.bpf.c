@@ -110,6 +110,7 @@ static __always_inline void mm_forget(struct memtrail_target *t, __u64 mm, __u32
 	for (k = MEMTRAIL_KIND_MAPPED; k <= MEMTRAIL_KIND_RSS_SHMEM; k++)
 		account(t, tgid, k, -mt_xchg(&s->last[k], 0));
 	bpf_map_delete_elem(&mm_state, &mm);
+	bpf_map_delete_elem(&rss_local, &mm);
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -218,8 +219,10 @@ static __always_inline int exit_common(struct task_struct *p)
 		mm_sync_all(t, mm, tgid);
 	mt_or(&t->flags, MEMTRAIL_TARGET_EXITED);
 	key = mm ? (__u64)mm : t->mm;
-	if (key)
+	if (key) {
 		bpf_map_delete_elem(&mm_state, &key);
+		bpf_map_delete_elem(&rss_local, &key);
+	}
 
 	code = BPF_CORE_READ(p, exit_code);
 	if (BPF_CORE_READ(p, signal, flags) & MT_SIGNAL_GROUP_EXIT)

@@ -31,8 +31,8 @@
 #define mt_add_fetch(p, v) ({ __sync_fetch_and_add((p), (v)); MT_READ(*(p)); })
 #define mt_cmpxchg(p, o, n) ({ typeof(*(p)) __c = MT_READ(*(p)); if (__c == (o)) *(p) = (n); __c; })
 #define mt_xchg(p, v) ({ typeof(*(p)) __c = MT_READ(*(p)); *(p) = (v); __c; })
-#define mt_or(p, v) (*(p) |= (v))
-#define mt_and(p, v) (*(p) &= (v))
+#define mt_or(p, v) ({ typeof(*(p)) __c = MT_READ(*(p)); *(p) = __c | (v); __c; })
+#define mt_and(p, v) ({ typeof(*(p)) __c = MT_READ(*(p)); *(p) = __c & (v); __c; })
 /* no bpf_get_current_task_btf (5.11): a plain pointer, read with BPF_CORE_READ */
 #define mt_current_task() ((struct task_struct *)bpf_get_current_task())
 #else
@@ -80,6 +80,23 @@ struct {
 	__type(key, __u64);
 	__type(value, struct memtrail_mm_state);
 } mm_state SEC(".maps") __weak;
+
+/*
+ * Each CPU's part of an mm's rss counters as last accounted (pages), by mm
+ * (percpu_counter kernels, 6.2 on): an rss_stat event reads only its own
+ * CPU's part. Deleted with the mm's mm_state entry.
+ */
+struct rss_local {
+	__s32 v[4];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct rss_local);
+} rss_local SEC(".maps") __weak;
 
 /* Discrete events for user space (struct memtrail_event_*). */
 struct {
@@ -248,6 +265,18 @@ static __always_inline void level_add(struct memtrail_level *l, __s64 delta)
  * The one accounting path: add a signed delta to (target, kind) in the cell
  * of the target's current phase. T is the live target of TGID.
  */
+/*
+ * KIND, bounded in the register that indexes with it. Before 5.11 the
+ * verifier does not carry a bound learned on one copy of a register to the
+ * others, and the compiler may test one copy and index with another.
+ */
+static __always_inline __u32 kind_index(__u32 kind)
+{
+	asm volatile("if %[k] < %[max] goto +1\n\t%[k] = 0"
+		     : [k] "+r"(kind) : [max] "i"(MEMTRAIL_KIND_MAX));
+	return kind;
+}
+
 static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32 kind,
 				    __s64 delta)
 {
@@ -257,7 +286,7 @@ static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32
 		return;
 	c = cell_get(tgid, t->phase);
 	if (c)
-		level_add(&c->kinds[kind], delta);
+		level_add(&c->kinds[kind_index(kind)], delta);
 }
 
 static const struct memtrail_site zero_site;
@@ -390,15 +419,22 @@ static __always_inline void mm_sync_kind(struct memtrail_target *t, __u64 mm, __
  * Add a known delta of one address space to its owner, keeping the mm's last
  * value in step so that a later absolute sync adds only what was missed.
  */
+static __always_inline void mm_state_add(struct memtrail_target *t, struct memtrail_mm_state *s,
+					 __u32 tgid, __u32 kind, __s64 delta)
+{
+	if (kind >= MEMTRAIL_KIND_MAX)
+		return;
+	__sync_fetch_and_add(&s->last[kind], delta);
+	account(t, tgid, kind, delta);
+}
+
 static __always_inline void mm_add_kind(struct memtrail_target *t, __u64 mm, __u32 tgid,
 					__u32 kind, __s64 delta)
 {
 	struct memtrail_mm_state *s = mm_state_get(mm, tgid);
 
-	if (!s || kind >= MEMTRAIL_KIND_MAX)
-		return;
-	__sync_fetch_and_add(&s->last[kind], delta);
-	account(t, tgid, kind, delta);
+	if (s)
+		mm_state_add(t, s, tgid, kind, delta);
 }
 
 /*
@@ -484,6 +520,12 @@ static __always_inline __s64 rss_pages_atomic(struct mm_struct *mm, int member)
 	}
 }
 
+/* Whether mm->rss_stat[] are percpu_counters (Linux 6.2) rather than atomics. */
+static __always_inline bool rss_is_percpu(void)
+{
+	return !bpf_core_field_exists(((struct mm_struct___atomic *)0)->rss_stat.count);
+}
+
 /*
  * Exact value of one of mm->rss_stat[], in bytes. From Linux 6.2 a counter is
  * a percpu_counter: the shared count plus each CPU's unfolded delta, as
@@ -500,7 +542,7 @@ static __always_inline __s64 rss_bytes(struct mm_struct *mm, int member)
 
 	if (member < 0 || member > 3)
 		return 0;
-	if (bpf_core_field_exists(((struct mm_struct___atomic *)0)->rss_stat.count)) {
+	if (!rss_is_percpu()) {
 		ctx.sum = rss_pages_atomic(mm, member);
 	} else {
 #ifdef MEMTRAIL_COMPAT
@@ -539,14 +581,190 @@ static __always_inline __s64 mapped_bytes(struct mm_struct *mm)
 	return (__s64)BPF_CORE_READ(mm, data_vm) << MEMTRAIL_PAGE_SHIFT;
 }
 
-static __always_inline void mm_sync_rss(struct memtrail_target *t, struct mm_struct *mm,
-				       __u32 tgid)
+/* The counters' absolute values: before 6.2, or where an mm's per-CPU parts have no room. */
+static __always_inline void mm_sync_rss_sum(struct memtrail_target *t, struct mm_struct *mm,
+					    __u32 tgid)
 {
 	__u64 key = (__u64)mm;
 
 	mm_sync_kind(t, key, tgid, MEMTRAIL_KIND_RSS_FILE, rss_bytes(mm, 0));
 	mm_sync_kind(t, key, tgid, MEMTRAIL_KIND_RSS_ANON, rss_bytes(mm, 1));
 	mm_sync_kind(t, key, tgid, MEMTRAIL_KIND_RSS_SHMEM, rss_bytes(mm, 3));
+}
+
+#ifndef MEMTRAIL_COMPAT
+/*
+ * Resident memory at O(1) per event (Linux 6.2 on). A counter's exact value
+ * is its shared count plus every CPU's unfolded part; an rss_stat event
+ * changes only the part of the CPU it runs on, and the shared count when that
+ * part folds into it. So memtrail keeps, per mm, the shared count
+ * (mm_state.central) and each CPU's part (rss_local) as last accounted, and
+ * an event adds what changed in those two: exchanges make the additions
+ * telescope, so the level is the sum of the parts as last read, whatever the
+ * interleaving. Bound: a thread that migrates between the kernel's add and
+ * its tracepoint leaves that add (less than one percpu_counter batch) to the
+ * next event on the CPU it left, or to the next full walk (fork, exec, exit,
+ * OOM kill, which walk every CPU); a fold seen from another CPU before its own
+ * event may show it early, for the microseconds between.
+ */
+struct rss_walk {
+	__u64 mm;
+	__u64 counters[4];	/* each counter's s32 __percpu *, 0: none */
+	__s64 pages[4];		/* pages added (or, absolute, the parts' sum) */
+	__u32 absolute;		/* set the parts to the counters, ignoring what they held */
+};
+
+static long rss_walk_cpu(__u32 cpu, void *data)
+{
+	struct rss_walk *w = data;
+	__u64 off = cpu_offset(cpu);
+	struct rss_local *m;
+	__s32 v;
+	int i;
+
+	if (!off)
+		return 1;
+	m = bpf_map_lookup_percpu_elem(&rss_local, &w->mm, cpu);
+	if (!m)
+		return 1;
+	for (i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;	/* MM_SWAPENTS: not resident */
+		v = 0;
+		if (w->counters[i])
+			bpf_probe_read_kernel(&v, sizeof(v), (const void *)(w->counters[i] + off));
+		if (w->absolute) {
+			m->v[i] = v;
+			w->pages[i] += v;
+		} else {
+			w->pages[i] += v - __sync_lock_test_and_set(&m->v[i], v);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Walk every CPU's part of MM's counters: ABSOLUTE sets the level to the
+ * counters (an mm seen first: its parts hold nothing yet), else adds what
+ * changed since the parts were last read (exact among concurrent events).
+ */
+static __always_inline void rss_walk(struct memtrail_target *t, struct mm_struct *mm,
+				     __u32 tgid, struct memtrail_mm_state *s, bool absolute)
+{
+	struct rss_walk w = { .mm = (__u64)mm, .absolute = absolute };
+	__s64 count[4] = {};
+	struct percpu_counter *pc;
+	int i, kind;
+
+	for (i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		pc = &mm->rss_stat[i];
+		count[i] = BPF_CORE_READ(pc, count);
+		w.counters[i] = (__u64)BPF_CORE_READ(pc, counters);
+	}
+	bpf_loop(nr_cpus < MEMTRAIL_CPUS_MAX ? nr_cpus : MEMTRAIL_CPUS_MAX, rss_walk_cpu, &w, 0);
+	for (i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		kind = rss_member_kind(i);
+		if (kind < 0)
+			continue;
+		if (absolute) {
+			s->central[i] = count[i];
+			mm_sync_kind(t, (__u64)mm, tgid, kind,
+				     (count[i] + w.pages[i]) << MEMTRAIL_PAGE_SHIFT);
+		} else {
+			w.pages[i] += count[i] - __sync_lock_test_and_set(&s->central[i], count[i]);
+			mm_state_add(t, s, tgid, kind, w.pages[i] << MEMTRAIL_PAGE_SHIFT);
+		}
+	}
+}
+
+/*
+ * An mm without per-CPU parts yet: make them, set from the counters, then
+ * mark the mm ready; events before that leave their CPU's change to the next
+ * event there. Where the map has no room the counters are summed instead.
+ */
+static __always_inline void rss_first(struct memtrail_target *t, struct mm_struct *mm,
+				      __u32 tgid, struct memtrail_mm_state *s)
+{
+	struct rss_local zero = {};
+	__u64 key = (__u64)mm;
+	long err;
+
+	err = bpf_map_update_elem(&rss_local, &key, &zero, BPF_NOEXIST);
+	if (!err) {
+		__sync_fetch_and_and(&s->flags, ~MEMTRAIL_MM_RSS_READY);
+		rss_walk(t, mm, tgid, s, true);
+		__sync_fetch_and_or(&s->flags, MEMTRAIL_MM_RSS_READY);
+	} else if (err != -17 /* -EEXIST */) {
+		mm_sync_rss_sum(t, mm, tgid);	/* no room: O(CPUs) per event */
+	}
+	/* -EEXIST: another CPU is setting them up */
+}
+
+/* The rss parts of MM in step with its per-CPU parts, or NULL: not yet. */
+static __always_inline struct rss_local *rss_ready(struct memtrail_mm_state *s, __u64 *key)
+{
+	if (!(MT_READ(s->flags) & MEMTRAIL_MM_RSS_READY))
+		return NULL;
+	return bpf_map_lookup_elem(&rss_local, key);
+}
+
+/* One rss_stat event, at O(1): this CPU's part and the shared count. */
+static __always_inline void rss_event(struct memtrail_target *t, struct mm_struct *mm,
+				      __u32 tgid, int member, int kind)
+{
+	struct memtrail_mm_state *s;
+	struct percpu_counter *pc;
+	__u64 key = (__u64)mm, counters, off;
+	struct rss_local *m;
+	__s64 count, pages;
+	__s32 v = 0;
+	int i = member & 3;
+
+	s = mm_state_get(key, tgid);
+	if (!s)
+		return;
+	m = rss_ready(s, &key);
+	if (!m) {
+		rss_first(t, mm, tgid, s);
+		return;
+	}
+	pc = &mm->rss_stat[i];
+	count = BPF_CORE_READ(pc, count);
+	counters = (__u64)BPF_CORE_READ(pc, counters);
+	off = cpu_offset(bpf_get_smp_processor_id());
+	if (counters && off)
+		bpf_probe_read_kernel(&v, sizeof(v), (const void *)(counters + off));
+	pages = count - __sync_lock_test_and_set(&s->central[i], count);
+	pages += v - __sync_lock_test_and_set(&m->v[i], v);
+	if (pages)
+		mm_state_add(t, s, tgid, kind, pages << MEMTRAIL_PAGE_SHIFT);
+}
+#endif /* !MEMTRAIL_COMPAT */
+
+/* Every rss kind of MM exact now (fork, exec, exit, OOM kill, first sight): O(CPUs). */
+static __always_inline void mm_sync_rss(struct memtrail_target *t, struct mm_struct *mm,
+				       __u32 tgid)
+{
+#ifndef MEMTRAIL_COMPAT
+	struct memtrail_mm_state *s;
+	__u64 key = (__u64)mm;
+
+	if (rss_is_percpu()) {
+		s = mm_state_get(key, tgid);
+		if (!s)
+			return;
+		if (rss_ready(s, &key))
+			rss_walk(t, mm, tgid, s, false);
+		else
+			rss_first(t, mm, tgid, s);
+		return;
+	}
+#endif
+	mm_sync_rss_sum(t, mm, tgid);
 }
 
 /*

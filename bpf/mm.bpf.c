@@ -111,8 +111,15 @@ int BPF_PROG(mt_rss_stat, struct mm_struct *mm, int member)
 		return 0;
 	/* the mm's owner, not current: reclaim, fork and exit touch other mms */
 	t = mm_target(mm, &tgid);
-	if (t)
-		mm_sync_kind(t, (__u64)mm, tgid, kind, rss_bytes(mm, member));
+	if (!t)
+		return 0;
+#ifndef MEMTRAIL_COMPAT
+	if (rss_is_percpu()) {
+		rss_event(t, mm, tgid, member, kind);
+		return 0;
+	}
+#endif
+	mm_sync_kind(t, (__u64)mm, tgid, kind, rss_bytes(mm, member));
 	return 0;
 }
 

@@ -717,9 +717,10 @@ static void usage(FILE *f)
 "  -h, --help              this help\n"
 "\n"
 "Memory: bounded by --max-targets, --keep and --interval: in the kernel about\n"
-"800 bytes per process; in memtrail at most about %.0f MiB at the defaults\n"
-"(1 KiB + 88 bytes per kept sample + %d phases per process), far less for idle\n"
-"processes, which store a sample only when a level changes. Needs root and BTF.\n",
+"930 bytes per process (and 16 per CPU for each live one); in memtrail at most\n"
+"about %.0f MiB at the defaults (1 KiB + 88 bytes per kept sample + %d phases\n"
+"per process), far less for idle processes, which store a sample only when a\n"
+"level changes. Needs root and BTF.\n",
 		PSI_SOME_PCT, DEFAULT_DIR, MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_INTERVAL_MS,
 		DEFAULT_KEEP_S, DEFAULT_PRESSURE_PCT, DEFAULT_PRESSURE_EVERY_S, DEFAULT_PODS_DIR,
 		DEFAULT_PENDING, DEFAULT_MAX_TARGETS, DEFAULT_METRICS_EXPIRE_S, METRICS_GONE_MAX,
