@@ -216,6 +216,11 @@ $(OUT)/bench/floor: tests/bench/floor.c $(OUT)/bench/floor.skel.h
 bench: memtrail $(WORKLOADS) $(OUT)/bench/floor
 	$(Q)$(PYTHON) tests/bench/bench.py
 
+# BPF cost per event with 2 and 64 CPUs, in a guest kernel (KERNEL=6.17)
+bench-cpus: deps
+	$(Q)$(MAKE) --no-print-directory all workloads
+	$(Q)$(PYTHON) tests/bench/cpus.py
+
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)./memtrail demo
@@ -224,6 +229,6 @@ clean:
 	$(call msg,CLEAN,$(OUT) memtrail)
 	$(Q)rm -rf $(OUT) memtrail
 
-.PHONY: all deps unit integration test test-kernels unit-build workloads bench demo clean
+.PHONY: all deps unit integration test test-kernels unit-build workloads bench bench-cpus demo clean
 
 -include $(USER_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(COMPAT_OBJS:.o=.d) $(UNIT_TESTS:=.d) $(WORKLOADS:=.d)

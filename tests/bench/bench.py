@@ -67,6 +67,43 @@ def with_watch(fn):
         subprocess.run(["rm", "-rf", d])
 
 
+def prog_costs(rounds=40):
+    """ns per run of each memtrail BPF program (the kernel's bpf_stats:
+    run_time_ns / run_cnt) while 'record --comm bench_touch' traces the
+    page-touch loop: an rss_stat event per page."""
+    stats = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(stats) as f:
+        was = f.read().strip()
+    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
+    with open(stats, "w") as f:
+        f.write("1")
+    try:
+        m = start(["record", "-q", "-o", out, "--comm", "bench_touch"])
+        try:
+            subprocess.run([os.path.join(WL, "bench_touch"), str(rounds)], check=True,
+                           capture_output=True)
+            progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"],
+                                              capture_output=True, text=True,
+                                              check=True).stdout)
+        finally:
+            m.send_signal(2)
+            m.communicate()
+    finally:
+        with open(stats, "w") as f:
+            f.write(was)
+        if os.path.exists(out):
+            os.unlink(out)
+    return {p["name"]: (p["run_time_ns"] / p["run_cnt"], p["run_cnt"]) for p in progs
+            if p.get("name", "").startswith("mt_") and p.get("run_cnt")}
+
+
+def print_prog_costs(costs):
+    print(f"BPF programs while a page-touch loop runs ({os.cpu_count()} CPUs; kernel "
+          f"{os.uname().release}): ns per run, runs", flush=True)
+    for name, (ns, n) in sorted(costs.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {name:18} {ns:9.0f} ns {n:10d}", flush=True)
+
+
 def libc_of(path):
     """The C library PATH loads, as the loader resolves it."""
     out = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
@@ -331,6 +368,12 @@ def main():
     if os.geteuid() != 0:
         print("make bench needs root (it loads BPF)")
         return 1
+    if "--prog-costs" in sys.argv:
+        # one line for tests/bench/cpus.py, which runs this inside guests
+        costs = prog_costs(int(os.environ.get("BENCH_TOUCH_ROUNDS", "4")))
+        print("PROG_COSTS " + json.dumps({"cpus": os.cpu_count(), "release": os.uname().release,
+                                          "costs": costs}), flush=True)
+        return 0
     out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
     print(f"memtrail overhead: median of {RUNS} interleaved runs each, workload time only")
     print(f"{'workload':18} {'untraced':>10} {'--all':>10} {'ratio':>7} "
@@ -348,6 +391,7 @@ def main():
         print(f"{label:18} {b:9.3f}s {a:9.3f}s {a / b:6.3f}x {r:9.3f}s {r / b:6.3f}x "
               f"{'<=' + format(target, '.2f') + 'x':>8} {w:9.3f}s {w / b:6.3f}x "
               f"{w / a:6.3f}x {'<=1.03x':>8}", flush=True)
+    print_prog_costs(prog_costs())
     base, bare, full, ubase, budget = heap_pairs()
     print(f"heap probes per malloc/free pair: untraced {base:.0f} ns, floor (3 counting "
           f"uprobes) {bare / 1000:.2f} us, memtrail --heap {full / 1000:.2f} us "
