@@ -142,6 +142,7 @@ struct dev_file {
 	size_t n_launch;
 	struct tracer_probe_set launch;
 	bool launch_on;
+	bool runtime;	/* CUDA or Neuron (not the loader's hook) */
 };
 
 struct dev_proc {
@@ -463,15 +464,21 @@ static void probe_file(struct devices *d, struct dev_file *f, const char *path)
 		log__debug("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
 	else if (what)
 		log__info("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
-	if (what && !d->said) {
-		const struct feature *feat = &tracer__features(d->tracer)->f[FEAT_DEVICE];
+	f->runtime = what != NULL;
+}
 
-		d->said = true;
-		if (feat->state == FEATURE_DEGRADED)
-			log__warn("%s: %s", feat->name, feat->note);
-		else if (feat->state != FEATURE_YES)
-			log__debug("%s: %s", feat->name, feat->note);
-	}
+/* What this kernel cannot do with device memory, said once: when a target maps a runtime. */
+static void say_kernel(struct devices *d)
+{
+	const struct feature *feat = &tracer__features(d->tracer)->f[FEAT_DEVICE];
+
+	if (d->said)
+		return;
+	d->said = true;
+	if (feat->state == FEATURE_DEGRADED)
+		log__warn("%s: %s", feat->name, feat->note);
+	else if (feat->state != FEATURE_YES)
+		log__debug("%s: %s", feat->name, feat->note);
 }
 
 /* The file (dev, ino), probed through PATH when new; NAME is its path as the process sees it. */
@@ -527,6 +534,8 @@ void devices__scan(struct devices *d, uint32_t pid)
 		if (proc__mapped_path(pid, &m, full, sizeof(full)))
 			continue;
 		df = file_get(d, m.dev, m.ino, full, m.path, &idx);
+		if (df && df->runtime && pid != (uint32_t)getpid())
+			say_kernel(d);
 		if (!df || !df->n_launch || pid == (uint32_t)getpid())
 			continue;
 		p = p ? p : proc_get(d, pid, true);

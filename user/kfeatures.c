@@ -292,11 +292,10 @@ static void decide(struct kernel_features *kf)
 	if (!kf->for_each_elem)
 		set(kf, FEAT_DEVICE, FEATURE_DEGRADED,
 		    "no bpf_for_each_map_elem (Linux 5.13; kernel %s): device memory live at an "
-		    "exec stays in the levels of the program exec'd; a probe program per function",
-		    r);
+		    "exec stays counted after it; an entry program per function", r);
 	else if (!kf->attach_cookie)
 		set(kf, FEAT_DEVICE, FEATURE_FALLBACK,
-		    "no bpf_cookie (Linux 5.15; kernel %s): a probe program per function", r);
+		    "no bpf_cookie (Linux 5.15; kernel %s): an entry program per function", r);
 	else
 		set(kf, FEAT_DEVICE, FEATURE_YES, "uprobes on the runtimes' libraries");
 	if (kf->uprobe_multi)

@@ -39,7 +39,7 @@ enum feature_id {
 struct feature {
 	const char *name;
 	enum feature_state state;
-	char note[160];
+	char note[224];
 };
 
 struct kernel_features {

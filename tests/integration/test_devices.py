@@ -137,7 +137,7 @@ def test_cuda_phases_without_cookie():
     is the copies' work) gives the same exact figures."""
     p, trail, data = record([workload("cuda_phases")], extra=["-v"],
                             env=dict(os.environ, MEMTRAIL_NO_COOKIE="1"))
-    check("a probe program per function" in p.stderr, f"the fallback taken: {p.stderr!r}")
+    check("an entry program per function" in p.stderr, f"the fallback taken: {p.stderr!r}")
     check_phases_run(p, trail, data, "cuda_device", "CUDA_ERROR_OUT_OF_MEMORY")
     check_eq(trail["kernel"]["features"]["device"]["state"], "fallback",
              "the trail's record of the device source")
