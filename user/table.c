@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format.h"
@@ -351,41 +352,78 @@ static void site_text(json_t *frames, char *buf, size_t len)
 	}
 }
 
-/*
- * The group a site is listed in: its phase's sequence number, or for a
- * site of folded phases (beyond the trail's lists, kept by name) one group
- * per name after every listed phase.
- */
 /* A site's phase name, "?" when the file has none. */
 static const char *site_phase(json_t *site)
 {
 	return json_string_value(json_object_get(site, "phase")) ?: "?";
 }
 
-static json_int_t site_group(json_t *list, json_t *site)
-{
-	const char *name = site_phase(site);
-	json_t *other;
-	size_t j;
+/*
+ * A site and the group it is listed in: its phase's sequence number, or for
+ * a site of folded phases (beyond the trail's lists, kept by name) one group
+ * per name after every listed phase, in the order the names first appear.
+ */
+struct site_ref {
+	json_int_t group;
+	size_t idx;		/* in the list: heaviest first */
+	const char *name;	/* of a folded site's phase, else NULL */
+};
 
-	if (!json_is_true(json_object_get(site, "folded")))
-		return json_integer_value(json_object_get(site, "phase_seq"));
-	json_array_foreach(list, j, other)
-		if (json_is_true(json_object_get(other, "folded")) && !strcmp(name, site_phase(other)))
-			break;
-	return ((json_int_t)1 << 32) + (json_int_t)j;
+static int by_name(const void *a, const void *b)
+{
+	const struct site_ref *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int by_group(const void *a, const void *b)
+{
+	const struct site_ref *x = a, *y = b;
+
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* LIST's sites by group, then by place in the list: sorted twice, O(n log n). */
+static struct site_ref *site_groups(json_t *list)
+{
+	size_t i, j, n = json_array_size(list), n_folded = 0;
+	struct site_ref *r = calloc(n ? n : 1, sizeof(*r));
+	json_t *site;
+
+	if (!r)
+		return NULL;
+	json_array_foreach(list, i, site) {
+		if (json_is_true(json_object_get(site, "folded")))
+			r[n_folded++] = (struct site_ref){ .idx = i, .name = site_phase(site) };
+	}
+	/* folded sites first, by name: each name's group is where it first appears */
+	qsort(r, n_folded, sizeof(*r), by_name);
+	for (i = 0; i < n_folded; i = j)
+		for (j = i; j < n_folded && !strcmp(r[j].name, r[i].name); j++)
+			r[j].group = ((json_int_t)1 << 32) + (json_int_t)r[i].idx;
+	j = n_folded;
+	json_array_foreach(list, i, site) {
+		if (!json_is_true(json_object_get(site, "folded")))
+			r[j++] = (struct site_ref){ .idx = i, .group = json_integer_value(
+						    json_object_get(site, "phase_seq")) };
+	}
+	qsort(r, n, sizeof(*r), by_group);
+	return r;
 }
 
 void table__print_sites(FILE *f, const struct trail *t, size_t top)
 {
-	size_t i, j, shown;
+	size_t i, j, shown = 0;
 
 	for (i = 0; top && i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
 		json_t *list = tt->sites ? json_object_get(tt->sites, "list") : NULL;
 		json_t *heap = tt->sites ? json_object_get(tt->sites, "heap") : NULL;
 		bool inuse = !heap || json_is_true(json_object_get(heap, "inuse"));
-		json_int_t phase, last = -1, next;
+		struct site_ref *refs;
 		char name[NAME_LEN];
 		json_t *site;
 
@@ -404,32 +442,25 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 		}
 		fputc('\n', f);
 		/* phases in order; within each, the list's order (heaviest first) */
-		for (;;) {
-			next = -1;
-			json_array_foreach(list, j, site) {
-				phase = site_group(list, site);
-				if (phase > last && (next < 0 || phase < next))
-					next = phase;
-			}
-			if (next < 0)
-				break;
-			last = next;
-			shown = 0;
-			json_array_foreach(list, j, site) {
-				char a[32], u[32], text[512];
-				const char *kind = json_string_value(json_object_get(site, "kind")) ?: "?";
-				char kind_text[NAME_LEN];
+		refs = site_groups(list);
+		if (!refs) {
+			fprintf(f, "  (out of memory)\n");
+			continue;
+		}
+		for (j = 0; j < json_array_size(list); j++) {
+			char a[32], u[32], text[512], kind_text[NAME_LEN];
+			const char *kind;
 
-				if (site_group(list, site) != next)
-					continue;
-				if (!shown)
-					fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
-						sanitize__str(name, sizeof(name), site_phase(site)),
-						json_is_true(json_object_get(site, "folded")) ?
-						" (folded: phases beyond the listed ones)" : "",
-						"KIND", "ALLOC", "IN_USE", "SITE");
-				if (shown++ == top)
-					continue;
+			site = json_array_get(list, refs[j].idx);
+			if (!j || refs[j].group != refs[j - 1].group) {
+				fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
+					sanitize__str(name, sizeof(name), site_phase(site)),
+					refs[j].name ? " (folded: phases beyond the listed ones)" : "",
+					"KIND", "ALLOC", "IN_USE", "SITE");
+				shown = 0;
+			}
+			if (shown++ < top) {
+				kind = json_string_value(json_object_get(site, "kind")) ?: "?";
 				format__bytes(a, sizeof(a),
 					      json_integer_value(json_object_get(site, "alloc_bytes")));
 				if (!inuse && !strcmp(kind, "heap"))
@@ -443,8 +474,10 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 				fprintf(f, "    %-8s %12s %12s  %s\n",
 					sanitize__str(kind_text, sizeof(kind_text), kind), a, u, text);
 			}
-			if (shown > top)
+			if (shown > top && (j + 1 == json_array_size(list) ||
+					    refs[j + 1].group != refs[j].group))
 				fprintf(f, "    (%zu more)\n", shown - top);
 		}
+		free(refs);
 	}
 }

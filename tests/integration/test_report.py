@@ -54,3 +54,58 @@ def test_report_malformed_sites():
         check(p.returncode >= 0, f"{name}: report killed by signal {-p.returncode}")
         check_eq(p.returncode, 0, f"{name}: report status ({p.stderr!r})")
         check("allocation sites of" in p.stdout, f"{name}: no sites table in {p.stdout!r}")
+
+
+def test_report_many_folded_sites():
+    """5,000 sites of folded phases over 2,500 names (each twice, far apart) and
+    200 of ten listed phases: report groups them in time, in a few seconds (the
+    grouping was cubic: 92 s for 1,200), each group's rows and totals as the
+    trail has them."""
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
+    check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
+    with open(out) as f:
+        trail = json.load(f)
+    names = 2500
+    listed = [{"kind": "mapped", "phase": f"p{(i * 7) % 10}", "phase_seq": (i * 7) % 10,
+               "alloc_bytes": (i * 37) % 1000, "inuse_bytes": (i * 11) % 1000,
+               "frames": [{"function": f"l{i}"}]} for i in range(200)]
+    folded = [{"kind": "heap", "phase": f"f{(i * 13) % names}", "phase_seq": None, "folded": True,
+               "alloc_bytes": (i * 31) % 1000, "inuse_bytes": (i * 17) % 1000,
+               "frames": [{"function": f"s{i}"}]} for i in range(2 * names)]
+    sites = listed[:100] + folded + listed[100:]
+    t = trail["targets"][0]
+    t["sites"] = {"list": sites}
+    path = os.path.join(d, "many.json")
+    with open(path, "w") as f:
+        json.dump(trail, f)
+
+    # the groups as report must print them: listed phases by sequence, then
+    # folded names by first appearance; in each, the list's order
+    want = {}
+    for s in sorted((s for s in sites if not s.get("folded")), key=lambda s: s["phase_seq"]):
+        want.setdefault(s["phase"], [])
+    for s in sites:
+        want.setdefault(s["phase"] + (" (folded: phases beyond the listed ones)"
+                                      if s.get("folded") else ""), []).append(s)
+    p = run([MEMTRAIL, "report", "--top", "1000", path], timeout=20)
+    check_eq(p.returncode, 0, f"report status ({p.stderr!r})")
+    lines = p.stdout.splitlines()
+    start = lines.index(f"allocation sites of {t['pid']} ({t['comm']})")
+    got, group = {}, None
+    for line in lines[start + 1:]:
+        if line.startswith("allocation sites of") or not line:
+            break
+        if not line.startswith("    "):
+            group = got.setdefault(line[2:], [])
+        elif not line.startswith("    KIND"):
+            kind, alloc, _, inuse, _, fn = line.split()
+            group.append((kind, int(alloc), int(inuse), fn))
+    check_eq(list(got), list(want), "groups in order")
+    for name, rows in want.items():
+        check_eq(got[name], [(s["kind"], s["alloc_bytes"], s["inuse_bytes"],
+                              s["frames"][0]["function"]) for s in rows], f"rows of {name}")
+    for field, i in (("alloc_bytes", 1), ("inuse_bytes", 2)):
+        check_eq(sum(r[i] for rows in got.values() for r in rows), sum(s[field] for s in sites),
+                 f"total {field}")

@@ -79,10 +79,40 @@ static void malformed_sites_print(void **state)
 	trail__free(&t);
 }
 
+/* Listed phases by sequence, then folded names as they first appear; TOP per group. */
+static void sites_grouped_in_time(void **state)
+{
+	struct trail t;
+	char *text;
+
+	(void)state;
+	trail_with_sites(&t, "["
+		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") ","
+		SITE("\"heap\"", "\"phase\": \"late\", ", ", \"phase_seq\": 3") ","
+		SITE("\"heap\"", "\"phase\": \"a\", ", ", \"folded\": true") ","
+		SITE("\"heap\"", "\"phase\": \"early\", ", ", \"phase_seq\": 1") ","
+		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") ","
+		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") "]");
+	text = sites_text(&t, 1);
+	assert_string_equal(text, "\nallocation sites of 42 (app)\n"
+		"  early\n    KIND            ALLOC       IN_USE  SITE\n"
+		"    heap            100 B         10 B  f\n"
+		"  late\n    KIND            ALLOC       IN_USE  SITE\n"
+		"    heap            100 B         10 B  f\n"
+		"  b (folded: phases beyond the listed ones)\n    KIND            ALLOC       IN_USE  SITE\n"
+		"    heap            100 B         10 B  f\n"
+		"    (2 more)\n"
+		"  a (folded: phases beyond the listed ones)\n    KIND            ALLOC       IN_USE  SITE\n"
+		"    heap            100 B         10 B  f\n");
+	free(text);
+	trail__free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(malformed_sites_print),
+		cmocka_unit_test(sites_grouped_in_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
