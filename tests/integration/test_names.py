@@ -124,7 +124,7 @@ def test_report_escapes_a_hostile_trail():
     check_eq(len([l for l in lines if l.startswith("verdict: ")][0].split(esc)), 3,
              "the verdict line's cgroup and trigger, escaped")
     comm = "c\\x0averdict:\\x1b[2J"
-    for what in (f"   {t['pid']}  {comm} ", f"phases of {t['pid']} ({comm})",
+    for what in (f"{t['pid']:>8}  {comm} ", f"phases of {t['pid']} ({comm})",
                  f"allocation sites of {t['pid']} ({comm})", f"verdict: {t['pid']} ({comm})"):
         check([l for l in lines if l.startswith(what)], f"no line starts {what!r}")
 
