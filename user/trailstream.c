@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -41,7 +42,6 @@ struct builder {
 	size_t key_len;
 	json_t *root;
 	long target;			/* index of the target object open at depth 3, or -1 */
-	long long pid;			/* its "pid" when read yet, else 0 */
 	struct trailstream_timelines *tls;
 	/* in a timeline: its depth, the sample being read, what its key names */
 	bool in_timeline;		/* inside a target's "timeline" array */
@@ -51,6 +51,7 @@ struct builder {
 	int key_is;
 	int skip;			/* nesting of a skipped value inside a sample */
 	struct trail_sample s;
+	uint64_t last_t;		/* t_ms of the timeline's last sample */
 	struct key_memo memo[KEY_MEMO];	/* by the key's place in its sample */
 	unsigned int key_pos;
 	bool json_fault;		/* err is about the JSON (a duplicate key, depth) */
@@ -66,16 +67,29 @@ static int fail(struct builder *b, bool json_fault, const char *msg)
 	return 0;
 }
 
-static int sample_fail(struct builder *b)
+/* "targets[T].timeline[I]" and what FMT says is wrong with the sample: not JSON's fault. */
+static int sample_fail(struct builder *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int sample_fail(struct builder *b, const char *fmt, ...)
 {
-	if (b->pid > 0)		/* the writer puts "pid" first */
-		snprintf(b->err, sizeof(b->err),
-			 "target %lld: timeline sample %zu has no integer 't_ms'", b->pid, b->tl->n);
-	else
-		snprintf(b->err, sizeof(b->err),
-			 "target %ld of 'targets': timeline sample %zu has no integer 't_ms'",
-			 b->target, b->tl->n);
+	va_list ap;
+	int n;
+
+	if (b->err[0])
+		return 0;
+	n = snprintf(b->err, sizeof(b->err), "targets[%ld].timeline[%zu]", b->target, b->tl->n);
+	if (n > 0 && (size_t)n < sizeof(b->err)) {
+		va_start(ap, fmt);
+		vsnprintf(b->err + n, sizeof(b->err) - n, fmt, ap);
+		va_end(ap);
+	}
 	return 0;
+}
+
+/* The key a value in a sample is under, for errors. */
+static const char *sample_key(const struct builder *b)
+{
+	return b->key_is == KEY_T_MS ? "t_ms" : kind__name(b->key_is);
 }
 
 static bool key_is(const struct builder *b, const char *s)
@@ -105,8 +119,6 @@ static int put(struct builder *b, json_t *v)
 		return 1;
 	}
 	parent = b->stack[b->depth - 1];
-	if (b->depth == 3 && b->target >= 0 && key_is(b, "pid") && json_is_integer(v))
-		b->pid = json_integer_value(v);
 	if (json_is_array(parent))
 		return json_array_append_new(parent, v) ? fail(b, false, "out of memory") : 1;
 	if (json_object_getn(parent, b->key, b->key_len) || timeline_streamed(b)) {
@@ -137,20 +149,33 @@ static int open_container(struct builder *b, json_t *c)
 
 /* ---- inside a timeline ---- */
 
+/*
+ * A value in a timeline: t_ms, a time in order, and each kind's level are
+ * checked as trail.c checks the rest (TRAIL_T_MS_MAX, +-TRAIL_LEVEL_MAX);
+ * other keys are skipped.
+ */
 static int tl_value(struct builder *b, bool integer, long long v)
 {
 	if (b->skip)
 		return 1;
 	if (!b->in_sample)
-		return sample_fail(b);		/* a sample that is not an object */
-	if (b->key_is == KEY_T_MS) {
-		if (!integer || v < 0)
-			return sample_fail(b);
-		b->s.t_ms = v;
-		b->have_t = true;
-	} else if (b->key_is >= 0 && integer) {
+		return sample_fail(b, ": not an object");
+	if (b->key_is == KEY_OTHER)
+		return 1;
+	if (!integer)
+		return sample_fail(b, ".%s: not an integer", sample_key(b));
+	if (b->key_is == KEY_T_MS ? v < 0 || v > TRAIL_T_MS_MAX :
+				    v < -TRAIL_LEVEL_MAX || v > TRAIL_LEVEL_MAX)
+		return sample_fail(b, ".%s: out of range (%lld)", sample_key(b), v);
+	if (b->key_is != KEY_T_MS) {
 		b->s.level[b->key_is] = v;
+		return 1;
 	}
+	if ((uint64_t)v < b->last_t)
+		return sample_fail(b, ".t_ms: %lld is before the previous sample's %llu", v,
+				   (unsigned long long)b->last_t);
+	b->s.t_ms = v;
+	b->have_t = true;
 	return 1;
 }
 
@@ -187,13 +212,13 @@ static int tl_key(struct builder *b, const unsigned char *key, size_t len)
 static int tl_open(struct builder *b, bool map)
 {
 	if (b->skip || b->in_sample) {		/* a value inside a sample: skipped */
-		if (!b->skip && b->key_is == KEY_T_MS)
-			return sample_fail(b);
+		if (!b->skip && b->key_is != KEY_OTHER)
+			return sample_fail(b, ".%s: not an integer", sample_key(b));
 		b->skip++;
 		return 1;
 	}
 	if (!map)
-		return sample_fail(b);
+		return sample_fail(b, ": not an object");
 	memset(&b->s, 0, sizeof(b->s));
 	b->key_pos = 0;
 	b->in_sample = true;
@@ -216,10 +241,11 @@ static int tl_close(struct builder *b)
 		return 1;
 	}
 	if (!b->have_t)
-		return sample_fail(b);
+		return sample_fail(b, ".t_ms: missing");
 	if (array__grow((void **)&tl->s, &tl->cap, tl->n + 1, sizeof(*tl->s)))
 		return fail(b, false, "out of memory");
 	tl->s[tl->n++] = b->s;
+	b->last_t = b->s.t_ms;
 	b->in_sample = false;
 	return 1;
 }
@@ -270,10 +296,8 @@ static int on_start_map(void *ctx)
 		return tl_open(b, true);
 	/* a target: an object right inside root.targets; its index there */
 	if (b->depth == 2 && json_is_array(b->stack[1]) &&
-	    json_object_get(b->stack[0], "targets") == b->stack[1]) {
+	    json_object_get(b->stack[0], "targets") == b->stack[1])
 		b->target = json_array_size(b->stack[1]);
-		b->pid = 0;
-	}
 	return open_container(b, json_object());
 }
 
@@ -340,6 +364,7 @@ static int on_start_array(void *ctx)
 	b->in_timeline = true;
 	b->in_sample = false;
 	b->skip = 0;
+	b->last_t = 0;
 	return 1;
 }
 
