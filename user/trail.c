@@ -915,6 +915,28 @@ static int check_event(struct schema *s, json_t *ev)
 	return 0;
 }
 
+int trail__check_event(json_t *ev, size_t i, char *err, size_t errlen)
+{
+	struct schema s;
+
+	schema__init(&s, err, errlen);
+	schema__key(&s, "events");
+	schema__index(&s, i);
+	return check_event(&s, ev) < 0 ? -1 : 0;
+}
+
+int trail__check_target(json_t *o, size_t i, char *err, size_t errlen)
+{
+	struct schema s;
+
+	schema__init(&s, err, errlen);
+	schema__key(&s, "targets");
+	schema__index(&s, i);
+	return schema__is_object(&s, o) < 0 ||
+	       schema__int(&s, o, "pid", NEED, 1, TRAIL_PID_MAX, NULL) < 0 ||
+	       schema__object(&s, o, "exit", NEED | OR_NULL, NULL) < 0 ? -1 : 0;
+}
+
 /* The strings a target and a verdict file share: comm at most as long as the kernel's. */
 static int read_names(struct schema *s, struct trail_target *tt, json_t *o)
 {

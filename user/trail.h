@@ -133,6 +133,14 @@ int trail__write(const struct trail *t, const char *path);
  * and a one-line reason in err.
  */
 int trail__read(struct trail *t, const char *path, char *err, size_t errlen);
+/*
+ * Event I of a trail's "events", target I of its "targets" (what a target
+ * must have before the rest of it is read), checked as the reader checks
+ * them: 0, or -1 and "events[I].t_ms: missing" in err. For the stream reader,
+ * which checks each as it ends.
+ */
+int trail__check_event(json_t *ev, size_t i, char *err, size_t errlen);
+int trail__check_target(json_t *o, size_t i, char *err, size_t errlen);
 int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen);
 
 #endif

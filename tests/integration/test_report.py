@@ -3,6 +3,7 @@
 
 import json
 import os
+import sys
 
 from harness import MEMTRAIL, check, check_eq, one_line_error, run, tmpdir, workload
 
@@ -115,3 +116,52 @@ def test_report_many_folded_sites():
     for field, i in (("alloc_bytes", 1), ("inuse_bytes", 2)):
         check_eq(sum(r[i] for rows in got.values() for r in rows), sum(s[field] for s in sites),
                  f"total {field}")
+
+
+# memtrail report ARGS in a python3 of its own, whose only child it is: its
+# status, stderr and peak resident memory in MiB (ru_maxrss of the children)
+PEAK = """
+import resource, subprocess, sys
+p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=20)
+print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+sys.stderr.write(p.stderr)
+"""
+
+
+def report_peak(*args):
+    p = run([sys.executable, "-c", PEAK, MEMTRAIL, "report", *args], timeout=60)
+    rc, mib = p.stdout.split()
+    return int(rc), int(mib), p.stderr
+
+
+def test_report_memory_follows_useful_content():
+    """30 MB of ten million empty events fails at the first, in little memory
+    (it took 2.3 GB and 28 s as a tree); ten million values under a key no
+    trail has are skipped, the report is that of the trail without them."""
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
+    check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
+    with open(out) as f:
+        text = f.read()
+    clean = run([MEMTRAIL, "report", out])
+    check_eq(clean.returncode, 0, f"report status ({clean.stderr!r})")
+    check(text.endswith("}\n") and '"events":[' in text, "a compact trail, events in it")
+
+    empty = os.path.join(d, "empty-events.json")
+    with open(empty, "w") as f:
+        f.write(text.replace('"events":[', '"events":[' + "{}," * 10_000_000, 1))
+    rc, mib, err = report_peak(empty)
+    check_eq(rc, 1, f"status ({err!r})")
+    check_eq(err.strip(), f"memtrail: error: cannot read trail '{empty}': events[0].t_ms: missing",
+             "the error")
+    check(mib < 100, f"report of 10M empty events peaked at {mib} MiB")
+
+    junk = os.path.join(d, "junk.json")
+    with open(junk, "w") as f:
+        f.write(text[:-2] + ',"junk":[' + "{}," * 10_000_000 + '{}]}\n')
+    rc, mib, err = report_peak(junk)
+    check_eq(rc, 0, f"status ({err!r})")
+    check(mib < 100, f"report of 10M values under an unknown key peaked at {mib} MiB")
+    p = run([MEMTRAIL, "report", junk])
+    check_eq(p.stdout.replace(junk, out), clean.stdout, "the report without the junk")

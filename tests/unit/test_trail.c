@@ -404,6 +404,24 @@ static int read_text(struct trail *t, const char *text, char *err, size_t errlen
 #define HEAD "{\"memtrail\": 1, \"targets\": ["
 #define TGT(pid, tl) "{\"pid\": " #pid ", \"exit\": null, \"kinds\": {}, \"timeline\": " tl "}"
 
+/* Values under keys a trail does not have: skipped as they are parsed, never built. */
+static void stream_skips_unknown_keys(void **state)
+{
+	char err[256];
+	struct trail t;
+
+	(void)state;
+	assert_int_equal(read_text(&t, "{\"memtrail\": 1, \"junk\": [[1, {\"a\": []}], {}], "
+		"\"targets\": [{\"pid\": 7, \"exit\": null, \"kinds\": {}, \"x\": [{}], "
+		"\"timeline\": [{\"t_ms\": 1}], \"y\": {\"timeline\": 3}}], \"more\": 1, "
+		"\"events\": [{\"t_ms\": 1, \"type\": \"x\", \"extra\": [1]}]}", err, sizeof(err)), 0);
+	assert_int_equal(t.n_targets, 1);
+	assert_int_equal(t.targets[0].n_samples, 1);
+	/* an event's own keys are its data (the HTML page and Perfetto show them) */
+	assert_non_null(json_object_get(json_array_get(t.events, 0), "extra"));
+	trail__free(&t);
+}
+
 /* The streamed timeline: kinds by name, other keys and nested values skipped, per target. */
 static void stream_reads_timelines(void **state)
 {
@@ -468,8 +486,9 @@ static void stream_rejects_malformed(void **state)
 			     "targets[0].timeline[0].rss_anon: not an integer");
 	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": 9, \"heap\": {}}]") "]}",
 			     "targets[0].timeline[0].heap: not an integer");
-	stream_expect_reject(HEAD "{}," TGT(7, "[3]") "]}", "targets[1].timeline[0]: not an object");
-	stream_expect_reject(HEAD "{}, {\"timeline\": [{}], \"pid\": 7}]}",
+	stream_expect_reject(HEAD TGT(6, "[]") "," TGT(7, "[3]") "]}",
+			     "targets[1].timeline[0]: not an object");
+	stream_expect_reject(HEAD TGT(6, "[]") ", {\"timeline\": [{}], \"pid\": 7}]}",
 			     "targets[1].timeline[0].t_ms: missing");
 	stream_expect_reject(HEAD TGT(7, "{}") "]}", "targets[0].timeline: not an array");
 	stream_expect_reject(HEAD "{\"pid\": 7, \"exit\": null, \"kinds\": {}, \"timeline\": [],"
@@ -484,6 +503,13 @@ static void stream_rejects_malformed(void **state)
 			     "malformed JSON");
 	stream_expect_reject("{\"memtrail\": 1, \"s\": \"\xff\"}", "malformed JSON");
 	stream_expect_reject("   ", "malformed JSON");
+	/* each target and event checked as it ends, an element not an object at once */
+	stream_expect_reject(HEAD "3]}", "targets[0]: not an object");
+	stream_expect_reject(HEAD "{\"pid\": 7, \"timeline\": []}]}", "targets[0].exit: missing");
+	stream_expect_reject(HEAD "], \"events\": [{}, {}]}", "events[0].t_ms: missing");
+	stream_expect_reject(HEAD "], \"events\": [{\"t_ms\": 1, \"type\": \"x\"}, 1]}",
+			     "events[1]: not an object");
+	stream_expect_reject(HEAD "], \"events\": [[]]}", "events[0]: not an object");
 	for (i = 0; i < 2000; i++)
 		deep[i] = '[';
 	deep[i] = 0;
@@ -504,6 +530,7 @@ int main(void)
 		cmocka_unit_test(write_fails_cleanly),
 		cmocka_unit_test(stream_reads_timelines),
 		cmocka_unit_test(stream_rejects_malformed),
+		cmocka_unit_test(stream_skips_unknown_keys),
 	};
 
 	return cmocka_run_group_tests_name("trail", tests, NULL, NULL);
