@@ -150,10 +150,11 @@ int schema__str(struct schema *s, json_t *o, const char *key, int flags, size_t 
 		return ret ? done(s, at, ret) : 0;
 	if (!json_is_string(m))
 		return done(s, at, schema__fail(s, "not a string"));
-	/* NUL inside ("\u0000") counts: the string would be read shorter than it is */
-	if (json_string_length(m) > max_len || strlen(json_string_value(m)) != json_string_length(m))
-		return done(s, at, schema__fail(s, json_string_length(m) > max_len ?
-				"longer than %zu bytes" : "a NUL inside", max_len));
+	if (json_string_length(m) > max_len)
+		return done(s, at, schema__fail(s, "longer than %zu bytes", max_len));
+	/* a NUL inside ("\u0000"): C would read a string shorter than the file's */
+	if (strlen(json_string_value(m)) != json_string_length(m))
+		return done(s, at, schema__fail(s, "a NUL inside"));
 	if (v)
 		*v = json_string_value(m);
 	return done(s, at, 1);

@@ -420,10 +420,11 @@ static int on_end_map(void *ctx)
 	b->depth--;
 	/* a target's or an event's end: checked now, not after millions more */
 	parent = b->depth ? b->stack[b->depth - 1] : NULL;
-	if (parent && (parent == b->targets || parent == b->events) &&
-	    (parent == b->targets ? trail__check_target(b->stack[b->depth],
-							 json_array_size(parent) - 1, err, sizeof(err)) :
-	     trail__check_event(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err))))
+	if (parent && parent == b->targets &&
+	    trail__check_target(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err)))
+		return fail(b, false, err);
+	if (parent && parent == b->events &&
+	    trail__check_event(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err)))
 		return fail(b, false, err);
 	return 1;
 }

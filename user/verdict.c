@@ -93,7 +93,8 @@ void verdict__line(char *buf, size_t len, json_t *v)
 		snprintf(buf, len, "no verdict");
 	} else if (!strcmp(cause, "oom_cgroup")) {
 		snprintf(buf, len, "oom_cgroup: the kernel OOM killer, cgroup %s at its limit %s "
-			 "(usage %s), triggered by %lld (%s)", text(name, sizeof(name), v, "cgroup", "?"),
+			 "(usage %s), triggered by %lld (%s)",
+			 text(name, sizeof(name), v, "cgroup", "?"),
 			 format__bytes(limit, sizeof(limit), json_integer_value(json_object_get(v, "limit"))),
 			 format__bytes(usage, sizeof(usage), json_integer_value(json_object_get(v, "usage"))),
 			 json_integer_value(json_object_get(trigger, "pid")),

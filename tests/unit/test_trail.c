@@ -510,6 +510,9 @@ static void stream_rejects_malformed(void **state)
 	stream_expect_reject(HEAD "], \"events\": [{\"t_ms\": 1, \"type\": \"x\"}, 1]}",
 			     "events[1]: not an object");
 	stream_expect_reject(HEAD "], \"events\": [[]]}", "events[0]: not an object");
+	/* a name C would read shorter than the file has it */
+	stream_expect_reject(HEAD "{\"pid\": 7, \"exit\": null, \"kinds\": {}, "
+			     "\"comm\": \"a\\u0000b\"}]}", "targets[0].comm: a NUL inside");
 	for (i = 0; i < 2000; i++)
 		deep[i] = '[';
 	deep[i] = 0;
