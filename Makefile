@@ -51,6 +51,7 @@ COMPAT_SKEL := $(OUT)/memtrail_compat.skel.h
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
 UNIT_MODULES := user/trail.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
+	user/sanitize.c user/schema.c \
 	user/table.c user/log.c user/topview.c user/html.c
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUT)/workloads/%,$(wildcard tests/workloads/*.c))

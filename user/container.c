@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "container.h"
+#include "sanitize.h"
 
 static bool all_hex(const char *s, size_t n)
 {
@@ -315,16 +316,20 @@ void container__describe(char *buf, size_t len, json_t *a)
 	const char *name = json_string_value(json_object_get(pod, "name"));
 	const char *cname = json_string_value(json_object_get(ctr, "name"));
 	const char *id = json_string_value(json_object_get(ctr, "id"));
+	char s1[SANITIZE_LEN(POD_NAME_LEN)], s2[SANITIZE_LEN(POD_NAME_LEN)];
 	size_t n = 0;
 
 	buf[0] = '\0';
 	if (json_is_object(pod))
-		n = snprintf(buf, len, "pod %s/%s", ns ? ns : "?",
-			     name ? name : json_string_value(json_object_get(pod, "uid")));
+		n = snprintf(buf, len, "pod %s/%s", sanitize__str(s1, sizeof(s1), ns ? ns : "?"),
+			     sanitize__str(s2, sizeof(s2), name ? name :
+					   json_string_value(json_object_get(pod, "uid"))));
 	if (n >= len)
 		return;
 	if (cname)
-		snprintf(buf + n, len - n, "%scontainer %s", n ? " " : "", cname);
+		snprintf(buf + n, len - n, "%scontainer %s", n ? " " : "",
+			 sanitize__str(s1, sizeof(s1), cname));
 	else if (id)
-		snprintf(buf + n, len - n, "%scontainer %.12s", n ? " " : "", id);
+		snprintf(buf + n, len - n, "%scontainer %.12s", n ? " " : "",
+			 sanitize__str(s1, sizeof(s1), id));
 }

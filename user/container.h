@@ -46,7 +46,10 @@ int container__pod_names(const char *pods_dir, const char *uid, const char *id,
  * JSON records; NULL when the path names neither (or out of memory).
  */
 json_t *container__json(const char *path, const char *pods_dir);
-/* "pod NS/NAME container NAME" or "container ID12" for people; "" when none. */
+/*
+ * "pod NS/NAME container NAME" or "container ID12" for people, names
+ * sanitized (sanitize.h); "" when none.
+ */
 void container__describe(char *buf, size_t len, json_t *attribution);
 
 #endif

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "log.h"
+#include "sanitize.h"
 
 static bool verbose;
 static bool quiet;
@@ -23,13 +25,23 @@ void log__set_before(void (*fn)(void))
 	before = fn;
 }
 
+/*
+ * One line, always: messages carry names from the workloads (comm, cgroups,
+ * paths, a trail's contents), sanitized here so none can break the line or
+ * reach the terminal as a control.
+ */
 static void vlog(const char *level, const char *fmt, va_list ap)
 {
+	char *msg = NULL;
+
 	if (before)
 		before();
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
 	fprintf(stderr, "memtrail: %s", level);
-	vfprintf(stderr, fmt, ap);
+	sanitize__fputs(msg ? msg : "(out of memory)", stderr);
 	fputc('\n', stderr);
+	free(msg);
 }
 
 void log__error(const char *fmt, ...)

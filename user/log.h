@@ -4,7 +4,10 @@
 
 #include <stdbool.h>
 
-/* One-line messages on stderr, "memtrail: " first; lower case, no final period. */
+/*
+ * One-line messages on stderr, "memtrail: " first; lower case, no final
+ * period. What the format makes is sanitized (sanitize.h): one line, always.
+ */
 void log__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log__info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "perfetto.h"
 #include "pprof.h"
+#include "sanitize.h"
 #include "table.h"
 #include "trail.h"
 
@@ -158,8 +159,13 @@ int cmd_report(int argc, char **argv)
 			ret = 1;
 		json_decref(root);
 	} else {
-		printf("trail %s: %s, started %s\n", argv[optind],
-		       t.command ? t.command : "?", t.started);
+		char path[SANITIZE_LEN(256)], command[SANITIZE_LEN(256)];
+		char started[SANITIZE_LEN(sizeof(t.started))];
+
+		printf("trail %s: %s, started %s\n",
+		       sanitize__str(path, sizeof(path), argv[optind]),
+		       sanitize__str(command, sizeof(command), t.command),
+		       sanitize__str(started, sizeof(started), t.started));
 		table__print_summary(stdout, &t);
 		table__print_phases(stdout, &t);
 		table__print_verdicts(stdout, &t);

@@ -1,11 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format.h"
 #include "kinds.h"
 #include "phase.h"
+#include "sanitize.h"
 #include "table.h"
+
+/*
+ * Every string from the trail is shown through sanitize.h: a trail is
+ * anyone's file, and names in it (comm, phases, cgroups, frames) come from
+ * the workloads traced.
+ */
+#define NAME_LEN 256	/* a name as shown: longer ones are cut */
 
 static const char *exit_text(char *buf, size_t len, const struct trail_target *tt)
 {
@@ -39,15 +48,10 @@ static void print_device_limits(FILE *f, const struct trail_target *tt)
 		fprintf(f, "\n");
 }
 
-/* S with control bytes as '?', cut to fit BUF (a trail is anyone's file). */
-static const char *printable(char *buf, size_t len, const char *s)
+/* O's string KEY as shown (sanitized, "?" when it is not a string) in BUF. */
+static const char *str_field(char *buf, size_t len, json_t *o, const char *key)
 {
-	size_t i;
-
-	for (i = 0; i + 1 < len && s[i]; i++)
-		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-	buf[i] = '\0';
-	return buf;
+	return sanitize__str(buf, len, json_string_value(json_object_get(o, key)));
 }
 
 /*
@@ -60,17 +64,17 @@ static void print_kernel(FILE *f, const json_t *kernel)
 	const char *release = json_string_value(json_object_get(kernel, "release"));
 	json_t *fs = json_object_get(kernel, "features"), *v;
 	const char *name, *state;
-	char safe[128];
+	char safe[NAME_LEN];
 	bool first = true;
 
 	if (!release)
 		return;
-	fprintf(f, "kernel %s", printable(safe, sizeof(safe), release));
+	fprintf(f, "kernel %s", sanitize__str(safe, sizeof(safe), release));
 	json_object_foreach(fs, name, v) {
 		state = json_string_value(json_object_get(v, "state"));
 		if (!state || !strcmp(state, "yes"))
 			continue;
-		fprintf(f, "%s%s %s", first ? ": " : ", ", printable(safe, sizeof(safe), name),
+		fprintf(f, "%s%s %s", first ? ": " : ", ", sanitize__str(safe, sizeof(safe), name),
 			!strcmp(state, "fallback") || !strcmp(state, "degraded") || !strcmp(state, "no")
 				? state : "?");
 		first = false;
@@ -80,7 +84,7 @@ static void print_kernel(FILE *f, const json_t *kernel)
 
 void table__print_summary(FILE *f, const struct trail *t)
 {
-	char peak[32], cur[32], ex[32];
+	char peak[32], cur[32], ex[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)];
 	uint64_t lost = 0;
 	size_t i;
 	int k;
@@ -106,7 +110,8 @@ void table__print_summary(FILE *f, const struct trail *t)
 			if ((kind__device() & (1U << k)) && !tt->peak[k] && !tt->current[k])
 				continue;
 			if (first)
-				fprintf(f, "%8u  %-16s %-10s ", tt->pid, tt->comm,
+				fprintf(f, "%8u  %-16s %-10s ", tt->pid,
+					sanitize__str(comm, sizeof(comm), tt->comm),
 					exit_text(ex, sizeof(ex), tt));
 			else
 				fprintf(f, "%8s  %-16s %-10s ", "", "", "");
@@ -158,6 +163,7 @@ static void print_fields(FILE *f, const struct trail *t, const int64_t v[][PF_FI
 static void print_summary_by_name(FILE *f, const struct trail *t, const struct phase_log *l)
 {
 	int64_t v[MEMTRAIL_KIND_MAX][PF_FIELDS];
+	char name[SANITIZE_LEN(MEMTRAIL_PHASE_NAME_LEN)];
 	size_t i;
 	int k, j;
 
@@ -167,7 +173,8 @@ static void print_summary_by_name(FILE *f, const struct trail *t, const struct p
 
 		if (a->count < 2)
 			continue;
-		fprintf(f, "  %s x%llu\n", a->name, (unsigned long long)a->count);
+		fprintf(f, "  %s x%llu\n", sanitize__str(name, sizeof(name), a->name),
+			(unsigned long long)a->count);
 		for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
 			for (j = 0; j < PF_FIELDS; j++)
 				v[k][j] = a->total[k][j] / (int64_t)a->count;
@@ -180,7 +187,8 @@ static void print_summary_by_name(FILE *f, const struct trail *t, const struct p
 
 void table__print_phases(FILE *f, const struct trail *t)
 {
-	size_t i, j, shown = 0;
+	char comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], name[SANITIZE_LEN(MEMTRAIL_PHASE_NAME_LEN)];
+	size_t i, j, listed = 0;
 
 	for (i = 0; i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
@@ -190,8 +198,9 @@ void table__print_phases(FILE *f, const struct trail *t)
 
 		if (n < 2 && !l->folded)
 			continue;
-		shown++;
-		fprintf(f, "\nphases of %u (%s): %zu listed", tt->pid, tt->comm, n);
+		listed++;
+		fprintf(f, "\nphases of %u (%s): %zu listed", tt->pid,
+			sanitize__str(comm, sizeof(comm), tt->comm), n);
 		if (l->folded)
 			fprintf(f, ", %llu more folded into the summary below",
 				(unsigned long long)l->folded);
@@ -202,7 +211,8 @@ void table__print_phases(FILE *f, const struct trail *t)
 			if (l->folded && j == l->n_first)
 				fprintf(f, "  ... %llu phases folded ...\n",
 					(unsigned long long)l->folded);
-			fprintf(f, "  %-24s %8.3f s .. %8.3f s\n", p->name, p->start_ms / 1000.0,
+			fprintf(f, "  %-24s %8.3f s .. %8.3f s\n",
+				sanitize__str(name, sizeof(name), p->name), p->start_ms / 1000.0,
 				p->end_ms / 1000.0);
 			print_fields(f, t, p->f, "    ");
 		}
@@ -211,25 +221,24 @@ void table__print_phases(FILE *f, const struct trail *t)
 		if (repeated)
 			print_summary_by_name(f, t, l);
 	}
-	if (shown < t->n_targets && shown)
+	if (listed < t->n_targets && listed)
 		fprintf(f, "\n(%zu targets had a single phase: their table is the summary above)\n",
-			t->n_targets - shown);
+			t->n_targets - listed);
 }
 
 #define DEVICE_FAILURES_SHOWN 5	/* per kind of failure; the rest counted */
 
 /* The call site: the first frame of a device failure's "site", or "?". */
-static const char *first_site(json_t *ev)
+static const char *first_site(char *buf, size_t len, json_t *ev)
 {
-	const char *s = json_string_value(json_array_get(json_object_get(ev, "site"), 0));
-
-	return s ? s : "?";
+	return sanitize__str(buf, len, json_string_value(json_array_get(json_object_get(ev, "site"),
+									 0)));
 }
 
 void table__print_device_failures(FILE *f, const struct trail *t)
 {
-	size_t i, shown[2] = { 0, 0 }, n[2] = { 0, 0 };
-	char size[32], live[32];
+	size_t i, listed[2] = { 0, 0 }, n[2] = { 0, 0 };
+	char size[32], live[32], s[6][NAME_LEN];
 	json_t *ev;
 
 	json_array_foreach(t->events, i, ev) {
@@ -240,24 +249,25 @@ void table__print_device_failures(FILE *f, const struct trail *t)
 		if (!oom && strcmp(type, "device_error"))
 			continue;
 		n[oom]++;
-		if (shown[oom] == DEVICE_FAILURES_SHOWN)
+		if (listed[oom] == DEVICE_FAILURES_SHOWN)
 			continue;
-		shown[oom]++;
+		listed[oom]++;
 		dev = json_object_get(ev, "device");
 		format__bytes(size, sizeof(size), json_integer_value(json_object_get(ev, "size")));
 		fprintf(f, "%s: %lld (%s) %s of %s on %s device ", oom ? "device out of memory" :
 			"device call failed", json_integer_value(json_object_get(ev, "pid")),
-			json_string_value(json_object_get(ev, "comm")) ?: "?",
-			json_string_value(json_object_get(ev, "function")) ?: "?", size,
-			json_string_value(json_object_get(ev, "runtime")) ?: "?");
+			str_field(s[0], sizeof(s[0]), ev, "comm"),
+			str_field(s[1], sizeof(s[1]), ev, "function"), size,
+			str_field(s[2], sizeof(s[2]), ev, "runtime"));
 		if (json_is_integer(dev))
 			fprintf(f, "%lld", json_integer_value(dev));
 		else
 			fputc('?', f);
 		fprintf(f, ": %s (%lld) in phase '%s' at %s",
-			json_string_value(json_object_get(ev, "error")) ?: "?",
+			str_field(s[3], sizeof(s[3]), ev, "error"),
 			json_integer_value(json_object_get(ev, "code")),
-			json_string_value(json_object_get(ev, "phase")) ?: "?", first_site(ev));
+			str_field(s[4], sizeof(s[4]), ev, "phase"),
+			first_site(s[5], sizeof(s[5]), ev));
 		if (l) {
 			format__bytes(live, sizeof(live),
 				      json_integer_value(json_object_get(l, "bytes")));
@@ -267,14 +277,14 @@ void table__print_device_failures(FILE *f, const struct trail *t)
 		fputc('\n', f);
 	}
 	for (i = 0; i < 2; i++)
-		if (n[i] > shown[i])
-			fprintf(f, "(%zu more %s in the trail)\n", n[i] - shown[i],
+		if (n[i] > listed[i])
+			fprintf(f, "(%zu more %s in the trail)\n", n[i] - listed[i],
 				i ? "device out-of-memory events" : "failed device calls");
 }
 
 void table__print_verdicts(FILE *f, const struct trail *t)
 {
-	char line[1024];
+	char line[1024], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)];
 	size_t i;
 
 	for (i = 0; i < t->n_targets; i++) {
@@ -283,7 +293,8 @@ void table__print_verdicts(FILE *f, const struct trail *t)
 		if (!tt->verdict)
 			continue;
 		verdict__line(line, sizeof(line), tt->verdict);
-		fprintf(f, "verdict: %u (%s) killed by SIGKILL: %s\n", tt->pid, tt->comm, line);
+		fprintf(f, "verdict: %u (%s) killed by SIGKILL: %s\n", tt->pid,
+			sanitize__str(comm, sizeof(comm), tt->comm), line);
 	}
 }
 
@@ -319,6 +330,7 @@ size_t table__site_frame(json_t *frames)
 static void site_text(json_t *frames, char *buf, size_t len)
 {
 	size_t i, n = json_array_size(frames), first = table__site_frame(frames), used;
+	char name[NAME_LEN];
 	json_t *fr;
 
 	buf[0] = '\0';
@@ -330,52 +342,97 @@ static void site_text(json_t *frames, char *buf, size_t len)
 		fn = json_string_value(json_object_get(fr, "function"));
 		src = json_string_value(json_object_get(fr, "source"));
 		used += snprintf(buf + used, len - used, "%s%s", i > first ? " < " : "",
-				 fn ? fn : "[unknown]");
+				 fn ? sanitize__str(name, sizeof(name), fn) : "[unknown]");
 		if (src && i == first && used < len) {
 			const char *slash = strrchr(src, '/');
 
-			used += snprintf(buf + used, len - used, " (%s)", slash ? slash + 1 : src);
+			used += snprintf(buf + used, len - used, " (%s)",
+					 sanitize__str(name, sizeof(name), slash ? slash + 1 : src));
 		}
 	}
 }
 
-/*
- * The group a site is listed in: its phase's sequence number, or for a
- * site of folded phases (beyond the trail's lists, kept by name) one group
- * per name after every listed phase.
- */
-static json_int_t site_group(json_t *list, json_t *site)
+/* A site's phase name, "?" when the file has none. */
+static const char *site_phase(json_t *site)
 {
-	const char *name = json_string_value(json_object_get(site, "phase"));
-	json_t *other;
-	size_t j;
+	return json_string_value(json_object_get(site, "phase")) ?: "?";
+}
 
-	if (!json_is_true(json_object_get(site, "folded")))
-		return json_integer_value(json_object_get(site, "phase_seq"));
-	json_array_foreach(list, j, other)
-		if (json_is_true(json_object_get(other, "folded")) && name &&
-		    !strcmp(name, json_string_value(json_object_get(other, "phase"))))
-			break;
-	return ((json_int_t)1 << 32) + (json_int_t)j;
+/*
+ * A site and the group it is listed in: its phase's sequence number, or for
+ * a site of folded phases (beyond the trail's lists, kept by name) one group
+ * per name after every listed phase, in the order the names first appear.
+ */
+struct site_ref {
+	json_int_t group;
+	size_t idx;		/* in the list: heaviest first */
+	const char *name;	/* of a folded site's phase, else NULL */
+};
+
+static int by_name(const void *a, const void *b)
+{
+	const struct site_ref *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int by_group(const void *a, const void *b)
+{
+	const struct site_ref *x = a, *y = b;
+
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* LIST's sites by group, then by place in the list: sorted twice, O(n log n). */
+static struct site_ref *site_groups(json_t *list)
+{
+	size_t i, j, n = json_array_size(list), n_folded = 0;
+	struct site_ref *r = calloc(n ? n : 1, sizeof(*r));
+	json_t *site;
+
+	if (!r)
+		return NULL;
+	json_array_foreach(list, i, site) {
+		if (json_is_true(json_object_get(site, "folded")))
+			r[n_folded++] = (struct site_ref){ .idx = i, .name = site_phase(site) };
+	}
+	/* folded sites first, by name: each name's group is where it first appears */
+	qsort(r, n_folded, sizeof(*r), by_name);
+	for (i = 0; i < n_folded; i = j)
+		for (j = i; j < n_folded && !strcmp(r[j].name, r[i].name); j++)
+			r[j].group = ((json_int_t)1 << 32) + (json_int_t)r[i].idx;
+	j = n_folded;
+	json_array_foreach(list, i, site) {
+		if (!json_is_true(json_object_get(site, "folded")))
+			r[j++] = (struct site_ref){ .idx = i, .group = json_integer_value(
+						    json_object_get(site, "phase_seq")) };
+	}
+	qsort(r, n, sizeof(*r), by_group);
+	return r;
 }
 
 void table__print_sites(FILE *f, const struct trail *t, size_t top)
 {
-	size_t i, j, shown;
+	size_t i, j, shown = 0;
 
 	for (i = 0; top && i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
 		json_t *list = tt->sites ? json_object_get(tt->sites, "list") : NULL;
 		json_t *heap = tt->sites ? json_object_get(tt->sites, "heap") : NULL;
 		bool inuse = !heap || json_is_true(json_object_get(heap, "inuse"));
-		json_int_t phase, last = -1, next;
+		struct site_ref *refs;
+		char name[NAME_LEN];
 		json_t *site;
 
 		if (!json_array_size(list))
 			continue;
-		fprintf(f, "\nallocation sites of %u (%s)", tt->pid, tt->comm);
+		fprintf(f, "\nallocation sites of %u (%s)", tt->pid,
+			sanitize__str(name, sizeof(name), tt->comm));
 		if (heap) {
-			fprintf(f, ": heap %s", json_string_value(json_object_get(heap, "mode")));
+			fprintf(f, ": heap %s", str_field(name, sizeof(name), heap, "mode"));
 			if (json_integer_value(json_object_get(heap, "sample_bytes")))
 				fprintf(f, ", one stack per %lld bytes",
 					(long long)json_integer_value(json_object_get(heap, "sample_bytes")));
@@ -385,31 +442,25 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 		}
 		fputc('\n', f);
 		/* phases in order; within each, the list's order (heaviest first) */
-		for (;;) {
-			next = -1;
-			json_array_foreach(list, j, site) {
-				phase = site_group(list, site);
-				if (phase > last && (next < 0 || phase < next))
-					next = phase;
-			}
-			if (next < 0)
-				break;
-			last = next;
-			shown = 0;
-			json_array_foreach(list, j, site) {
-				char a[32], u[32], text[512];
-				const char *kind = json_string_value(json_object_get(site, "kind"));
+		refs = site_groups(list);
+		if (!refs) {
+			fprintf(f, "  (out of memory)\n");
+			continue;
+		}
+		for (j = 0; j < json_array_size(list); j++) {
+			char a[32], u[32], text[512], kind_text[NAME_LEN];
+			const char *kind;
 
-				if (site_group(list, site) != next)
-					continue;
-				if (!shown)
-					fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
-						json_string_value(json_object_get(site, "phase")),
-						json_is_true(json_object_get(site, "folded")) ?
-						" (folded: phases beyond the listed ones)" : "",
-						"KIND", "ALLOC", "IN_USE", "SITE");
-				if (shown++ == top)
-					continue;
+			site = json_array_get(list, refs[j].idx);
+			if (!j || refs[j].group != refs[j - 1].group) {
+				fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
+					sanitize__str(name, sizeof(name), site_phase(site)),
+					refs[j].name ? " (folded: phases beyond the listed ones)" : "",
+					"KIND", "ALLOC", "IN_USE", "SITE");
+				shown = 0;
+			}
+			if (shown++ < top) {
+				kind = json_string_value(json_object_get(site, "kind")) ?: "?";
 				format__bytes(a, sizeof(a),
 					      json_integer_value(json_object_get(site, "alloc_bytes")));
 				if (!inuse && !strcmp(kind, "heap"))
@@ -420,10 +471,13 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 					format__bytes(u, sizeof(u), json_integer_value(
 						      json_object_get(site, "inuse_bytes")));
 				site_text(json_object_get(site, "frames"), text, sizeof(text));
-				fprintf(f, "    %-8s %12s %12s  %s\n", kind, a, u, text);
+				fprintf(f, "    %-8s %12s %12s  %s\n",
+					sanitize__str(kind_text, sizeof(kind_text), kind), a, u, text);
 			}
-			if (shown > top)
+			if (shown > top && (j + 1 == json_array_size(list) ||
+					    refs[j + 1].group != refs[j].group))
 				fprintf(f, "    (%zu more)\n", shown - top);
 		}
+		free(refs);
 	}
 }

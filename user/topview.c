@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "array.h"
+#include "sanitize.h"
 #include "topview.h"
 
 #define PID_W 7
@@ -97,16 +98,6 @@ bool topview__rate(const struct trail_target *tt, int kind, uint64_t now_ms,
 	return true;
 }
 
-/* S with every byte a terminal could take for a control replaced by '?'. */
-static void copy_printable(char *dst, size_t len, const char *s)
-{
-	size_t i;
-
-	for (i = 0; s[i] && i + 1 < len; i++)
-		dst[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-	dst[i] = '\0';
-}
-
 int topview__add(struct topview *v, const struct trail_target *tt, const char *group,
 		 uint64_t now_ms, uint64_t window_ms)
 {
@@ -116,11 +107,12 @@ int topview__add(struct topview *v, const struct trail_target *tt, const char *g
 		return -ENOMEM;
 	r = &v->rows[v->n_rows++];
 	memset(r, 0, sizeof(*r));
+	/* names as every text output shows them: no control reaches the terminal */
 	if (v->by == TOPVIEW_BY_POD)
-		copy_printable(r->key, sizeof(r->key), group && group[0] ? group : "-");
+		sanitize__str(r->key, sizeof(r->key), group && group[0] ? group : "-");
 	r->pid = tt->pid;
-	copy_printable(r->comm, sizeof(r->comm), tt->comm);
-	copy_printable(r->phase, sizeof(r->phase), tt->phase_name);
+	sanitize__str(r->comm, sizeof(r->comm), tt->comm);
+	sanitize__str(r->phase, sizeof(r->phase), tt->phase_name);
 	r->procs = 1;
 	memcpy(r->level, tt->current, sizeof(r->level));
 	r->peak = tt->peak[v->sort];

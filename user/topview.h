@@ -28,7 +28,7 @@ enum topview_by {
 struct topview_row {
 	char key[TOPVIEW_KEY_LEN];		/* the pod's label; "" for a process */
 	uint32_t pid;				/* the process, or the pod's largest */
-	char comm[MEMTRAIL_COMM_LEN];		/* of that process */
+	char comm[MEMTRAIL_COMM_LEN];		/* of that process, sanitized: cut to 15 */
 	char phase[MEMTRAIL_PHASE_NAME_LEN];	/* the phase that process is in */
 	uint32_t procs;				/* processes in the row */
 	int64_t level[MEMTRAIL_KIND_MAX];	/* bytes now, summed over the row */

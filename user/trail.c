@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +13,7 @@
 #include "array.h"
 #include "kinds.h"
 #include "outfile.h"
+#include "schema.h"
 #include "trail.h"
 #include "trailstream.h"
 
@@ -526,243 +529,491 @@ int trail__write_new(const struct trail *t, char *path, size_t size)
 	return outfile__write_new(path, size, fill_trail, (void *)t);
 }
 
-/* ---- reading ---- */
+/*
+ * ---- reading ----
+ * A trail is anyone's file: every field report, its exporters and tables use
+ * is checked for its type and range, and the first that is wrong is named
+ * by its path, "targets[3].pid: out of range (4294967297)" (schema.h).
+ * Unknown keys are skipped. Strings from the workloads (comm, command lines,
+ * cgroups, phase names in sites, frames) may be absent: the writer leaves
+ * out those that are not UTF-8.
+ */
 
-#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+#define NEED SCHEMA_NEED
+#define OR_NULL SCHEMA_NULL
+#define ANY_LEN SIZE_MAX
+/* pprof rounds these to 64-bit integers */
+#define OBJECTS_MAX 9e18
 
-static int read_levels(json_t *kinds, struct trail *t, struct trail_target *tt,
-		       char *err, size_t errlen)
+/* A phase field's least value: allocations and deallocations are sizes, the rest levels. */
+static int64_t field_min(int f)
 {
+	return f == PF_ALLOCATIONS || f == PF_DEALLOCATIONS ? 0 : -TRAIL_LEVEL_MAX;
+}
+
+/* Its largest: sizes add up over a run, levels are bounded (trail.h). */
+static int64_t field_max(int f)
+{
+	return f == PF_ALLOCATIONS || f == PF_DEALLOCATIONS ? INT64_MAX : TRAIL_LEVEL_MAX;
+}
+
+/* O's "kinds": {kind: {current, peak}}, a target's levels. */
+static int read_levels(struct schema *s, struct trail *t, struct trail_target *tt, json_t *o)
+{
+	json_t *kinds, *v;
 	const char *name;
-	json_t *v;
+	size_t at, in;
+	int k;
 
-	if (!json_is_object(kinds))
-		FAIL("target %u: 'kinds' is not an object", tt->pid);
+	if (schema__object(s, o, "kinds", NEED, &kinds) < 0)
+		return -1;
+	at = schema__key(s, "kinds");
 	json_object_foreach(kinds, name, v) {
-		json_t *cur = json_object_get(v, "current"), *peak = json_object_get(v, "peak");
-		int k = kind__from_name(name);
-
+		k = kind__from_name(name);
 		if (k < 0)
-			FAIL("target %u: unknown kind '%s'", tt->pid, name);
-		if (!json_is_integer(cur) || !json_is_integer(peak))
-			FAIL("target %u: kind '%s' needs integer 'current' and 'peak'", tt->pid, name);
-		tt->current[k] = json_integer_value(cur);
-		tt->peak[k] = json_integer_value(peak);
+			return schema__fail(s, "unknown kind '%s'", name);
+		in = schema__key(s, name);
+		if (schema__is_object(s, v) < 0 ||
+		    schema__int(s, v, "current", NEED, -TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX,
+				&tt->current[k]) < 0 ||
+		    schema__int(s, v, "peak", NEED, -TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX,
+				&tt->peak[k]) < 0)
+			return -1;
+		schema__up(s, in);
 		t->kinds |= 1U << k;
 	}
+	schema__up(s, at);
 	return 0;
-fail:
-	return -1;
 }
 
-static int read_timeline(json_t *tl, struct trail_target *tt, char *err, size_t errlen)
+/* O's "timeline" from the tree (a trail not read from a file), checked as trailstream.c does. */
+static int read_timeline(struct schema *s, struct trail_target *tt, json_t *o)
 {
-	size_t i;
-	json_t *s;
+	json_t *tl, *sample, *v;
+	const char *name;
+	int64_t t_ms, last = 0;
+	size_t at, in, i;
 
-	if (!tl || json_is_null(tl))
-		return 0;
-	if (!json_is_array(tl))
-		FAIL("target %u: 'timeline' is not an array", tt->pid);
-	json_array_foreach(tl, i, s) {
+	if (schema__array(s, o, "timeline", OR_NULL, &tl) < 0)
+		return -1;
+	at = schema__key(s, "timeline");
+	json_array_foreach(tl, i, sample) {
 		int64_t level[MEMTRAIL_KIND_MAX] = { 0 };
-		json_t *tm = json_object_get(s, "t_ms");
-		const char *name;
-		json_t *v;
 
-		if (!json_is_integer(tm))
-			FAIL("target %u: timeline sample %zu has no integer 't_ms'", tt->pid, i);
-		json_object_foreach(s, name, v) {
+		in = schema__index(s, i);
+		if (schema__is_object(s, sample) < 0 ||
+		    schema__int(s, sample, "t_ms", NEED, 0, TRAIL_T_MS_MAX, &t_ms) < 0)
+			return -1;
+		if (t_ms < last) {
+			schema__key(s, "t_ms");
+			return schema__fail(s, "%lld is before the previous sample's %lld",
+					    (long long)t_ms, (long long)last);
+		}
+		json_object_foreach(sample, name, v) {
 			int k = kind__from_name(name);
 
-			if (k >= 0 && json_is_integer(v))
-				level[k] = json_integer_value(v);
+			if (k >= 0 && schema__int(s, sample, name, NEED, -TRAIL_LEVEL_MAX,
+						  TRAIL_LEVEL_MAX, &level[k]) < 0)
+				return -1;
 		}
-		if (trail__add_sample(tt, json_integer_value(tm), level))
-			FAIL("out of memory");
+		if (trail__add_sample(tt, t_ms, level))
+			return schema__fail(s, "out of memory");
+		last = t_ms;
+		schema__up(s, in);
 	}
+	schema__up(s, at);
 	return 0;
-fail:
-	return -1;
 }
 
-/* kinds: {kind: {field: value}}, value read by get() from each field's JSON */
-static int read_fields(json_t *kinds, uint32_t pid, const char *what,
-		       int (*get)(json_t *v, int k, int f, void *ctx), void *ctx,
-		       char *err, size_t errlen)
+/* O's "kinds": {kind: {field: value}}, each field read by GET: a phase's or a summary's. */
+static int read_fields(struct schema *s, json_t *o,
+		       int (*get)(struct schema *s, json_t *v, int k, int f, void *ctx), void *ctx)
 {
+	json_t *kinds, *v;
 	const char *name;
-	json_t *v;
-	int f;
+	size_t at, in;
+	int k, f;
 
-	if (!json_is_object(kinds))
-		FAIL("target %u: %s has no 'kinds' object", pid, what);
+	if (schema__object(s, o, "kinds", NEED, &kinds) < 0)
+		return -1;
+	at = schema__key(s, "kinds");
 	json_object_foreach(kinds, name, v) {
-		int k = kind__from_name(name);
-
+		k = kind__from_name(name);
 		if (k < 0)
-			FAIL("target %u: %s: unknown kind '%s'", pid, what, name);
+			return schema__fail(s, "unknown kind '%s'", name);
+		in = schema__key(s, name);
+		if (schema__is_object(s, v) < 0)
+			return -1;
 		for (f = 0; f < PF_FIELDS; f++)
-			if (get(json_object_get(v, phase__field_name(f)), k, f, ctx))
-				FAIL("target %u: %s: kind '%s' has no valid '%s'", pid, what, name,
-				     phase__field_name(f));
+			if (get(s, v, k, f, ctx) < 0)
+				return -1;
+		schema__up(s, in);
 	}
+	schema__up(s, at);
 	return 0;
-fail:
-	return -1;
 }
 
-static int get_phase_field(json_t *v, int k, int f, void *ctx)
+static int get_phase_field(struct schema *s, json_t *v, int k, int f, void *ctx)
 {
 	struct trail_phase *p = ctx;
 
-	if (!json_is_integer(v))
-		return -1;
-	p->f[k][f] = json_integer_value(v);
-	return 0;
+	return schema__int(s, v, phase__field_name(f), NEED, field_min(f), field_max(f),
+			   &p->f[k][f]);
 }
 
-static int get_agg_field(json_t *v, int k, int f, void *ctx)
+static int get_agg_field(struct schema *s, json_t *v, int k, int f, void *ctx)
 {
 	struct phase_agg *a = ctx;
-	json_t *total = json_object_get(v, "total"), *max = json_object_get(v, "max");
+	const char *field = phase__field_name(f);
+	json_t *o;
+	size_t at;
 
-	if (!json_is_integer(total) || !json_is_integer(max))
+	if (schema__object(s, v, field, NEED, &o) < 0)
 		return -1;
-	a->total[k][f] = json_integer_value(total);
-	a->max[k][f] = json_integer_value(max);
+	at = schema__key(s, field);
+	/* a total adds up invocations: any 64-bit sum, but of sizes never below zero */
+	if (schema__int(s, o, "total", NEED, field_min(f) ? INT64_MIN : 0, INT64_MAX,
+			&a->total[k][f]) < 0 ||
+	    schema__int(s, o, "max", NEED, field_min(f), field_max(f), &a->max[k][f]) < 0)
+		return -1;
+	schema__up(s, at);
 	return 0;
 }
 
-static int read_phases(json_t *o, struct trail_target *tt, char *err, size_t errlen)
+static int read_phases(struct schema *s, struct trail_target *tt, json_t *o)
 {
-	json_t *phases = json_object_get(o, "phases"), *sum = json_object_get(o, "phase_summary");
-	json_t *v;
-	size_t i;
+	json_t *arr, *v;
+	size_t at, in, i;
+	int64_t n;
 
-	if (phases && !json_is_array(phases))
-		FAIL("target %u: 'phases' is not an array", tt->pid);
-	json_array_foreach(phases, i, v) {
+	if (schema__array(s, o, "phases", 0, &arr) < 0)
+		return -1;
+	at = schema__key(s, "phases");
+	json_array_foreach(arr, i, v) {
 		struct trail_phase p = { 0 };
-		const char *name = json_string_value(json_object_get(v, "name"));
+		int64_t start, end;
+		const char *name;
 
-		if (!name || !json_is_integer(json_object_get(v, "start")) ||
-		    !json_is_integer(json_object_get(v, "end")))
-			FAIL("target %u: phase %zu needs 'name', 'start' and 'end'", tt->pid, i);
-		snprintf(p.name, sizeof(p.name), "%s", name);
-		p.start_ms = json_integer_value(json_object_get(v, "start"));
-		p.end_ms = json_integer_value(json_object_get(v, "end"));
-		if (read_fields(json_object_get(v, "kinds"), tt->pid, "a phase", get_phase_field, &p,
-				err, errlen))
+		in = schema__index(s, i);
+		if (schema__is_object(s, v) < 0 ||
+		    schema__str(s, v, "name", NEED, MEMTRAIL_PHASE_NAME_LEN - 1, &name) < 0 ||
+		    schema__int(s, v, "start", NEED, 0, TRAIL_T_MS_MAX, &start) < 0 ||
+		    schema__int(s, v, "end", NEED, 0, TRAIL_T_MS_MAX, &end) < 0 ||
+		    read_fields(s, v, get_phase_field, &p) < 0)
 			return -1;
+		snprintf(p.name, sizeof(p.name), "%s", name);
+		p.start_ms = start;
+		p.end_ms = end;
 		if (phase_log__push(&tt->phases, &p))
-			FAIL("out of memory");
+			return schema__fail(s, "out of memory");
+		schema__up(s, in);
 	}
-	tt->phases.folded = json_integer_value(json_object_get(o, "phases_folded"));
-	if (sum && !json_is_array(sum))
-		FAIL("target %u: 'phase_summary' is not an array", tt->pid);
-	json_array_foreach(sum, i, v) {
-		const char *name = json_string_value(json_object_get(v, "name"));
-		json_t *count = json_object_get(v, "count");
+	schema__up(s, at);
+	if (schema__int(s, o, "phases_folded", 0, 0, INT64_MAX, &n) < 0)
+		return -1;
+	tt->phases.folded = json_is_integer(json_object_get(o, "phases_folded")) ? n : 0;
+	if (schema__array(s, o, "phase_summary", 0, &arr) < 0)
+		return -1;
+	at = schema__key(s, "phase_summary");
+	json_array_foreach(arr, i, v) {
+		const char *name;
 		struct phase_agg *a;
 
-		if (!name || !json_is_integer(count) || json_integer_value(count) <= 0)
-			FAIL("target %u: phase summary %zu needs 'name' and 'count'", tt->pid, i);
+		in = schema__index(s, i);
+		if (schema__is_object(s, v) < 0 ||
+		    schema__str(s, v, "name", NEED, MEMTRAIL_PHASE_NAME_LEN - 1, &name) < 0 ||
+		    schema__int(s, v, "count", NEED, 1, INT64_MAX, &n) < 0)
+			return -1;
 		a = phase_log__agg(&tt->phases, name);
 		if (!a)
-			FAIL("out of memory");
-		a->count = json_integer_value(count);
-		if (read_fields(json_object_get(v, "kinds"), tt->pid, "a phase summary",
-				get_agg_field, a, err, errlen))
+			return schema__fail(s, "out of memory");
+		a->count = n;
+		if (read_fields(s, v, get_agg_field, a) < 0)
 			return -1;
+		schema__up(s, in);
 	}
+	schema__up(s, at);
 	return 0;
-fail:
-	return -1;
 }
 
-static int read_device_limits(json_t *arr, struct trail_target *tt, char *err, size_t errlen)
+static int read_device_limits(struct schema *s, struct trail_target *tt, json_t *o)
 {
-	json_t *v;
+	json_t *arr, *v;
+	size_t at, in, i;
+
+	if (schema__array(s, o, "device_limits", 0, &arr) < 0)
+		return -1;
+	at = schema__key(s, "device_limits");
+	json_array_foreach(arr, i, v) {
+		int64_t dev = -1, bytes;
+		const char *kind;
+		int k;
+
+		in = schema__index(s, i);
+		if (schema__is_object(s, v) < 0 ||
+		    schema__str(s, v, "kind", NEED, ANY_LEN, &kind) < 0 ||
+		    schema__int(s, v, "device", NEED | OR_NULL, 0, INT32_MAX, &dev) < 0 ||
+		    schema__int(s, v, "bytes", NEED, 1, INT64_MAX, &bytes) < 0)
+			return -1;
+		k = kind__from_name(kind);
+		if (k < 0 || !(kind__device() & (1U << k))) {
+			schema__key(s, "kind");
+			return schema__fail(s, "not a device's kind ('%s')", kind);
+		}
+		if (!trail__set_device_limit(tt, k, dev, bytes))
+			return schema__fail(s, "more than %d device limits", TRAIL_DEVICE_LIMITS);
+		schema__up(s, in);
+	}
+	schema__up(s, at);
+	return 0;
+}
+
+/* A verdict (verdict.c writes it): what verdict__line, the HTML page and Perfetto use. */
+static int check_verdict(struct schema *s, json_t *v)
+{
+	static const char *const who[] = { "trigger", "sender" };
+	size_t at, i;
+	json_t *o;
+
+	if (schema__is_object(s, v) < 0 ||
+	    schema__str(s, v, "cause", NEED, ANY_LEN, NULL) < 0 ||
+	    schema__str(s, v, "cgroup", OR_NULL, ANY_LEN, NULL) < 0 ||
+	    schema__str(s, v, "missing", 0, ANY_LEN, NULL) < 0 ||
+	    schema__int(s, v, "limit", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__int(s, v, "usage", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__bool(s, v, "sigterm_first", 0, NULL) < 0 ||
+	    schema__int(s, v, "sigterm_before_ms", OR_NULL, 0, TRAIL_T_MS_MAX, NULL) < 0 ||
+	    schema__object(s, v, "container", OR_NULL, NULL) < 0 ||
+	    schema__object(s, v, "pod", OR_NULL, NULL) < 0)
+		return -1;
+	for (i = 0; i < sizeof(who) / sizeof(who[0]); i++) {
+		if (schema__object(s, v, who[i], 0, &o) < 0)
+			return -1;
+		if (!o)
+			continue;
+		/* a signal's sender may be the kernel (0), a parent unknown */
+		at = schema__key(s, who[i]);
+		if (schema__int(s, o, "pid", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
+		    schema__int(s, o, "ppid", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
+		    schema__str(s, o, "comm", 0, ANY_LEN, NULL) < 0 ||
+		    schema__str(s, o, "cgroup", OR_NULL, ANY_LEN, NULL) < 0 ||
+		    schema__str(s, o, "cmdline", OR_NULL, ANY_LEN, NULL) < 0 ||
+		    schema__object(s, o, "container", OR_NULL, NULL) < 0 ||
+		    schema__object(s, o, "pod", OR_NULL, NULL) < 0)
+			return -1;
+		schema__up(s, at);
+	}
+	return 0;
+}
+
+/* A frame of a site or of a device failure: strings, each may be absent. */
+static int check_frame(struct schema *s, json_t *fr)
+{
+	static const char *const keys[] = { "address", "function", "module", "offset",
+					     "build_id", "source" };
 	size_t i;
 
-	if (!arr)
-		return 0;
-	if (!json_is_array(arr))
-		FAIL("target %u: 'device_limits' is not an array", tt->pid);
-	json_array_foreach(arr, i, v) {
-		const char *kind = json_string_value(json_object_get(v, "kind"));
-		json_t *dev = json_object_get(v, "device"), *bytes = json_object_get(v, "bytes");
-		int k = kind ? kind__from_name(kind) : -1;
+	if (schema__is_object(s, fr) < 0)
+		return -1;
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (schema__str(s, fr, keys[i], 0, ANY_LEN, NULL) < 0)
+			return -1;
+	return 0;
+}
 
-		if (k < 0 || !json_is_integer(bytes) || json_integer_value(bytes) <= 0 ||
-		    !(json_is_integer(dev) || json_is_null(dev)))
-			FAIL("target %u: device limit %zu needs a kind, a device (or null) and bytes",
-			     tt->pid, i);
-		if (!trail__set_device_limit(tt, k, json_is_integer(dev) ?
-						 (int32_t)json_integer_value(dev) : -1,
-					     json_integer_value(bytes)))
-			FAIL("target %u: more than %d device limits", tt->pid, TRAIL_DEVICE_LIMITS);
+/* Allocation sites (sites.c writes them): what the table, pprof and the HTML page use. */
+static int check_sites(struct schema *s, json_t *v)
+{
+	json_t *list, *heap, *site, *frames, *fr;
+	size_t at, in, fi, i, j;
+
+	if (schema__is_object(s, v) < 0 || schema__array(s, v, "list", NEED, &list) < 0 ||
+	    schema__object(s, v, "heap", 0, &heap) < 0)
+		return -1;
+	if (heap) {
+		at = schema__key(s, "heap");
+		if (schema__str(s, heap, "mode", 0, ANY_LEN, NULL) < 0 ||
+		    schema__int(s, heap, "sample_bytes", 0, 0, INT64_MAX, NULL) < 0 ||
+		    schema__bool(s, heap, "inuse", 0, NULL) < 0 ||
+		    schema__num(s, heap, "coverage", 0, 0, 1, NULL) < 0)
+			return -1;
+		schema__up(s, at);
+	}
+	at = schema__key(s, "list");
+	json_array_foreach(list, i, site) {
+		bool folded = false;
+
+		in = schema__index(s, i);
+		/* a folded site's phase is kept by name, a listed one's by its number */
+		if (schema__is_object(s, site) < 0 ||
+		    schema__str(s, site, "kind", NEED, ANY_LEN, NULL) < 0 ||
+		    schema__bool(s, site, "folded", 0, &folded) < 0 ||
+		    schema__str(s, site, "phase", 0, ANY_LEN, NULL) < 0 ||
+		    schema__int(s, site, "phase_seq", folded ? OR_NULL : NEED, 0, UINT32_MAX,
+				NULL) < 0 ||
+		    schema__int(s, site, "alloc_bytes", NEED, 0, INT64_MAX, NULL) < 0 ||
+		    schema__int(s, site, "inuse_bytes", 0, 0, INT64_MAX, NULL) < 0 ||
+		    schema__num(s, site, "alloc_objects", 0, 0, OBJECTS_MAX, NULL) < 0 ||
+		    schema__num(s, site, "inuse_objects", 0, 0, OBJECTS_MAX, NULL) < 0 ||
+		    schema__int(s, site, "samples", 0, 0, INT64_MAX, NULL) < 0 ||
+		    schema__array(s, site, "frames", 0, &frames) < 0)
+			return -1;
+		schema__key(s, "frames");
+		json_array_foreach(frames, j, fr) {
+			fi = schema__index(s, j);
+			if (check_frame(s, fr) < 0)
+				return -1;
+			schema__up(s, fi);
+		}
+		schema__up(s, in);
+	}
+	schema__up(s, at);
+	return 0;
+}
+
+/* An event (session.c writes them): what the tables, the HTML page and Perfetto use. */
+static int check_event(struct schema *s, json_t *ev)
+{
+	static const char *const strings[] = { "comm", "sender_comm", "function", "runtime",
+					       "error", "kind", "phase" };
+	const char *type;
+	json_t *site, *live, *v;
+	bool is_exit;
+	size_t i, at;
+
+	if (schema__is_object(s, ev) < 0 ||
+	    schema__int(s, ev, "t_ms", NEED, 0, TRAIL_T_MS_MAX, NULL) < 0 ||
+	    schema__str(s, ev, "type", NEED, ANY_LEN, &type) < 0)
+		return -1;
+	is_exit = !strcmp(type, "exit");
+	if (schema__int(s, ev, "pid", 0, 1, TRAIL_PID_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "ppid", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "sender", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "signal", 0, strcmp(type, "signal") ? 0 : 1, 64, NULL) < 0 ||
+	    schema__int(s, ev, "code", 0, is_exit ? 0 : INT32_MIN, is_exit ? 255 : INT32_MAX,
+			NULL) < 0 ||
+	    schema__int(s, ev, "size", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "limit", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "usage", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "device", OR_NULL, 0, INT32_MAX, NULL) < 0 ||
+	    schema__array(s, ev, "site", 0, &site) < 0 ||
+	    schema__object(s, ev, "live_allocations", 0, &live) < 0)
+		return -1;
+	for (i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+		if (schema__str(s, ev, strings[i], 0, ANY_LEN, NULL) < 0)
+			return -1;
+	at = schema__key(s, "site");
+	json_array_foreach(site, i, v) {
+		if (!json_is_string(v)) {
+			schema__index(s, i);
+			return schema__fail(s, "not a string");
+		}
+	}
+	schema__up(s, at);
+	if (live) {
+		at = schema__key(s, "live_allocations");
+		if (schema__int(s, live, "bytes", 0, 0, INT64_MAX, NULL) < 0 ||
+		    schema__int(s, live, "count", 0, 0, INT64_MAX, NULL) < 0)
+			return -1;
+		schema__up(s, at);
 	}
 	return 0;
-fail:
-	return -1;
 }
 
-static char *opt_strdup(json_t *v)
+int trail__check_event(json_t *ev, size_t i, char *err, size_t errlen)
 {
-	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+	struct schema s;
+
+	schema__init(&s, err, errlen);
+	schema__key(&s, "events");
+	schema__index(&s, i);
+	return check_event(&s, ev) < 0 ? -1 : 0;
 }
 
-static int read_target(struct trail *t, json_t *o, size_t idx, struct trailstream_timelines *tls,
-		       char *err, size_t errlen)
+int trail__check_target(json_t *o, size_t i, char *err, size_t errlen)
 {
-	json_t *pid = json_object_get(o, "pid"), *ex = json_object_get(o, "exit"), *v;
+	struct schema s;
+
+	schema__init(&s, err, errlen);
+	schema__key(&s, "targets");
+	schema__index(&s, i);
+	return schema__is_object(&s, o) < 0 ||
+	       schema__int(&s, o, "pid", NEED, 1, TRAIL_PID_MAX, NULL) < 0 ||
+	       schema__object(&s, o, "exit", NEED | OR_NULL, NULL) < 0 ? -1 : 0;
+}
+
+/* The strings a target and a verdict file share: comm at most as long as the kernel's. */
+static int read_names(struct schema *s, struct trail_target *tt, json_t *o)
+{
+	const char *comm = "?", *cmdline = NULL, *cgroup = NULL;
+
+	if (schema__str(s, o, "comm", 0, MEMTRAIL_COMM_LEN - 1, &comm) < 0 ||
+	    schema__str(s, o, "cmdline", OR_NULL, ANY_LEN, &cmdline) < 0 ||
+	    schema__str(s, o, "cgroup", OR_NULL, ANY_LEN, &cgroup) < 0)
+		return -1;
+	snprintf(tt->comm, sizeof(tt->comm), "%s", comm);
+	tt->cmdline = cmdline ? strdup(cmdline) : NULL;
+	tt->cgroup = cgroup ? strdup(cgroup) : NULL;
+	if ((cmdline && !tt->cmdline) || (cgroup && !tt->cgroup))
+		return schema__fail(s, "out of memory");
+	return 0;
+}
+
+static int read_target(struct schema *s, struct trail *t, json_t *o, size_t idx,
+		       struct trailstream_timelines *tls)
+{
+	int64_t pid, ppid = 0, start = 0, end = 0, code, sig;
 	struct trail_target *tt;
-	const char *comm;
+	json_t *ex, *v;
 
-	if (!json_is_object(o))
-		FAIL("target %zu is not an object", idx);
-	if (!json_is_integer(pid) || json_integer_value(pid) <= 0)
-		FAIL("target %zu has no valid 'pid'", idx);
-	tt = trail__add_target(t, json_integer_value(pid));
+	if (schema__is_object(s, o) < 0 ||
+	    schema__int(s, o, "pid", NEED, 1, TRAIL_PID_MAX, &pid) < 0 ||
+	    schema__int(s, o, "ppid", 0, 0, TRAIL_PID_MAX, &ppid) < 0 ||
+	    schema__int(s, o, "start_ms", 0, 0, TRAIL_T_MS_MAX, &start) < 0 ||
+	    schema__int(s, o, "end_ms", 0, 0, TRAIL_T_MS_MAX, &end) < 0 ||
+	    schema__object(s, o, "exit", NEED | OR_NULL, &ex) < 0)
+		return -1;
+	tt = trail__add_target(t, pid);
 	if (!tt)
-		FAIL("out of memory");
-	tt->ppid = json_integer_value(json_object_get(o, "ppid"));
-	comm = json_string_value(json_object_get(o, "comm"));
-	snprintf(tt->comm, sizeof(tt->comm), "%s", comm ? comm : "?");
-	tt->cmdline = opt_strdup(json_object_get(o, "cmdline"));
-	tt->cgroup = opt_strdup(json_object_get(o, "cgroup"));
-	tt->start_ms = json_integer_value(json_object_get(o, "start_ms"));
-	tt->end_ms = json_integer_value(json_object_get(o, "end_ms"));
-	if (!ex)
-		FAIL("target %u has no 'exit'", tt->pid);
-	if (json_is_object(ex)) {
-		if (!json_is_integer(json_object_get(ex, "code")) ||
-		    !json_is_integer(json_object_get(ex, "signal")))
-			FAIL("target %u: 'exit' needs integer 'code' and 'signal'", tt->pid);
+		return schema__fail(s, "out of memory");
+	tt->ppid = ppid;
+	tt->start_ms = start;
+	tt->end_ms = end;
+	if (read_names(s, tt, o) < 0)
+		return -1;
+	if (ex) {
+		/* code 0..255 as exit() gives it; the signal that ended it, 0 when none */
+		size_t at = schema__key(s, "exit");
+
+		if (schema__int(s, ex, "code", NEED, 0, 255, &code) < 0 ||
+		    schema__int(s, ex, "signal", NEED, 0, 64, &sig) < 0)
+			return -1;
+		schema__up(s, at);
 		tt->exited = true;
-		tt->exit_code = json_integer_value(json_object_get(ex, "code"));
-		tt->exit_signal = json_integer_value(json_object_get(ex, "signal"));
-	} else if (!json_is_null(ex)) {
-		FAIL("target %u: 'exit' is neither an object nor null", tt->pid);
+		tt->exit_code = code;
+		tt->exit_signal = sig;
 	}
-	if (read_levels(json_object_get(o, "kinds"), t, tt, err, errlen))
+	if (read_levels(s, t, tt, o) < 0 || read_phases(s, tt, o) < 0 ||
+	    read_device_limits(s, tt, o) < 0)
 		return -1;
-	if (read_phases(o, tt, err, errlen))
+	if (schema__object(s, o, "verdict", OR_NULL, &v) < 0)
 		return -1;
-	if (read_device_limits(json_object_get(o, "device_limits"), tt, err, errlen))
-		return -1;
-	v = json_object_get(o, "verdict");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(json_object_get(v, "cause")))
-			FAIL("target %u: 'verdict' has no 'cause'", tt->pid);
+	if (v) {
+		size_t at = schema__key(s, "verdict");
+
+		if (check_verdict(s, v) < 0)
+			return -1;
+		schema__up(s, at);
 		tt->verdict = json_incref(v);
 	}
-	v = json_object_get(o, "sites");
-	if (v && !json_is_null(v)) {
-		if (!json_is_array(json_object_get(v, "list")))
-			FAIL("target %u: 'sites' has no 'list' array", tt->pid);
+	if (schema__object(s, o, "sites", OR_NULL, &v) < 0)
+		return -1;
+	if (v) {
+		size_t at = schema__key(s, "sites");
+
+		if (check_sites(s, v) < 0)
+			return -1;
+		schema__up(s, at);
 		tt->sites = json_incref(v);
 	}
 	if (tls && idx < tls->n && tls->tl[idx].present) {	/* streamed: take it over */
@@ -774,9 +1025,31 @@ static int read_target(struct trail *t, json_t *o, size_t idx, struct trailstrea
 		memset(tl, 0, sizeof(*tl));
 		return 0;
 	}
-	return read_timeline(json_object_get(o, "timeline"), tt, err, errlen);
-fail:
-	return -1;
+	return read_timeline(s, tt, o);
+}
+
+/* Each kind's integer in O's member KEY, into LEVEL: a verdict file's peaks. */
+static int read_peaks(struct schema *s, struct trail *t, json_t *o, int64_t *level)
+{
+	json_t *peaks, *v;
+	const char *name;
+	size_t at;
+	int k;
+
+	if (schema__object(s, o, "peaks", 0, &peaks) < 0)
+		return -1;
+	at = schema__key(s, "peaks");
+	json_object_foreach(peaks, name, v) {
+		k = kind__from_name(name);
+		if (k < 0)
+			return schema__fail(s, "unknown kind '%s'", name);
+		if (schema__int(s, peaks, name, NEED, -TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX,
+				&level[k]) < 0)
+			return -1;
+		t->kinds |= 1U << k;
+	}
+	schema__up(s, at);
+	return 0;
 }
 
 /*
@@ -784,110 +1057,172 @@ fail:
  * read it as a trail of that target (its exit, verdict and peaks) so that
  * report prints and draws it like a snapshot.
  */
-static int read_verdict_doc(struct trail *t, json_t *root, char *err, size_t errlen)
+static int read_verdict_doc(struct schema *s, struct trail *t, json_t *root)
 {
-	json_t *pid = json_object_get(root, "pid"), *v = json_object_get(root, "verdict");
-	json_t *peaks = json_object_get(root, "peaks"), *sig;
+	int64_t pid, t_ms = 0, sig = SIGKILL;
+	const char *time = "";
 	struct trail_target *tt;
-	const char *comm, *name;
+	json_t *v, *ex;
+	size_t at;
 
-	if (!json_is_integer(pid) || json_integer_value(pid) <= 0)
-		FAIL("malformed verdict file: no valid 'pid'");
-	if (!json_is_string(json_object_get(v, "cause")))
-		FAIL("malformed verdict file: 'verdict' has no 'cause'");
-	if (peaks && !json_is_object(peaks))
-		FAIL("malformed verdict file: 'peaks' is not an object");
-	tt = trail__add_target(t, json_integer_value(pid));
-	if (!tt)
-		FAIL("out of memory");
-	comm = json_string_value(json_object_get(root, "comm"));
-	snprintf(tt->comm, sizeof(tt->comm), "%s", comm ? comm : "?");
-	tt->cmdline = opt_strdup(json_object_get(root, "cmdline"));
-	tt->cgroup = opt_strdup(json_object_get(root, "cgroup"));
-	tt->end_ms = json_integer_value(json_object_get(root, "t_ms"));
-	t->duration_ms = tt->end_ms;
-	sig = json_object_get(json_object_get(root, "exit"), "signal");
-	tt->exited = true;
-	tt->exit_signal = json_is_integer(sig) ? json_integer_value(sig) : 9;
-	tt->verdict = json_incref(v);
-	json_object_foreach(peaks, name, v) {
-		int k = kind__from_name(name);
-
-		if (k < 0 || !json_is_integer(v))
-			FAIL("malformed verdict file: peak of '%s' is not a kind's integer", name);
-		tt->peak[k] = json_integer_value(v);
-		t->kinds |= 1U << k;
+	if (schema__int(s, root, "pid", NEED, 1, TRAIL_PID_MAX, &pid) < 0 ||
+	    schema__int(s, root, "t_ms", 0, 0, TRAIL_T_MS_MAX, &t_ms) < 0 ||
+	    schema__str(s, root, "time", 0, sizeof(t->started) - 1, &time) < 0 ||
+	    schema__str(s, root, "phase", OR_NULL, MEMTRAIL_PHASE_NAME_LEN - 1, NULL) < 0 ||
+	    schema__str(s, root, "snapshot", OR_NULL, ANY_LEN, NULL) < 0 ||
+	    schema__object(s, root, "exit", 0, &ex) < 0 ||
+	    schema__object(s, root, "verdict", NEED, &v) < 0)
+		return -1;
+	if (ex) {
+		at = schema__key(s, "exit");
+		if (schema__int(s, ex, "signal", 0, 0, 64, &sig) < 0)
+			return -1;
+		schema__up(s, at);
 	}
-	name = json_string_value(json_object_get(root, "time"));
-	snprintf(t->started, sizeof(t->started), "%s", name ? name : "");
+	at = schema__key(s, "verdict");
+	if (check_verdict(s, v) < 0)
+		return -1;
+	schema__up(s, at);
+	tt = trail__add_target(t, pid);
+	if (!tt)
+		return schema__fail(s, "out of memory");
+	if (read_names(s, tt, root) < 0 || read_peaks(s, t, root, tt->peak) < 0)
+		return -1;
+	tt->end_ms = t_ms;
+	t->duration_ms = t_ms;
+	tt->exited = true;
+	tt->exit_signal = sig;
+	tt->verdict = json_incref(v);
+	snprintf(t->started, sizeof(t->started), "%s", time);
 	t->verdict_doc = json_incref(root);
 	return 0;
-fail:
-	return -1;
+}
+
+/* The snapshot object of a watch snapshot: what the HTML page and Perfetto use. */
+static int check_snapshot(struct schema *s, json_t *snap)
+{
+	size_t at = schema__key(s, "snapshot");
+
+	if (schema__int(s, snap, "pid", 0, 1, TRAIL_PID_MAX, NULL) < 0 ||
+	    schema__int(s, snap, "t_ms", 0, 0, TRAIL_T_MS_MAX, NULL) < 0 ||
+	    schema__str(s, snap, "trigger", 0, ANY_LEN, NULL) < 0 ||
+	    schema__str(s, snap, "comm", 0, ANY_LEN, NULL) < 0 ||
+	    schema__str(s, snap, "phase", 0, ANY_LEN, NULL) < 0)
+		return -1;
+	schema__up(s, at);
+	return 0;
+}
+
+static int read_head(struct schema *s, struct trail *t, json_t *root)
+{
+	int64_t duration = 0, interval = 0, n;
+	const char *started = "", *command = NULL;
+	json_t *kinds, *v, *lost, *kernel;
+	size_t i, at;
+
+	if (schema__str(s, root, "started", 0, sizeof(t->started) - 1, &started) < 0 ||
+	    schema__int(s, root, "duration_ms", 0, 0, TRAIL_T_MS_MAX, &duration) < 0 ||
+	    schema__int(s, root, "interval_ms", 0, 0, UINT32_MAX, &interval) < 0 ||
+	    schema__str(s, root, "command", OR_NULL, ANY_LEN, &command) < 0 ||
+	    schema__object(s, root, "kernel", 0, &kernel) < 0 ||
+	    schema__array(s, root, "kinds", 0, &kinds) < 0 ||
+	    schema__object(s, root, "lost", 0, &lost) < 0)
+		return -1;
+	snprintf(t->started, sizeof(t->started), "%s", started);
+	t->duration_ms = duration;
+	t->interval_ms = interval;
+	if (command && !(t->command = strdup(command)))
+		return schema__fail(s, "out of memory");
+	if (kernel) {
+		at = schema__key(s, "kernel");
+		if (schema__str(s, kernel, "release", 0, ANY_LEN, NULL) < 0 ||
+		    schema__object(s, kernel, "features", 0, NULL) < 0)
+			return -1;
+		schema__up(s, at);
+		t->kernel = json_incref(kernel);
+	}
+	at = schema__key(s, "kinds");
+	json_array_foreach(kinds, i, v) {
+		int k = json_is_string(v) ? kind__from_name(json_string_value(v)) : -1;
+
+		if (k < 0) {
+			schema__index(s, i);
+			return schema__fail(s, "unknown kind");
+		}
+		t->kinds |= 1U << k;
+	}
+	schema__up(s, at);
+	at = schema__key(s, "lost");
+	for (i = 0; lost && i < MEMTRAIL_LOST_MAX; i++) {
+		if (schema__int(s, lost, lost_names[i], 0, 0, INT64_MAX, &n) < 0)
+			return -1;
+		t->lost[i] = json_is_integer(json_object_get(lost, lost_names[i])) ? n : 0;
+	}
+	schema__up(s, at);
+	return 0;
 }
 
 static int from_json(struct trail *t, json_t *root, struct trailstream_timelines *tls,
 		     char *err, size_t errlen)
 {
-	json_t *ver, *targets, *lost, *kinds, *v;
-	const char *s;
-	size_t i;
+	json_t *targets, *events, *snapshot, *v;
+	struct schema s;
+	size_t i, at, in;
+	int64_t ver;
 
-	if (trail__init(t))
-		FAIL("out of memory");
-	if (!json_is_object(root))
-		FAIL("not a memtrail trail: the top level is not an object");
-	ver = json_object_get(root, "memtrail");
-	if (!json_is_integer(ver))
-		FAIL("not a memtrail trail: no \"memtrail\" version field");
-	if (json_integer_value(ver) != MEMTRAIL_TRAIL_VERSION)
-		FAIL("unsupported trail version %lld (this memtrail reads version %d)",
-		     (long long)json_integer_value(ver), MEMTRAIL_TRAIL_VERSION);
+	schema__init(&s, err, errlen);
+	if (trail__init(t)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "not a memtrail trail: the top level is not an object");
+		goto fail;
+	}
+	if (!json_is_integer(json_object_get(root, "memtrail"))) {
+		snprintf(err, errlen, "not a memtrail trail: no \"memtrail\" version field");
+		goto fail;
+	}
+	ver = json_integer_value(json_object_get(root, "memtrail"));
+	if (ver != MEMTRAIL_TRAIL_VERSION) {
+		snprintf(err, errlen, "unsupported trail version %lld (this memtrail reads version %d)",
+			 (long long)ver, MEMTRAIL_TRAIL_VERSION);
+		goto fail;
+	}
 	targets = json_object_get(root, "targets");
 	if (!targets && !strcmp(json_string_value(json_object_get(root, "type")) ?: "", "verdict")) {
-		if (read_verdict_doc(t, root, err, errlen))
-			goto fail_quiet;
+		if (read_verdict_doc(&s, t, root) < 0)
+			goto fail;
 		return 0;
 	}
-	if (!json_is_array(targets))
-		FAIL("malformed trail: 'targets' is not an array");
-	s = json_string_value(json_object_get(root, "started"));
-	snprintf(t->started, sizeof(t->started), "%s", s ? s : "");
-	t->duration_ms = json_integer_value(json_object_get(root, "duration_ms"));
-	t->interval_ms = json_integer_value(json_object_get(root, "interval_ms"));
-	t->command = opt_strdup(json_object_get(root, "command"));
-	v = json_object_get(root, "kernel");
-	if (v && !json_is_object(v))
-		FAIL("malformed trail: 'kernel' is not an object");
-	t->kernel = json_incref(v);
-	kinds = json_object_get(root, "kinds");
-	json_array_foreach(kinds, i, v) {
-		int k = json_is_string(v) ? kind__from_name(json_string_value(v)) : -1;
-
-		if (k < 0)
-			FAIL("malformed trail: unknown kind in 'kinds'");
-		t->kinds |= 1U << k;
+	if (schema__array(&s, root, "targets", NEED, &targets) < 0 ||
+	    schema__array(&s, root, "events", 0, &events) < 0 ||
+	    schema__object(&s, root, "snapshot", 0, &snapshot) < 0 ||
+	    read_head(&s, t, root) < 0 || (snapshot && check_snapshot(&s, snapshot) < 0))
+		goto fail;
+	t->snapshot = json_incref(snapshot);
+	at = schema__key(&s, "targets");
+	json_array_foreach(targets, i, v) {
+		in = schema__index(&s, i);
+		if (read_target(&s, t, v, i, tls) < 0)
+			goto fail;
+		schema__up(&s, in);
 	}
-	json_array_foreach(targets, i, v)
-		if (read_target(t, v, i, tls, err, errlen))
-			goto fail_quiet;
-	v = json_object_get(root, "events");
-	if (v && !json_is_array(v))
-		FAIL("malformed trail: 'events' is not an array");
-	if (v)
-		json_array_extend(t->events, v);
-	lost = json_object_get(root, "lost");
-	if (lost && !json_is_object(lost))
-		FAIL("malformed trail: 'lost' is not an object");
-	for (i = 0; i < MEMTRAIL_LOST_MAX; i++)
-		t->lost[i] = json_integer_value(json_object_get(lost, lost_names[i]));
-	v = json_object_get(root, "snapshot");
-	if (v && !json_is_object(v))
-		FAIL("malformed snapshot: 'snapshot' is not an object");
-	t->snapshot = json_incref(v);
+	schema__up(&s, at);
+	at = schema__key(&s, "events");
+	json_array_foreach(events, i, v) {
+		in = schema__index(&s, i);
+		if (check_event(&s, v) < 0)
+			goto fail;
+		schema__up(&s, in);
+	}
+	schema__up(&s, at);
+	if (events && json_array_extend(t->events, events)) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	return 0;
 fail:
-fail_quiet:
 	trail__free(t);
 	return -1;
 }

@@ -17,6 +17,19 @@
 #include "phase.h"
 #include "verdict.h"
 
+/*
+ * What a trail read back may hold (anything else is rejected: a trail is
+ * anyone's file): PIDs up to the kernel's PID_MAX_LIMIT; times in ms whose
+ * ns still fit in 64 bits (Perfetto's us are computed from them); sizes
+ * (of allocations, devices, limits) from 0; levels within 2^59 bytes either
+ * way, more than any address space, so that ten kinds' sum fits. A level is
+ * kept from changes and can dip below zero in a real trail (an rss level of
+ * a few MiB under zero has been seen), never by that much.
+ */
+#define TRAIL_PID_MAX 4194304
+#define TRAIL_T_MS_MAX (INT64_MAX / 1000000)
+#define TRAIL_LEVEL_MAX (1LL << 59)
+
 struct trail_sample {
 	uint64_t t_ms;				/* since the trail started */
 	int64_t level[MEMTRAIL_KIND_MAX];	/* current bytes per kind */
@@ -122,6 +135,14 @@ int trail__write_new(const struct trail *t, char *path, size_t size);
  * and a one-line reason in err.
  */
 int trail__read(struct trail *t, const char *path, char *err, size_t errlen);
+/*
+ * Event I of a trail's "events", target I of its "targets" (what a target
+ * must have before the rest of it is read), checked as the reader checks
+ * them: 0, or -1 and "events[I].t_ms: missing" in err. For the stream reader,
+ * which checks each as it ends.
+ */
+int trail__check_event(json_t *ev, size_t i, char *err, size_t errlen);
+int trail__check_target(json_t *o, size_t i, char *err, size_t errlen);
 int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen);
 
 #endif

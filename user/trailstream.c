@@ -5,9 +5,16 @@
  * several GiB and most of report's time. Here every value but the samples
  * becomes the usual jansson tree, and each targets[i].timeline array goes
  * straight into an array of struct trail_sample, checked as it arrives.
+ *
+ * Memory follows what the file holds that report uses, whatever else is in
+ * it: values under keys that neither the top level nor a target has are
+ * skipped as they are parsed, and each target and event is checked as it
+ * ends (trail.c), so that a file of ten million empty events fails at the
+ * first instead of becoming a tree of them.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +47,10 @@ struct builder {
 	char *key;			/* key waiting for its value in stack[depth-1] */
 	size_t key_len;
 	json_t *root;
+	json_t *targets, *events;	/* root.targets and root.events once open */
+	int skip_tree;			/* open containers of a value skipped */
+	bool skip_value;		/* the next value is skipped: its key is unknown */
 	long target;			/* index of the target object open at depth 3, or -1 */
-	long long pid;			/* its "pid" when read yet, else 0 */
 	struct trailstream_timelines *tls;
 	/* in a timeline: its depth, the sample being read, what its key names */
 	bool in_timeline;		/* inside a target's "timeline" array */
@@ -51,6 +60,7 @@ struct builder {
 	int key_is;
 	int skip;			/* nesting of a skipped value inside a sample */
 	struct trail_sample s;
+	uint64_t last_t;		/* t_ms of the timeline's last sample */
 	struct key_memo memo[KEY_MEMO];	/* by the key's place in its sample */
 	unsigned int key_pos;
 	bool json_fault;		/* err is about the JSON (a duplicate key, depth) */
@@ -66,21 +76,94 @@ static int fail(struct builder *b, bool json_fault, const char *msg)
 	return 0;
 }
 
-static int sample_fail(struct builder *b)
+/* "targets[T].timeline[I]" and what FMT says is wrong with the sample: not JSON's fault. */
+static int sample_fail(struct builder *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int sample_fail(struct builder *b, const char *fmt, ...)
 {
-	if (b->pid > 0)		/* the writer puts "pid" first */
-		snprintf(b->err, sizeof(b->err),
-			 "target %lld: timeline sample %zu has no integer 't_ms'", b->pid, b->tl->n);
-	else
-		snprintf(b->err, sizeof(b->err),
-			 "target %ld of 'targets': timeline sample %zu has no integer 't_ms'",
-			 b->target, b->tl->n);
+	va_list ap;
+	int n;
+
+	if (b->err[0])
+		return 0;
+	n = snprintf(b->err, sizeof(b->err), "targets[%ld].timeline[%zu]", b->target, b->tl->n);
+	if (n > 0 && (size_t)n < sizeof(b->err)) {
+		va_start(ap, fmt);
+		vsnprintf(b->err + n, sizeof(b->err) - n, fmt, ap);
+		va_end(ap);
+	}
 	return 0;
+}
+
+/* The key a value in a sample is under, for errors. */
+static const char *sample_key(const struct builder *b)
+{
+	return b->key_is == KEY_T_MS ? "t_ms" : kind__name(b->key_is);
 }
 
 static bool key_is(const struct builder *b, const char *s)
 {
 	return b->key_len == strlen(s) && !memcmp(b->key, s, b->key_len);
+}
+
+static bool key_in(const struct builder *b, const char *const *keys, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (key_is(b, keys[i]))
+			return true;
+	return false;
+}
+
+/*
+ * Whether the value of the key just read is kept: at the top level those of
+ * a trail, a snapshot and a verdict file; in a target, a target's.
+ */
+static bool key_known(const struct builder *b)
+{
+	static const char *const top[] = {
+		"memtrail", "started", "duration_ms", "interval_ms", "command", "kinds",
+		"kernel", "targets", "events", "lost", "snapshot",
+		/* a verdict file of watch */
+		"type", "time", "t_ms", "pid", "comm", "cmdline", "cgroup", "exit", "phase",
+		"verdict", "peaks", "container", "pod",
+	};
+	static const char *const target[] = {
+		"pid", "ppid", "comm", "cmdline", "cgroup", "start_ms", "end_ms", "exit", "kinds",
+		"device_limits", "timeline", "verdict", "sites", "phases", "phases_folded",
+		"phase_summary",
+	};
+
+	if (b->depth == 1)
+		return key_in(b, top, sizeof(top) / sizeof(top[0]));
+	if (b->depth == 3 && b->target >= 0)
+		return key_in(b, target, sizeof(target) / sizeof(target[0]));
+	return true;
+}
+
+/* A value of a skipped key, or inside one: nothing to build. */
+static bool skipped(struct builder *b, int open)
+{
+	if (b->skip_tree) {
+		b->skip_tree += open;
+		return true;
+	}
+	if (!b->skip_value)
+		return false;
+	b->skip_value = false;
+	b->skip_tree = open > 0;
+	return true;
+}
+
+/* An element of root.targets or root.events that is not an object: at once. */
+static int not_object(struct builder *b, json_t *parent)
+{
+	if (parent != b->targets && parent != b->events)
+		return 1;
+	snprintf(b->err, sizeof(b->err), "%s[%zu]: not an object",
+		 parent == b->targets ? "targets" : "events", json_array_size(parent));
+	return 0;
 }
 
 /* The target's timeline is already streamed (so a second "timeline" is a duplicate). */
@@ -105,8 +188,10 @@ static int put(struct builder *b, json_t *v)
 		return 1;
 	}
 	parent = b->stack[b->depth - 1];
-	if (b->depth == 3 && b->target >= 0 && key_is(b, "pid") && json_is_integer(v))
-		b->pid = json_integer_value(v);
+	if (!json_is_object(v) && !not_object(b, parent)) {
+		json_decref(v);
+		return 0;
+	}
 	if (json_is_array(parent))
 		return json_array_append_new(parent, v) ? fail(b, false, "out of memory") : 1;
 	if (json_object_getn(parent, b->key, b->key_len) || timeline_streamed(b)) {
@@ -137,20 +222,33 @@ static int open_container(struct builder *b, json_t *c)
 
 /* ---- inside a timeline ---- */
 
+/*
+ * A value in a timeline: t_ms, a time in order, and each kind's level are
+ * checked as trail.c checks the rest (TRAIL_T_MS_MAX, +-TRAIL_LEVEL_MAX);
+ * other keys are skipped.
+ */
 static int tl_value(struct builder *b, bool integer, long long v)
 {
 	if (b->skip)
 		return 1;
 	if (!b->in_sample)
-		return sample_fail(b);		/* a sample that is not an object */
-	if (b->key_is == KEY_T_MS) {
-		if (!integer || v < 0)
-			return sample_fail(b);
-		b->s.t_ms = v;
-		b->have_t = true;
-	} else if (b->key_is >= 0 && integer) {
+		return sample_fail(b, ": not an object");
+	if (b->key_is == KEY_OTHER)
+		return 1;
+	if (!integer)
+		return sample_fail(b, ".%s: not an integer", sample_key(b));
+	if (b->key_is == KEY_T_MS ? v < 0 || v > TRAIL_T_MS_MAX :
+				    v < -TRAIL_LEVEL_MAX || v > TRAIL_LEVEL_MAX)
+		return sample_fail(b, ".%s: out of range (%lld)", sample_key(b), v);
+	if (b->key_is != KEY_T_MS) {
 		b->s.level[b->key_is] = v;
+		return 1;
 	}
+	if ((uint64_t)v < b->last_t)
+		return sample_fail(b, ".t_ms: %lld is before the previous sample's %llu", v,
+				   (unsigned long long)b->last_t);
+	b->s.t_ms = v;
+	b->have_t = true;
 	return 1;
 }
 
@@ -187,13 +285,13 @@ static int tl_key(struct builder *b, const unsigned char *key, size_t len)
 static int tl_open(struct builder *b, bool map)
 {
 	if (b->skip || b->in_sample) {		/* a value inside a sample: skipped */
-		if (!b->skip && b->key_is == KEY_T_MS)
-			return sample_fail(b);
+		if (!b->skip && b->key_is != KEY_OTHER)
+			return sample_fail(b, ".%s: not an integer", sample_key(b));
 		b->skip++;
 		return 1;
 	}
 	if (!map)
-		return sample_fail(b);
+		return sample_fail(b, ": not an object");
 	memset(&b->s, 0, sizeof(b->s));
 	b->key_pos = 0;
 	b->in_sample = true;
@@ -216,10 +314,11 @@ static int tl_close(struct builder *b)
 		return 1;
 	}
 	if (!b->have_t)
-		return sample_fail(b);
+		return sample_fail(b, ".t_ms: missing");
 	if (array__grow((void **)&tl->s, &tl->cap, tl->n + 1, sizeof(*tl->s)))
 		return fail(b, false, "out of memory");
 	tl->s[tl->n++] = b->s;
+	b->last_t = b->s.t_ms;
 	b->in_sample = false;
 	return 1;
 }
@@ -230,6 +329,8 @@ static int on_null(void *ctx)
 {
 	struct builder *b = ctx;
 
+	if (skipped(b, 0))
+		return 1;
 	return b->in_timeline ? tl_value(b, false, 0) : put(b, json_null());
 }
 
@@ -237,6 +338,8 @@ static int on_boolean(void *ctx, int v)
 {
 	struct builder *b = ctx;
 
+	if (skipped(b, 0))
+		return 1;
 	return b->in_timeline ? tl_value(b, false, 0) : put(b, json_boolean(v));
 }
 
@@ -244,6 +347,8 @@ static int on_integer(void *ctx, long long v)
 {
 	struct builder *b = ctx;
 
+	if (skipped(b, 0))
+		return 1;
 	return b->in_timeline ? tl_value(b, true, v) : put(b, json_integer(v));
 }
 
@@ -251,6 +356,8 @@ static int on_double(void *ctx, double v)
 {
 	struct builder *b = ctx;
 
+	if (skipped(b, 0))
+		return 1;
 	return b->in_timeline ? tl_value(b, false, 0) : put(b, json_real(v));
 }
 
@@ -258,6 +365,8 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
 {
 	struct builder *b = ctx;
 
+	if (skipped(b, 0))
+		return 1;
 	return b->in_timeline ? tl_value(b, false, 0) :
 	       put(b, json_stringn_nocheck((const char *)s, len));
 }
@@ -266,14 +375,13 @@ static int on_start_map(void *ctx)
 {
 	struct builder *b = ctx;
 
+	if (skipped(b, 1))
+		return 1;
 	if (b->in_timeline)
 		return tl_open(b, true);
 	/* a target: an object right inside root.targets; its index there */
-	if (b->depth == 2 && json_is_array(b->stack[1]) &&
-	    json_object_get(b->stack[0], "targets") == b->stack[1]) {
+	if (b->depth == 2 && b->stack[1] == b->targets)
 		b->target = json_array_size(b->stack[1]);
-		b->pid = 0;
-	}
 	return open_container(b, json_object());
 }
 
@@ -281,6 +389,8 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
 {
 	struct builder *b = ctx;
 
+	if (b->skip_tree)
+		return 1;
 	if (b->in_timeline)
 		return tl_key(b, key, len);
 	/* the key lives in yajl's buffer only until the callback returns */
@@ -291,18 +401,31 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
 	memcpy(b->key, key, len);
 	b->key[len] = 0;
 	b->key_len = len;
+	b->skip_value = !key_known(b);
 	return 1;
 }
 
 static int on_end_map(void *ctx)
 {
 	struct builder *b = ctx;
+	char err[sizeof(b->err)];
+	json_t *parent;
 
+	if (skipped(b, -1))
+		return 1;
 	if (b->in_timeline)
 		return tl_close(b);
 	if (b->depth == 3)
 		b->target = -1;
 	b->depth--;
+	/* a target's or an event's end: checked now, not after millions more */
+	parent = b->depth ? b->stack[b->depth - 1] : NULL;
+	if (parent && parent == b->targets &&
+	    trail__check_target(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err)))
+		return fail(b, false, err);
+	if (parent && parent == b->events &&
+	    trail__check_event(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err)))
+		return fail(b, false, err);
 	return 1;
 }
 
@@ -312,10 +435,21 @@ static int on_start_array(void *ctx)
 	struct trailstream_timelines *tls = b->tls;
 	size_t need;
 
+	if (skipped(b, 1))
+		return 1;
 	if (b->in_timeline)
 		return tl_open(b, false);
-	if (b->depth != 3 || b->target < 0 || !key_is(b, "timeline"))
-		return open_container(b, json_array());
+	if (b->depth != 3 || b->target < 0 || !key_is(b, "timeline")) {
+		json_t *arr = json_array();
+
+		if (!open_container(b, arr))
+			return 0;
+		if (b->depth == 2 && key_is(b, "targets"))
+			b->targets = arr;
+		else if (b->depth == 2 && key_is(b, "events"))
+			b->events = arr;
+		return 1;
+	}
 	/* targets[target].timeline: samples go to tls->tl[target], not to the tree */
 	need = b->target + 1;
 	if (need > tls->n) {
@@ -340,6 +474,7 @@ static int on_start_array(void *ctx)
 	b->in_timeline = true;
 	b->in_sample = false;
 	b->skip = 0;
+	b->last_t = 0;
 	return 1;
 }
 
@@ -347,6 +482,8 @@ static int on_end_array(void *ctx)
 {
 	struct builder *b = ctx;
 
+	if (skipped(b, -1))
+		return 1;
 	if (b->in_timeline)
 		return tl_close(b);
 	b->depth--;

@@ -26,9 +26,10 @@ struct trailstream_timelines {
 
 /*
  * Parse the JSON file PATH: the document without targets[].timeline arrays,
- * whose samples are in TLS instead (an array of objects each with an integer
- * t_ms; integer values of kinds' names kept, other keys skipped). NULL and a
- * one-line reason in ERR when the file cannot be read or is malformed.
+ * whose samples are in TLS instead (an array of objects each with a t_ms in
+ * [0, TRAIL_T_MS_MAX], none before the previous one, and kinds' levels in
+ * [-TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX]; other keys skipped). NULL and a one-line reason in
+ * ERR when the file cannot be read or is malformed.
  */
 json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, char *err,
 			  size_t errlen);

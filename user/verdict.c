@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "sanitize.h"
 #include "verdict.h"
 
 void verdict__free_facts(struct verdict_facts *f)
@@ -74,26 +75,34 @@ json_t *verdict__decide(const struct verdict_facts *f, const char *cgroup)
 			 "no OOM kill and no SIGKILL sender was seen while memtrail was attached");
 }
 
+/* V's string KEY for a line (sanitize.h: names come from the workloads), else DEF. */
+static const char *text(char *buf, size_t len, json_t *v, const char *key, const char *def)
+{
+	const char *s = json_string_value(json_object_get(v, key));
+
+	return sanitize__str(buf, len, s ? s : def);
+}
+
 void verdict__line(char *buf, size_t len, json_t *v)
 {
 	const char *cause = json_string_value(json_object_get(v, "cause"));
 	json_t *trigger = json_object_get(v, "trigger"), *sender = json_object_get(v, "sender");
-	char limit[32], usage[32];
+	char limit[32], usage[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], name[256];
 
 	if (!cause) {
 		snprintf(buf, len, "no verdict");
 	} else if (!strcmp(cause, "oom_cgroup")) {
 		snprintf(buf, len, "oom_cgroup: the kernel OOM killer, cgroup %s at its limit %s "
 			 "(usage %s), triggered by %lld (%s)",
-			 json_string_value(json_object_get(v, "cgroup")),
+			 text(name, sizeof(name), v, "cgroup", "?"),
 			 format__bytes(limit, sizeof(limit), json_integer_value(json_object_get(v, "limit"))),
 			 format__bytes(usage, sizeof(usage), json_integer_value(json_object_get(v, "usage"))),
 			 json_integer_value(json_object_get(trigger, "pid")),
-			 json_string_value(json_object_get(trigger, "comm")));
+			 text(comm, sizeof(comm), trigger, "comm", "?"));
 	} else if (!strcmp(cause, "oom_global")) {
 		snprintf(buf, len, "oom_global: the kernel OOM killer, the node out of memory, "
 			 "triggered by %lld (%s)", json_integer_value(json_object_get(trigger, "pid")),
-			 json_string_value(json_object_get(trigger, "comm")));
+			 text(comm, sizeof(comm), trigger, "comm", "?"));
 	} else if (!strcmp(cause, "signal")) {
 		json_t *before = json_object_get(v, "sigterm_before_ms");
 		char term[64] = "no SIGTERM first";
@@ -103,13 +112,10 @@ void verdict__line(char *buf, size_t len, json_t *v)
 				 json_integer_value(before));
 		snprintf(buf, len, "signal: SIGKILL sent by %lld (%s, cgroup %s), %s",
 			 json_integer_value(json_object_get(sender, "pid")),
-			 json_string_value(json_object_get(sender, "comm")),
-			 json_string_value(json_object_get(sender, "cgroup")) ?
-				json_string_value(json_object_get(sender, "cgroup")) : "unknown",
-			 term);
+			 text(comm, sizeof(comm), sender, "comm", "?"),
+			 text(name, sizeof(name), sender, "cgroup", "unknown"), term);
 	} else {
-		snprintf(buf, len, "%s: %s", cause,
-			 json_string_value(json_object_get(v, "missing")) ?
-				json_string_value(json_object_get(v, "missing")) : "");
+		snprintf(buf, len, "%s: %s", sanitize__str(comm, sizeof(comm), cause),
+			 text(name, sizeof(name), v, "missing", ""));
 	}
 }

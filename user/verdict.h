@@ -38,7 +38,7 @@ void verdict__free_facts(struct verdict_facts *f);
  * cgroup, names the OOM's cgroup when its id could not be resolved.
  */
 json_t *verdict__decide(const struct verdict_facts *f, const char *cgroup);
-/* One line for people, from a verdict object. */
+/* One line for people, from a verdict object; names in it sanitized (sanitize.h). */
 void verdict__line(char *buf, size_t len, json_t *verdict);
 /* CGROUP with its last LEVEL components removed ("/" at the top); malloc'd. */
 char *verdict__cgroup_up(const char *cgroup, int level);

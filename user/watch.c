@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "outfile.h"
 #include "proc.h"
+#include "sanitize.h"
 #include "session.h"
 #include "statusline.h"
 #include "verdict.h"
@@ -601,7 +602,7 @@ static void on_ended(struct session *s, struct trail_target *tt)
 {
 	struct watch *w = s->ctx;
 	const struct trail_phase *last;
-	char name[128], stamp[40], line[1024], who[600];
+	char name[128], stamp[40], line[1024], who[600], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)];
 	const char *snapshot;
 	json_t *doc, *peaks;
 	size_t n;
@@ -632,7 +633,9 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	verdict__line(line, sizeof(line), tt->verdict);
 	container__describe(who, sizeof(who), doc ? doc : tt->verdict);
 	statusline__clear();
-	printf("verdict: %u (%s)%s%s: %s\n", tt->pid, tt->comm, who[0] ? " " : "", who, line);
+	/* one line whatever the names: verdict__line and container__describe sanitize theirs */
+	printf("verdict: %u (%s)%s%s: %s\n", tt->pid, sanitize__str(comm, sizeof(comm), tt->comm),
+	       who[0] ? " " : "", who, line);
 	fflush(stdout);
 	file_name(name, sizeof(name), "verdict", tt->pid);
 	emit(w, name, doc);

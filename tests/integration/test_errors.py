@@ -120,9 +120,10 @@ def test_malformed_trails():
         "not-json": ("hello\n", "malformed JSON"),
         "version": (text.replace('"memtrail":1', '"memtrail":99'), "unsupported trail version 99"),
         "no-version": ('{"targets": []}', "no \"memtrail\" version field"),
-        "targets": ('{"memtrail": 1, "targets": 3}', "'targets' is not an array"),
+        "targets": ('{"memtrail": 1, "targets": 3}', "targets: not an array"),
         "kind": ('{"memtrail": 1, "targets": [{"pid": 1, "exit": null, '
-                 '"kinds": {"bogus": {"current": 1, "peak": 1}}}]}', "unknown kind 'bogus'"),
+                 '"kinds": {"bogus": {"current": 1, "peak": 1}}}]}',
+                 "targets[0].kinds: unknown kind 'bogus'"),
         "array": ("[1, 2]", "the top level is not an object"),
     }
     for name, (body, needle) in cases.items():
@@ -172,3 +173,49 @@ def test_kernel_support_claim():
             w.wait()
             bg.stop(sig=None)
     no_programs_left()
+
+
+def test_nonsense_in_trails():
+    """A trail is anyone's file: a value of the wrong type or out of range is
+    rejected by its path, on one line, whatever report was asked to write."""
+    d = tmpdir()
+    good = os.path.join(d, "good.json")
+    p = run([MEMTRAIL, "record", "-q", "-o", good, "--", "true"])
+    check_eq(p.returncode, 0, "recording a trail")
+    with open(good) as f:
+        trail = json.load(f)
+
+    def first_event(t, **kw):
+        t["events"][0].update(kw)
+
+    cases = {
+        # PID_MAX_LIMIT is 4194304: 2^32 + 1 is not pid 1
+        "pid": (lambda t: t["targets"][0].update(pid=4294967297),
+                "targets[0].pid: out of range (4294967297)"),
+        "negative": (lambda t: t["targets"][0]["kinds"]["mapped"].update(peak=-2 ** 62),
+                     "targets[0].kinds.mapped.peak: out of range (-4611686018427387904)"),
+        "signal": (lambda t: t["targets"][0].update(exit={"code": 0, "signal": -7}),
+                   "targets[0].exit.signal: out of range (-7)"),
+        # ms whose ns do not fit in 64 bits (Perfetto multiplied them, signed)
+        "t_ms": (lambda t: t["targets"][0]["timeline"][0].update(t_ms=2 ** 62),
+                 f"targets[0].timeline[0].t_ms: out of range ({2 ** 62})"),
+        "event": (lambda t: first_event(t, t_ms=2 ** 53), f"events[0].t_ms: out of range ({2 ** 53})"),
+        "type": (lambda t: t["targets"][0]["sites"]["list"][0].update(kind=["heap"]),
+                 "targets[0].sites.list[0].kind: not a string"),
+        "string": (lambda t: t["targets"][0].update(end_ms="7"), "targets[0].end_ms: not an integer"),
+    }
+    for opts in ([], ["--json"], ["--perfetto", os.path.join(d, "out")],
+                 ["--html", os.path.join(d, "out")]):
+        p = run([MEMTRAIL, "report", *opts, good])
+        check_eq(p.returncode, 0, f"report {opts} of a real trail ({p.stderr!r})")
+        os.path.exists(os.path.join(d, "out")) and os.unlink(os.path.join(d, "out"))
+        for name, (change, needle) in cases.items():
+            bad = json.loads(json.dumps(trail))
+            change(bad)
+            path = os.path.join(d, name + ".json")
+            with open(path, "w") as f:
+                json.dump(bad, f)
+            p = run([MEMTRAIL, "report", *opts, path])
+            one_line_error(p, f"memtrail: error: cannot read trail '{path}': {needle}")
+            check_eq(p.stdout, "", f"{name}: output despite the error")
+            check(not os.path.exists(os.path.join(d, "out")), f"{name}: {opts} written")

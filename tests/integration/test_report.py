@@ -3,8 +3,9 @@
 
 import json
 import os
+import sys
 
-from harness import MEMTRAIL, check, check_eq, run, tmpdir, workload
+from harness import MEMTRAIL, check, check_eq, one_line_error, run, tmpdir, workload
 
 
 def test_report_table_and_json():
@@ -30,3 +31,137 @@ def test_report_table_and_json():
     check_eq(doc["targets"], want, "report --json targets")
     check_eq(doc["lost"], trail["lost"], "lost counters")
     check("events" not in doc, "report --json carries the events")
+
+
+def test_report_malformed_sites():
+    # a site's kind that is not a string: rejected, by its path; a folded site
+    # with no phase (the writer leaves out a name that is not UTF-8): shown as '?'
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
+    check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
+    with open(out) as f:
+        trail = json.load(f)
+    i = next(i for i, t in enumerate(trail["targets"]) if t.get("sites"))
+    check(len(trail["targets"][i]["sites"]["list"]) >= 2, "the workload has two sites")
+    for name, change in (("kind", lambda s: s.update(kind=5)),
+                         ("phase", lambda s: (s.pop("phase"), s.update(folded=True,
+                                                                       phase_seq=None)))):
+        bad = json.loads(json.dumps(trail))
+        change(bad["targets"][i]["sites"]["list"][0])
+        path = os.path.join(d, f"{name}.json")
+        with open(path, "w") as f:
+            json.dump(bad, f)
+        p = run([MEMTRAIL, "report", path])
+        check(p.returncode >= 0, f"{name}: report killed by signal {-p.returncode}")
+        if name == "kind":
+            one_line_error(p, f"cannot read trail '{path}': "
+                           f"targets[{i}].sites.list[0].kind: not a string")
+        else:
+            check_eq(p.returncode, 0, f"{name}: report status ({p.stderr!r})")
+            check("  ? (folded: phases beyond the listed ones)" in p.stdout.splitlines(),
+                  f"{name}: no '?' group in {p.stdout!r}")
+
+
+def test_report_many_folded_sites():
+    """5,000 sites of folded phases over 2,500 names (each twice, far apart) and
+    200 of ten listed phases: report groups them in time, in a few seconds (the
+    grouping was cubic: 92 s for 1,200), each group's rows and totals as the
+    trail has them."""
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
+    check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
+    with open(out) as f:
+        trail = json.load(f)
+    names = 2500
+    listed = [{"kind": "mapped", "phase": f"p{(i * 7) % 10}", "phase_seq": (i * 7) % 10,
+               "alloc_bytes": (i * 37) % 1000, "inuse_bytes": (i * 11) % 1000,
+               "frames": [{"function": f"l{i}"}]} for i in range(200)]
+    folded = [{"kind": "heap", "phase": f"f{(i * 13) % names}", "phase_seq": None, "folded": True,
+               "alloc_bytes": (i * 31) % 1000, "inuse_bytes": (i * 17) % 1000,
+               "frames": [{"function": f"s{i}"}]} for i in range(2 * names)]
+    sites = listed[:100] + folded + listed[100:]
+    t = trail["targets"][0]
+    t["sites"] = {"list": sites}
+    path = os.path.join(d, "many.json")
+    with open(path, "w") as f:
+        json.dump(trail, f)
+
+    # the groups as report must print them: listed phases by sequence, then
+    # folded names by first appearance; in each, the list's order
+    want = {}
+    for s in sorted((s for s in sites if not s.get("folded")), key=lambda s: s["phase_seq"]):
+        want.setdefault(s["phase"], [])
+    for s in sites:
+        want.setdefault(s["phase"] + (" (folded: phases beyond the listed ones)"
+                                      if s.get("folded") else ""), []).append(s)
+    p = run([MEMTRAIL, "report", "--top", "1000", path], timeout=20)
+    check_eq(p.returncode, 0, f"report status ({p.stderr!r})")
+    lines = p.stdout.splitlines()
+    start = lines.index(f"allocation sites of {t['pid']} ({t['comm']})")
+    got, group = {}, None
+    for line in lines[start + 1:]:
+        if line.startswith("allocation sites of") or not line:
+            break
+        if not line.startswith("    "):
+            group = got.setdefault(line[2:], [])
+        elif not line.startswith("    KIND"):
+            kind, alloc, _, inuse, _, fn = line.split()
+            group.append((kind, int(alloc), int(inuse), fn))
+    check_eq(list(got), list(want), "groups in order")
+    for name, rows in want.items():
+        check_eq(got[name], [(s["kind"], s["alloc_bytes"], s["inuse_bytes"],
+                              s["frames"][0]["function"]) for s in rows], f"rows of {name}")
+    for field, i in (("alloc_bytes", 1), ("inuse_bytes", 2)):
+        check_eq(sum(r[i] for rows in got.values() for r in rows), sum(s[field] for s in sites),
+                 f"total {field}")
+
+
+# memtrail report ARGS in a python3 of its own, whose only child it is: its
+# status, stderr and peak resident memory in MiB (ru_maxrss of the children)
+PEAK = """
+import resource, subprocess, sys
+p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=20)
+print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+sys.stderr.write(p.stderr)
+"""
+
+
+def report_peak(*args):
+    p = run([sys.executable, "-c", PEAK, MEMTRAIL, "report", *args], timeout=60)
+    rc, mib = p.stdout.split()
+    return int(rc), int(mib), p.stderr
+
+
+def test_report_memory_follows_useful_content():
+    """30 MB of ten million empty events fails at the first, in little memory
+    (it took 2.3 GB and 28 s as a tree); ten million values under a key no
+    trail has are skipped, the report is that of the trail without them."""
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
+    check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
+    with open(out) as f:
+        text = f.read()
+    clean = run([MEMTRAIL, "report", out])
+    check_eq(clean.returncode, 0, f"report status ({clean.stderr!r})")
+    check(text.endswith("}\n") and '"events":[' in text, "a compact trail, events in it")
+
+    empty = os.path.join(d, "empty-events.json")
+    with open(empty, "w") as f:
+        f.write(text.replace('"events":[', '"events":[' + "{}," * 10_000_000, 1))
+    rc, mib, err = report_peak(empty)
+    check_eq(rc, 1, f"status ({err!r})")
+    check_eq(err.strip(), f"memtrail: error: cannot read trail '{empty}': events[0].t_ms: missing",
+             "the error")
+    check(mib < 100, f"report of 10M empty events peaked at {mib} MiB")
+
+    junk = os.path.join(d, "junk.json")
+    with open(junk, "w") as f:
+        f.write(text[:-2] + ',"junk":[' + "{}," * 10_000_000 + '{}]}\n')
+    rc, mib, err = report_peak(junk)
+    check_eq(rc, 0, f"status ({err!r})")
+    check(mib < 100, f"report of 10M values under an unknown key peaked at {mib} MiB")
+    p = run([MEMTRAIL, "report", junk])
+    check_eq(p.stdout.replace(junk, out), clean.stdout, "the report without the junk")

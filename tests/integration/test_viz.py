@@ -153,7 +153,7 @@ def test_report_exporters_bad_input():
         one_line_error(run([MEMTRAIL, "report", bad, opt, out]), "malformed JSON")
         with open(bad, "w") as f:
             f.write('{"memtrail": 1, "targets": "none"}')
-        one_line_error(run([MEMTRAIL, "report", bad, opt, out]), "'targets'")
+        one_line_error(run([MEMTRAIL, "report", bad, opt, out]), "targets: not an array")
         # root passes directory permissions: a path under a regular file fails for everyone
         p = run([MEMTRAIL, "report", good, opt, os.path.join(good, "out")])
         check(p.returncode != 0, f"{opt} to an unwritable path succeeded")

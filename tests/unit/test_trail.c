@@ -178,27 +178,140 @@ static void rejects_malformed(void **state)
 	expect_reject("[]", "top level is not an object");
 	expect_reject("{}", "no \"memtrail\" version");
 	expect_reject("{\"memtrail\": 2, \"targets\": []}", "unsupported trail version 2");
-	expect_reject("{\"memtrail\": 1}", "'targets' is not an array");
-	expect_reject("{\"memtrail\": 1, \"targets\": [5]}", "target 0 is not an object");
+	expect_reject("{\"memtrail\": 1}", "targets: missing");
+	expect_reject("{\"memtrail\": 1, \"targets\": {}}", "targets: not an array");
+	expect_reject("{\"memtrail\": 1, \"targets\": [5]}", "targets[0]: not an object");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
-		      "\"kinds\": {}, \"device_limits\": 7}]}", "'device_limits' is not an array");
+		      "\"kinds\": {}, \"device_limits\": 7}]}", "targets[0].device_limits: not an array");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
 		      "\"kinds\": {}, \"device_limits\": [{\"kind\": \"ram\", \"device\": 0, "
-		      "\"bytes\": 1}]}]}", "device limit 0 needs a kind");
+		      "\"bytes\": 1}]}]}", "targets[0].device_limits[0].kind: not a device's kind ('ram')");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
 		      "\"kinds\": {}, \"device_limits\": [{\"kind\": \"cuda_device\", "
-		      "\"device\": \"0\", \"bytes\": 1}]}]}", "device limit 0 needs a kind");
-	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": -3}]}", "no valid 'pid'");
-	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"kinds\": {}}]}", "no 'exit'");
+		      "\"device\": \"0\", \"bytes\": 1}]}]}",
+		      "targets[0].device_limits[0].device: not an integer");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": -3}]}",
+		      "targets[0].pid: out of range (-3)");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"kinds\": {}}]}",
+		      "targets[0].exit: missing");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": 1, \"kinds\": {}}]}",
-		      "neither an object nor null");
+		      "targets[0].exit: not an object");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
 		      "\"kinds\": {\"mapped\": {\"current\": \"x\", \"peak\": 1}}}]}",
-		      "integer 'current' and 'peak'");
+		      "targets[0].kinds.mapped.current: not an integer");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
-		      "\"kinds\": {}, \"timeline\": [{\"mapped\": 1}]}]}", "no integer 't_ms'");
-	expect_reject("{\"memtrail\": 1, \"targets\": [], \"events\": 4}", "'events' is not an array");
-	expect_reject("{\"memtrail\": 1, \"targets\": [], \"kinds\": [\"ram\"]}", "unknown kind");
+		      "\"kinds\": {\"bogus\": {}}}]}", "targets[0].kinds: unknown kind 'bogus'");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
+		      "\"kinds\": {}, \"timeline\": [{\"mapped\": 1}]}]}",
+		      "targets[0].timeline[0].t_ms: missing");
+	expect_reject("{\"memtrail\": 1, \"targets\": [], \"events\": 4}", "events: not an array");
+	expect_reject("{\"memtrail\": 1, \"targets\": [], \"kinds\": [\"ram\"]}",
+		      "kinds[0]: unknown kind");
+	/* what was taken before the error is the document's still (no double free) */
+	expect_reject("{\"memtrail\": 1, \"targets\": [], \"kernel\": {}, \"snapshot\": {}, "
+		      "\"kinds\": 5}", "kinds: not an array");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, \"kinds\": {}, "
+		      "\"verdict\": {\"cause\": \"x\"}, \"sites\": {\"list\": []}, \"timeline\": 3}]}",
+		      "targets[0].timeline: not an array");
+}
+
+/* A trail of one target (pid 3) with EXTRA in it, TOP at the top level. */
+#define ONE(extra, top) "{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, " \
+	"\"kinds\": {}" extra "}]" top "}"
+#define EVENT(ev) ONE("", ", \"events\": [{\"t_ms\": 1, " ev "}]")
+#define SITE(site) ONE(", \"sites\": {\"list\": [" site "]}", "")
+#define PHASE(fields) ONE(", \"phases\": [{\"name\": \"a\", \"start\": 0, \"end\": 1, " \
+	"\"kinds\": {\"mapped\": {" fields "}}}]", "")
+#define FIELDS_BUT_ALLOC "\"deallocations\": 0, \"segment_change\": -5, \"segment_peak\": 0, " \
+	"\"cumulative_current\": 0, \"cumulative_peak\": 0"
+
+/* Nonsense a trail may hold, each named by its path: out of range, wrong types. */
+static void rejects_nonsense(void **state)
+{
+	(void)state;
+	/* PIDs up to PID_MAX_LIMIT (4194304): 2^32 + 1 is not pid 1 */
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 4294967297, \"exit\": null}]}",
+		      "targets[0].pid: out of range (4294967297)");
+	expect_reject(ONE(", \"ppid\": 4194305", ""), "targets[0].ppid: out of range (4194305)");
+	/* sizes are never negative, levels (kept from changes) not by more than 2^59 */
+	expect_reject(ONE(", \"kinds\": {\"mapped\": {\"current\": 0, "
+			  "\"peak\": -9223372036854775808}}", ""),
+		      "targets[0].kinds.mapped.peak: out of range (-9223372036854775808)");
+	expect_reject(ONE(", \"kinds\": {\"mapped\": {\"current\": 0, "
+			  "\"peak\": 576460752303423489}}", ""),
+		      "targets[0].kinds.mapped.peak: out of range (576460752303423489)");
+	expect_reject(PHASE("\"allocations\": -1, " FIELDS_BUT_ALLOC),
+		      "targets[0].phases[0].kinds.mapped.allocations: out of range (-1)");
+	expect_reject(ONE(", \"device_limits\": [{\"kind\": \"cuda_device\", \"device\": -1, "
+			  "\"bytes\": 1}]", ""),
+		      "targets[0].device_limits[0].device: out of range (-1)");
+	expect_reject(SITE("{\"kind\": \"heap\", \"phase\": \"a\", \"phase_seq\": 0, "
+			   "\"alloc_bytes\": -8}"),
+		      "targets[0].sites.list[0].alloc_bytes: out of range (-8)");
+	expect_reject(EVENT("\"type\": \"device_oom\", \"size\": -4096"),
+		      "events[0].size: out of range (-4096)");
+	/* signals 1..64 (0 in an exit: none), exit codes 0..255 */
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": {\"code\": 0, "
+		      "\"signal\": -7}, \"kinds\": {}}]}", "targets[0].exit.signal: out of range (-7)");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": {\"code\": 256, "
+		      "\"signal\": 0}, \"kinds\": {}}]}", "targets[0].exit.code: out of range (256)");
+	expect_reject(EVENT("\"type\": \"signal\", \"pid\": 3, \"signal\": 0"),
+		      "events[0].signal: out of range (0)");
+	expect_reject(EVENT("\"type\": \"exit\", \"pid\": 3, \"code\": 0, \"signal\": 65"),
+		      "events[0].signal: out of range (65)");
+	/* times whose ns fit in 64 bits, timelines in order */
+	expect_reject(ONE("", ", \"duration_ms\": -1"), "duration_ms: out of range (-1)");
+	expect_reject(ONE(", \"end_ms\": 9223372036855", ""),
+		      "targets[0].end_ms: out of range (9223372036855)");
+	expect_reject(ONE("", ", \"events\": [{\"t_ms\": 9223372036855, \"type\": \"exec\"}]"),
+		      "events[0].t_ms: out of range (9223372036855)");
+	expect_reject(ONE(", \"timeline\": [{\"t_ms\": 10}, {\"t_ms\": 5}]", ""),
+		      "targets[0].timeline[1].t_ms: 5 is before the previous sample's 10");
+	/* wrong types */
+	expect_reject(SITE("{\"kind\": 5, \"phase\": \"a\", \"phase_seq\": 0, \"alloc_bytes\": 8}"),
+		      "targets[0].sites.list[0].kind: not a string");
+	expect_reject(SITE("{\"kind\": \"heap\", \"phase\": \"a\", \"alloc_bytes\": 8}"),
+		      "targets[0].sites.list[0].phase_seq: missing");
+	expect_reject(SITE("{\"kind\": \"heap\", \"phase\": \"a\", \"phase_seq\": 0, "
+			   "\"alloc_bytes\": 8, \"frames\": [{\"function\": 3}]}"),
+		      "targets[0].sites.list[0].frames[0].function: not a string");
+	expect_reject(ONE(", \"comm\": [\"x\"]", ""), "targets[0].comm: not a string");
+	expect_reject(ONE(", \"comm\": \"sixteen bytes...\"", ""),
+		      "targets[0].comm: longer than 15 bytes");
+	expect_reject(ONE(", \"verdict\": {\"cause\": \"oom_cgroup\", \"trigger\": {\"pid\": -1}}", ""),
+		      "targets[0].verdict.trigger.pid: out of range (-1)");
+	expect_reject(ONE(", \"verdict\": {\"cause\": 1}", ""),
+		      "targets[0].verdict.cause: not a string");
+	expect_reject(EVENT("\"pid\": 3"), "events[0].type: missing");
+	expect_reject(ONE("", ", \"lost\": {\"ringbuf\": -1}"), "lost.ringbuf: out of range (-1)");
+	expect_reject(ONE("", ", \"snapshot\": {\"pid\": 0}"), "snapshot.pid: out of range (0)");
+}
+
+/* What a real trail has passes, folded sites and null devices included. */
+static void accepts_the_writers_shapes(void **state)
+{
+	json_t *root = json_loads(ONE(", \"comm\": \"fifteen bytes..\", \"exit\": {\"code\": 0, "
+		"\"signal\": 9}, \"device_limits\": [{\"kind\": \"cuda_device\", \"device\": null, "
+		"\"bytes\": 1}], \"verdict\": {\"cause\": \"signal\", \"sender\": {\"pid\": 0, "
+		"\"cgroup\": null}, \"sigterm_before_ms\": null}, \"sites\": {\"list\": [{\"kind\": "
+		"\"heap\", \"phase\": \"a\", \"phase_seq\": null, \"folded\": true, \"alloc_bytes\": 8, "
+		"\"alloc_objects\": 1.5, \"frames\": []}]}, "
+		"\"timeline\": [{\"t_ms\": 5, \"rss_file\": -2859008}]",
+		", \"events\": [{\"t_ms\": 9223372036854, \"type\": \"signal\", \"signal\": 64}]"), 0,
+		NULL);
+	struct trail t;
+	char err[256] = "";
+
+	(void)state;
+	assert_non_null(root);
+	if (trail__from_json(&t, root, err, sizeof(err)))
+		fail_msg("rejected: %s", err);
+	assert_int_equal(t.targets[0].dev_limits[0].device, -1);
+	assert_int_equal(t.targets[0].exit_signal, 9);
+	/* a level a little under zero, as real trails have had */
+	assert_int_equal(t.targets[0].timeline[0].level[MEMTRAIL_KIND_RSS_FILE], -2859008);
+	trail__free(&t);
+	json_decref(root);
 }
 
 /* watch's verdict file: one target, its exit, verdict and peaks, no timeline */
@@ -232,13 +345,18 @@ static void reads_verdict_file(void **state)
 	trail__free(&t);
 	json_decref(root);
 
-	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 0}", "no valid 'pid'");
+	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 0}",
+		      "pid: out of range (0)");
 	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, \"verdict\": {}}",
-		      "has no 'cause'");
+		      "verdict.cause: missing");
 	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, "
-		      "\"verdict\": {\"cause\": \"signal\"}, \"peaks\": {\"ram\": 1}}", "peak of 'ram'");
+		      "\"verdict\": {\"cause\": \"signal\"}, \"peaks\": {\"ram\": 1}}",
+		      "peaks: unknown kind 'ram'");
+	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, "
+		      "\"verdict\": {\"cause\": \"signal\"}, \"exit\": {\"signal\": -7}}",
+		      "exit.signal: out of range (-7)");
 	expect_reject("{\"memtrail\": 1, \"targets\": [], \"snapshot\": 3}",
-		      "'snapshot' is not an object");
+		      "snapshot: not an object");
 }
 
 static void read_missing_and_truncated(void **state)
@@ -343,6 +461,24 @@ static int read_text(struct trail *t, const char *text, char *err, size_t errlen
 #define HEAD "{\"memtrail\": 1, \"targets\": ["
 #define TGT(pid, tl) "{\"pid\": " #pid ", \"exit\": null, \"kinds\": {}, \"timeline\": " tl "}"
 
+/* Values under keys a trail does not have: skipped as they are parsed, never built. */
+static void stream_skips_unknown_keys(void **state)
+{
+	char err[256];
+	struct trail t;
+
+	(void)state;
+	assert_int_equal(read_text(&t, "{\"memtrail\": 1, \"junk\": [[1, {\"a\": []}], {}], "
+		"\"targets\": [{\"pid\": 7, \"exit\": null, \"kinds\": {}, \"x\": [{}], "
+		"\"timeline\": [{\"t_ms\": 1}], \"y\": {\"timeline\": 3}}], \"more\": 1, "
+		"\"events\": [{\"t_ms\": 1, \"type\": \"x\", \"extra\": [1]}]}", err, sizeof(err)), 0);
+	assert_int_equal(t.n_targets, 1);
+	assert_int_equal(t.targets[0].n_samples, 1);
+	/* an event's own keys are its data (the HTML page and Perfetto show them) */
+	assert_non_null(json_object_get(json_array_get(t.events, 0), "extra"));
+	trail__free(&t);
+}
+
 /* The streamed timeline: kinds by name, other keys and nested values skipped, per target. */
 static void stream_reads_timelines(void **state)
 {
@@ -352,14 +488,15 @@ static void stream_reads_timelines(void **state)
 	(void)state;
 	assert_int_equal(read_text(&t, HEAD
 		TGT(7, "[{\"t_ms\": 0, \"mapped\": 4096, \"note\": {\"t_ms\": \"x\", \"a\": [1, {}]},"
-		       " \"rss_anon\": 9223372036854775807}, {\"rss_file\": 5, \"t_ms\": 100,"
-		       " \"mapped\": 1.5, \"zz\": null}]") ","
+		       " \"rss_anon\": 576460752303423488}, {\"rss_file\": 5, \"t_ms\": 100,"
+		       " \"zz\": null}]") ","
 		"{\"pid\": 8, \"exit\": null, \"kinds\": {}},"
-		TGT(9, "[]") "], \"events\": [{\"timeline\": [1, 2]}]}", err, sizeof(err)), 0);
+		TGT(9, "[]") "], \"events\": [{\"t_ms\": 1, \"type\": \"x\", \"timeline\": [1, 2]}]}",
+		err, sizeof(err)), 0);
 	assert_int_equal(t.n_targets, 3);
 	assert_int_equal(t.targets[0].n_samples, 2);
 	assert_int_equal(t.targets[0].timeline[0].level[MEMTRAIL_KIND_MAPPED], 4096);
-	assert_int_equal(t.targets[0].timeline[0].level[MEMTRAIL_KIND_RSS_ANON], INT64_MAX);
+	assert_int_equal(t.targets[0].timeline[0].level[MEMTRAIL_KIND_RSS_ANON], 1LL << 59);
 	assert_int_equal(t.targets[0].timeline[1].t_ms, 100);
 	assert_int_equal(t.targets[0].timeline[1].level[MEMTRAIL_KIND_RSS_FILE], 5);
 	assert_int_equal(t.targets[0].timeline[1].level[MEMTRAIL_KIND_MAPPED], 0);
@@ -389,14 +526,28 @@ static void stream_rejects_malformed(void **state)
 
 	(void)state;
 	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": 0}, {\"mapped\": 1}]") "]}",
-			     "target 7: timeline sample 1 has no integer 't_ms'");
-	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": \"0\"}]") "]}", "no integer 't_ms'");
-	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": -5}]") "]}", "no integer 't_ms'");
-	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": [0]}]") "]}", "no integer 't_ms'");
-	stream_expect_reject(HEAD "{}," TGT(7, "[3]") "]}", "target 7: timeline sample 0");
-	stream_expect_reject(HEAD "{}, {\"timeline\": [{}], \"pid\": 7}]}",
-			     "target 1 of 'targets': timeline sample 0");
-	stream_expect_reject(HEAD TGT(7, "{}") "]}", "'timeline' is not an array");
+			     "targets[0].timeline[1].t_ms: missing");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": \"0\"}]") "]}",
+			     "targets[0].timeline[0].t_ms: not an integer");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": -5}]") "]}",
+			     "targets[0].timeline[0].t_ms: out of range (-5)");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": 9223372036855}]") "]}",
+			     "targets[0].timeline[0].t_ms: out of range (9223372036855)");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": [0]}]") "]}",
+			     "targets[0].timeline[0].t_ms: not an integer");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": 9}, {\"t_ms\": 8}]") "]}",
+			     "targets[0].timeline[1].t_ms: 8 is before the previous sample's 9");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": 9, \"mapped\": -576460752303423489}]") "]}",
+			     "targets[0].timeline[0].mapped: out of range (-576460752303423489)");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": 9, \"rss_anon\": 1.5}]") "]}",
+			     "targets[0].timeline[0].rss_anon: not an integer");
+	stream_expect_reject(HEAD TGT(7, "[{\"t_ms\": 9, \"heap\": {}}]") "]}",
+			     "targets[0].timeline[0].heap: not an integer");
+	stream_expect_reject(HEAD TGT(6, "[]") "," TGT(7, "[3]") "]}",
+			     "targets[1].timeline[0]: not an object");
+	stream_expect_reject(HEAD TGT(6, "[]") ", {\"timeline\": [{}], \"pid\": 7}]}",
+			     "targets[1].timeline[0].t_ms: missing");
+	stream_expect_reject(HEAD TGT(7, "{}") "]}", "targets[0].timeline: not an array");
 	stream_expect_reject(HEAD "{\"pid\": 7, \"exit\": null, \"kinds\": {}, \"timeline\": [],"
 			     " \"timeline\": null}]}", "malformed JSON");
 	stream_expect_reject(HEAD "{\"pid\": 7, \"exit\": null, \"kinds\": {}, \"timeline\": null,"
@@ -409,6 +560,16 @@ static void stream_rejects_malformed(void **state)
 			     "malformed JSON");
 	stream_expect_reject("{\"memtrail\": 1, \"s\": \"\xff\"}", "malformed JSON");
 	stream_expect_reject("   ", "malformed JSON");
+	/* each target and event checked as it ends, an element not an object at once */
+	stream_expect_reject(HEAD "3]}", "targets[0]: not an object");
+	stream_expect_reject(HEAD "{\"pid\": 7, \"timeline\": []}]}", "targets[0].exit: missing");
+	stream_expect_reject(HEAD "], \"events\": [{}, {}]}", "events[0].t_ms: missing");
+	stream_expect_reject(HEAD "], \"events\": [{\"t_ms\": 1, \"type\": \"x\"}, 1]}",
+			     "events[1]: not an object");
+	stream_expect_reject(HEAD "], \"events\": [[]]}", "events[0]: not an object");
+	/* a name C would read shorter than the file has it */
+	stream_expect_reject(HEAD "{\"pid\": 7, \"exit\": null, \"kinds\": {}, "
+			     "\"comm\": \"a\\u0000b\"}]}", "targets[0].comm: a NUL inside");
 	for (i = 0; i < 2000; i++)
 		deep[i] = '[';
 	deep[i] = 0;
@@ -422,6 +583,8 @@ int main(void)
 		cmocka_unit_test(write_matches_tree),
 		cmocka_unit_test(summary_json_has_no_timeline),
 		cmocka_unit_test(rejects_malformed),
+		cmocka_unit_test(rejects_nonsense),
+		cmocka_unit_test(accepts_the_writers_shapes),
 		cmocka_unit_test(reads_verdict_file),
 		cmocka_unit_test(read_missing_and_truncated),
 		cmocka_unit_test(reads_regular_files_only),
@@ -429,6 +592,7 @@ int main(void)
 		cmocka_unit_test(write_fails_cleanly),
 		cmocka_unit_test(stream_reads_timelines),
 		cmocka_unit_test(stream_rejects_malformed),
+		cmocka_unit_test(stream_skips_unknown_keys),
 	};
 
 	return cmocka_run_group_tests_name("trail", tests, NULL, NULL);

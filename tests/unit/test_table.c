@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* report's tables from trails that are anyone's files: what they print, never a crash. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "table.h"
+
+/* A trail of one target whose sites are the JSON list TEXT. */
+static void trail_with_sites(struct trail *t, const char *text)
+{
+	struct trail_target *tt;
+	json_error_t jerr;
+
+	assert_int_equal(trail__init(t), 0);
+	tt = trail__add_target(t, 42);
+	assert_non_null(tt);
+	snprintf(tt->comm, sizeof(tt->comm), "app");
+	tt->sites = json_pack("{s:o}", "list", json_loads(text, 0, &jerr));
+	assert_non_null(json_object_get(tt->sites, "list"));
+}
+
+/* What table__print_sites prints for T, malloc'd. */
+static char *sites_text(const struct trail *t, size_t top)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	table__print_sites(f, t, top);
+	assert_int_equal(fclose(f), 0);
+	return buf;
+}
+
+static void expect_line(const char *text, const char *line)
+{
+	const char *p = text;
+	size_t n = strlen(line);
+
+	while ((p = strstr(p, line)))
+		if ((p == text || p[-1] == '\n') && p[n] == '\n')
+			return;
+		else
+			p++;
+	fail_msg("line '%s' not in:\n%s", line, text);
+}
+
+#define SITE(kind, phase, rest) "{\"kind\": " kind ", " phase "\"alloc_bytes\": 100, " \
+	"\"inuse_bytes\": 10, \"frames\": [{\"function\": \"f\"}]" rest "}"
+
+/* A kind that is not a string, a folded site without a phase: shown as '?' */
+static void malformed_sites_print(void **state)
+{
+	struct trail t;
+	char *text;
+
+	(void)state;
+	trail_with_sites(&t, "["
+		SITE("5", "\"phase\": \"load\", \"phase_seq\": 1, ", "") ","
+		SITE("\"heap\"", "", ", \"folded\": true, \"phase_seq\": null") ","
+		SITE("null", "\"phase\": 7, ", ", \"folded\": true") ","
+		SITE("\"faults\"", "\"phase\": \"x\", ", ", \"folded\": true") "]");
+	text = sites_text(&t, 5);
+	expect_line(text, "allocation sites of 42 (app)");
+	expect_line(text, "  load");
+	expect_line(text, "    ?               100 B         10 B  f");
+	/* the two folded sites without a (string) phase are one group, '?' */
+	expect_line(text, "  ? (folded: phases beyond the listed ones)");
+	expect_line(text, "    heap            100 B         10 B  f");
+	expect_line(text, "    faults          100 B               f");
+	expect_line(text, "  x (folded: phases beyond the listed ones)");
+	free(text);
+	trail__free(&t);
+}
+
+/* Listed phases by sequence, then folded names as they first appear; TOP per group. */
+static void sites_grouped_in_time(void **state)
+{
+	struct trail t;
+	char *text;
+
+	(void)state;
+	trail_with_sites(&t, "["
+		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") ","
+		SITE("\"heap\"", "\"phase\": \"late\", ", ", \"phase_seq\": 3") ","
+		SITE("\"heap\"", "\"phase\": \"a\", ", ", \"folded\": true") ","
+		SITE("\"heap\"", "\"phase\": \"early\", ", ", \"phase_seq\": 1") ","
+		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") ","
+		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") "]");
+	text = sites_text(&t, 1);
+	assert_string_equal(text, "\nallocation sites of 42 (app)\n"
+		"  early\n    KIND            ALLOC       IN_USE  SITE\n"
+		"    heap            100 B         10 B  f\n"
+		"  late\n    KIND            ALLOC       IN_USE  SITE\n"
+		"    heap            100 B         10 B  f\n"
+		"  b (folded: phases beyond the listed ones)\n    KIND            ALLOC       IN_USE  SITE\n"
+		"    heap            100 B         10 B  f\n"
+		"    (2 more)\n"
+		"  a (folded: phases beyond the listed ones)\n    KIND            ALLOC       IN_USE  SITE\n"
+		"    heap            100 B         10 B  f\n");
+	free(text);
+	trail__free(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(malformed_sites_print),
+		cmocka_unit_test(sites_grouped_in_time),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sanitize.h"
+
+/*
+ * The length of the valid UTF-8 sequence of two to four bytes at S, or 0:
+ * no overlong forms, no surrogates, nothing above U+10FFFF (RFC 3629).
+ */
+static size_t utf8_len(const unsigned char *s, uint32_t *cp)
+{
+	size_t n, i;
+	uint32_t c;
+
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		n = 2;
+		c = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		n = 3;
+		c = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		n = 4;
+		c = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)	/* the NUL too: the string ended */
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && c < 0x800) || (n == 4 && (c < 0x10000 || c > 0x10ffff)) ||
+	    (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return n;
+}
+
+/*
+ * The character at S (not at its end) as it is shown, in OUT (at most 16
+ * bytes, not terminated): its length in OUT; *USED the bytes of S it took.
+ */
+static size_t shown(const unsigned char *s, char *out, size_t *used)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n, i, o = 0;
+	uint32_t cp;
+
+	if (*s == '\\') {
+		*used = 1;
+		memcpy(out, "\\\\", 2);
+		return 2;
+	}
+	if (*s >= 0x20 && *s < 0x7f) {
+		*used = 1;
+		out[0] = *s;
+		return 1;
+	}
+	n = *s >= 0x80 ? utf8_len(s, &cp) : 0;
+	if (n && cp >= 0xa0) {		/* C1 controls (U+0080..U+009F) are escaped */
+		*used = n;
+		memcpy(out, s, n);
+		return n;
+	}
+	n = n ? n : 1;			/* a C1 control's bytes, or one byte */
+	for (i = 0; i < n; i++) {
+		out[o++] = '\\';
+		out[o++] = 'x';
+		out[o++] = hex[s[i] >> 4];
+		out[o++] = hex[s[i] & 0xf];
+	}
+	*used = n;
+	return o;
+}
+
+const char *sanitize__str(char *buf, size_t len, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "?");
+	size_t o = 0, n, used;
+	char one[16];
+
+	if (!len)
+		return buf;
+	while (*p) {
+		n = shown(p, one, &used);
+		if (o + n >= len)
+			break;
+		memcpy(buf + o, one, n);
+		o += n;
+		p += used;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+int sanitize__fputs(const char *s, FILE *f)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "?");
+	size_t n, used;
+	char one[16];
+
+	while (*p) {
+		n = shown(p, one, &used);
+		if (fwrite(one, 1, n, f) != n)
+			return EOF;
+		p += used;
+	}
+	return 0;
+}

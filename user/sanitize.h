@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * Text from outside (process names, command lines, cgroup and pod names,
+ * anything read from a trail) made safe for a terminal or a log line: every
+ * control character (C0, DEL, C1 as UTF-8) and every byte that is not valid
+ * UTF-8 written as \xNN, the backslash as \\, the rest as it is. The result
+ * has no newline, no escape sequence, and reads back unambiguously.
+ */
+#ifndef MEMTRAIL_SANITIZE_H
+#define MEMTRAIL_SANITIZE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Bytes that hold N bytes of text, sanitized, and the NUL: \xNN is four per byte. */
+#define SANITIZE_LEN(n) (4 * (n) + 1)
+
+/* S (NULL: "?") sanitized into BUF of LEN bytes, cut at a whole character; returns BUF. */
+const char *sanitize__str(char *buf, size_t len, const char *s);
+/* S (NULL: "?") sanitized to F, all of it; EOF on a write error. */
+int sanitize__fputs(const char *s, FILE *f);
+
+#endif
