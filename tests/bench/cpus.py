@@ -36,6 +36,7 @@ def guest(deb, smp, exact):
         f.write("export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n")
         f.write(f"export HOME=/root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1\ncd '{ROOT}'\n")
         f.write("mount -t cgroup2 cgroup2 /sys/fs/cgroup\n")
+        f.write("mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm\n")
         f.write("python3 tests/bench/bench.py --prog-costs\n")
         if exact:
             f.write("python3 tests/integration/run.py " + " ".join(exact) + "\n")
