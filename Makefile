@@ -6,6 +6,8 @@
 #               the core of them on Linux 5.10 and 6.1 under QEMU
 # make test-kernels  that core on every supported kernel: the kernel matrix
 # make bench    overhead against the untraced workloads, as ratios
+# make fuzz     fuzz 'memtrail report' (trail reader and renderers) for
+#               FUZZ_SECONDS (300) with libFuzzer; fails on any finding
 # make demo     build, then run 'memtrail demo'
 # V=1           show the commands
 
@@ -54,6 +56,15 @@ UNIT_MODULES := user/trail.c user/trailstream.c user/outfile.c user/phase.c user
 	user/table.c user/log.c user/topview.c user/html.c
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUT)/workloads/%,$(wildcard tests/workloads/*.c))
+
+# the fuzzer: report's reader and renderers, built with clang's libFuzzer
+FUZZER := $(OUT)/fuzz/fuzz_report
+FUZZ_MODULES := user/trail.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c \
+	user/kinds.c user/format.c user/log.c user/table.c user/html.c user/perfetto.c user/pprof.c \
+	$(OUT)/profile.pb-c.c
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer
+FUZZ_SECONDS ?= 300
 
 # stand-ins for accelerator runtimes this machine lacks, probed by name:
 # -fno-ipa-icf keeps identical functions (the _ptsz twins) at addresses of their own
@@ -138,6 +149,13 @@ $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES)
 	$(Q)$(CC) $(CFLAGS) $(WARNINGS) $(SAN_FLAGS) -D_GNU_SOURCE -Iinclude -Iuser -MMD -MP \
 		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lyajl -lbpf -lm
 
+# one compiler run of many sources: every header is a prerequisite
+$(FUZZER): tests/fuzz/fuzz_report.c $(FUZZ_MODULES) $(OUT)/profile.pb-c.h $(wildcard user/*.h include/*.h)
+	$(call msg,FUZZER,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(FUZZ_FLAGS) $(WARNINGS) -D_GNU_SOURCE -Iinclude -Iuser -I$(OUT) \
+		-o $@ $< $(FUZZ_MODULES) -ljansson -lyajl -lprotobuf-c -lz -lm
+
 $(OUT)/workloads/%: tests/workloads/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
@@ -197,7 +215,12 @@ test-kernels: deps
 	$(Q)$(PYTHON) tests/kernels/run.py --markdown $(OUT)/kernel-matrix.md $(KERNELS)
 
 unit-build: $(UNIT_TESTS)
+fuzz-build: $(FUZZER)
 workloads: $(WORKLOADS) $(STANDINS) $(PLUGIN)
+
+# on a copy of tests/fuzz/corpus in $(OUT)/fuzz: the tree gets no new inputs
+fuzz: $(FUZZER)
+	$(Q)$(PYTHON) tests/fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZER)
 
 # the benchmark's floor: counting uprobes on malloc and free, nothing else
 $(OUT)/bench/floor.bpf.o: tests/bench/floor.bpf.c $(OUT)/vmlinux.h
@@ -229,6 +252,7 @@ clean:
 	$(call msg,CLEAN,$(OUT) memtrail)
 	$(Q)rm -rf $(OUT) memtrail
 
-.PHONY: all deps unit integration test test-kernels unit-build workloads bench bench-cpus demo clean
+.PHONY: all deps unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
+	bench-cpus demo clean
 
 -include $(USER_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(COMPAT_OBJS:.o=.d) $(UNIT_TESTS:=.d) $(WORKLOADS:=.d)
