@@ -352,10 +352,13 @@ static json_int_t site_group(json_t *list, json_t *site)
 
 	if (!json_is_true(json_object_get(site, "folded")))
 		return json_integer_value(json_object_get(site, "phase_seq"));
-	json_array_foreach(list, j, other)
-		if (json_is_true(json_object_get(other, "folded")) && name &&
-		    !strcmp(name, json_string_value(json_object_get(other, "phase"))))
+	json_array_foreach(list, j, other) {
+		const char *other_name = json_string_value(json_object_get(other, "phase"));
+
+		if (json_is_true(json_object_get(other, "folded")) && name && other_name &&
+		    !strcmp(name, other_name))
 			break;
+	}
 	return ((json_int_t)1 << 32) + (json_int_t)j;
 }
 
@@ -375,7 +378,8 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 			continue;
 		fprintf(f, "\nallocation sites of %u (%s)", tt->pid, tt->comm);
 		if (heap) {
-			fprintf(f, ": heap %s", json_string_value(json_object_get(heap, "mode")));
+			fprintf(f, ": heap %s",
+				json_string_value(json_object_get(heap, "mode")) ?: "?");
 			if (json_integer_value(json_object_get(heap, "sample_bytes")))
 				fprintf(f, ", one stack per %lld bytes",
 					(long long)json_integer_value(json_object_get(heap, "sample_bytes")));
@@ -398,13 +402,14 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 			shown = 0;
 			json_array_foreach(list, j, site) {
 				char a[32], u[32], text[512];
-				const char *kind = json_string_value(json_object_get(site, "kind"));
+				/* a trail is anyone's file: a site may lack its kind or phase */
+				const char *kind = json_string_value(json_object_get(site, "kind")) ?: "?";
+				const char *name = json_string_value(json_object_get(site, "phase")) ?: "?";
 
 				if (site_group(list, site) != next)
 					continue;
 				if (!shown)
-					fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
-						json_string_value(json_object_get(site, "phase")),
+					fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n", name,
 						json_is_true(json_object_get(site, "folded")) ?
 						" (folded: phases beyond the listed ones)" : "",
 						"KIND", "ALLOC", "IN_USE", "SITE");
