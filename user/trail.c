@@ -530,6 +530,21 @@ int trail__write_new(const struct trail *t, char *path, size_t size)
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
+/*
+ * S into BUF (LEN bytes), whole: a string longer than memtrail writes is
+ * refused (-1), never cut, as a cut could split a UTF-8 character that the
+ * renderers' JSON then refuses.
+ */
+static int copy_str(char *buf, size_t len, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n >= len)
+		return -1;
+	memcpy(buf, s, n + 1);
+	return 0;
+}
+
 static int read_levels(json_t *kinds, struct trail *t, struct trail_target *tt,
 		       char *err, size_t errlen)
 {
@@ -649,7 +664,9 @@ static int read_phases(json_t *o, struct trail_target *tt, char *err, size_t err
 		if (!name || !json_is_integer(json_object_get(v, "start")) ||
 		    !json_is_integer(json_object_get(v, "end")))
 			FAIL("target %u: phase %zu needs 'name', 'start' and 'end'", tt->pid, i);
-		snprintf(p.name, sizeof(p.name), "%s", name);
+		if (copy_str(p.name, sizeof(p.name), name))
+			FAIL("target %u: phase %zu: 'name' is longer than %zu bytes", tt->pid, i,
+			     sizeof(p.name) - 1);
 		p.start_ms = json_integer_value(json_object_get(v, "start"));
 		p.end_ms = json_integer_value(json_object_get(v, "end"));
 		if (read_fields(json_object_get(v, "kinds"), tt->pid, "a phase", get_phase_field, &p,
@@ -668,6 +685,9 @@ static int read_phases(json_t *o, struct trail_target *tt, char *err, size_t err
 
 		if (!name || !json_is_integer(count) || json_integer_value(count) <= 0)
 			FAIL("target %u: phase summary %zu needs 'name' and 'count'", tt->pid, i);
+		if (strlen(name) >= MEMTRAIL_PHASE_NAME_LEN)
+			FAIL("target %u: phase summary %zu: 'name' is longer than %d bytes", tt->pid, i,
+			     MEMTRAIL_PHASE_NAME_LEN - 1);
 		a = phase_log__agg(&tt->phases, name);
 		if (!a)
 			FAIL("out of memory");
@@ -730,7 +750,8 @@ static int read_target(struct trail *t, json_t *o, size_t idx, struct trailstrea
 		FAIL("out of memory");
 	tt->ppid = json_integer_value(json_object_get(o, "ppid"));
 	comm = json_string_value(json_object_get(o, "comm"));
-	snprintf(tt->comm, sizeof(tt->comm), "%s", comm ? comm : "?");
+	if (copy_str(tt->comm, sizeof(tt->comm), comm ? comm : "?"))
+		FAIL("target %u: 'comm' is longer than %zu bytes", tt->pid, sizeof(tt->comm) - 1);
 	tt->cmdline = opt_strdup(json_object_get(o, "cmdline"));
 	tt->cgroup = opt_strdup(json_object_get(o, "cgroup"));
 	tt->start_ms = json_integer_value(json_object_get(o, "start_ms"));
@@ -801,7 +822,8 @@ static int read_verdict_doc(struct trail *t, json_t *root, char *err, size_t err
 	if (!tt)
 		FAIL("out of memory");
 	comm = json_string_value(json_object_get(root, "comm"));
-	snprintf(tt->comm, sizeof(tt->comm), "%s", comm ? comm : "?");
+	if (copy_str(tt->comm, sizeof(tt->comm), comm ? comm : "?"))
+		FAIL("malformed verdict file: 'comm' is longer than %zu bytes", sizeof(tt->comm) - 1);
 	tt->cmdline = opt_strdup(json_object_get(root, "cmdline"));
 	tt->cgroup = opt_strdup(json_object_get(root, "cgroup"));
 	tt->end_ms = json_integer_value(json_object_get(root, "t_ms"));
@@ -819,7 +841,9 @@ static int read_verdict_doc(struct trail *t, json_t *root, char *err, size_t err
 		t->kinds |= 1U << k;
 	}
 	name = json_string_value(json_object_get(root, "time"));
-	snprintf(t->started, sizeof(t->started), "%s", name ? name : "");
+	if (copy_str(t->started, sizeof(t->started), name ? name : ""))
+		FAIL("malformed verdict file: 'time' is longer than %zu bytes",
+		     sizeof(t->started) - 1);
 	t->verdict_doc = json_incref(root);
 	return 0;
 fail:
@@ -852,7 +876,8 @@ static int from_json(struct trail *t, json_t *root, struct trailstream_timelines
 	if (!json_is_array(targets))
 		FAIL("malformed trail: 'targets' is not an array");
 	s = json_string_value(json_object_get(root, "started"));
-	snprintf(t->started, sizeof(t->started), "%s", s ? s : "");
+	if (copy_str(t->started, sizeof(t->started), s ? s : ""))
+		FAIL("malformed trail: 'started' is longer than %zu bytes", sizeof(t->started) - 1);
 	t->duration_ms = json_integer_value(json_object_get(root, "duration_ms"));
 	t->interval_ms = json_integer_value(json_object_get(root, "interval_ms"));
 	t->command = opt_strdup(json_object_get(root, "command"));

@@ -201,6 +201,50 @@ static void rejects_malformed(void **state)
 	expect_reject("{\"memtrail\": 1, \"targets\": [], \"kinds\": [\"ram\"]}", "unknown kind");
 }
 
+/*
+ * Strings longer than memtrail writes are refused, never cut: a cut could
+ * split a UTF-8 character, and the renderers' JSON refuses the remains
+ * (found by the fuzzer: report --html failed with "Cannot allocate memory").
+ */
+static void rejects_over_long_strings(void **state)
+{
+	json_t *root;
+	struct trail t;
+	char err[256];
+
+	(void)state;
+	/* 15 bytes fit, 14 of them in 7 two-byte characters */
+	root = json_loads("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
+			  "\"kinds\": {}, \"comm\": \"x\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\"}]}",
+			  0, NULL);
+	assert_non_null(root);
+	assert_int_equal(trail__from_json(&t, root, err, sizeof(err)), 0);
+	assert_string_equal(t.targets[0].comm, "x\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9");
+	trail__free(&t);
+	json_decref(root);
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, \"kinds\": {}, "
+		      "\"comm\": \"xx\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\"}]}",
+		      "target 3: 'comm' is longer than 15 bytes");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, \"kinds\": {}, "
+		      "\"phases\": [{\"name\": \"" "0123456789012345678901234567890123456789"
+		      "012345678901234567890123\", \"start\": 0, \"end\": 1, \"kinds\": {}}]}]}",
+		      "phase 0: 'name' is longer than 63 bytes");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, \"kinds\": {}, "
+		      "\"phase_summary\": [{\"name\": \"" "0123456789012345678901234567890123456789"
+		      "012345678901234567890123\", \"count\": 1, \"kinds\": {}}]}]}",
+		      "phase summary 0: 'name' is longer than 63 bytes");
+	expect_reject("{\"memtrail\": 1, \"targets\": [], "
+		      "\"started\": \"2026-11-21T10:00:00Z and then some\"}",
+		      "'started' is longer than 31 bytes");
+	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, "
+		      "\"verdict\": {\"cause\": \"signal\"}, \"comm\": \"0123456789abcdef\"}",
+		      "'comm' is longer than 15 bytes");
+	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, "
+		      "\"verdict\": {\"cause\": \"signal\"}, "
+		      "\"time\": \"2026-11-21T10:00:00.000Z and then some\"}",
+		      "'time' is longer than 31 bytes");
+}
+
 /* watch's verdict file: one target, its exit, verdict and peaks, no timeline */
 static void reads_verdict_file(void **state)
 {
@@ -422,6 +466,7 @@ int main(void)
 		cmocka_unit_test(write_matches_tree),
 		cmocka_unit_test(summary_json_has_no_timeline),
 		cmocka_unit_test(rejects_malformed),
+		cmocka_unit_test(rejects_over_long_strings),
 		cmocka_unit_test(reads_verdict_file),
 		cmocka_unit_test(read_missing_and_truncated),
 		cmocka_unit_test(reads_regular_files_only),
