@@ -53,7 +53,8 @@ COMPAT_SKEL := $(OUT)/memtrail_compat.skel.h
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
 UNIT_MODULES := user/trail.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
-	user/table.c user/log.c user/topview.c user/html.c
+	user/table.c user/log.c user/topview.c user/html.c user/perfetto.c user/pprof.c \
+	$(OUT)/profile.pb-c.c
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUT)/workloads/%,$(wildcard tests/workloads/*.c))
 
@@ -143,11 +144,11 @@ $(OUT)/user/%.o: user/%.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(USER_CFLAGS) -c $< -o $@
 
-$(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES)
+$(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES) $(OUT)/profile.pb-c.h
 	$(call msg,TEST,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(WARNINGS) $(SAN_FLAGS) -D_GNU_SOURCE -Iinclude -Iuser -MMD -MP \
-		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lyajl -lbpf -lm
+	$(Q)$(CC) $(CFLAGS) $(WARNINGS) $(SAN_FLAGS) -D_GNU_SOURCE -Iinclude -Iuser -I$(OUT) -MMD -MP \
+		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lyajl -lbpf -lprotobuf-c -lz -lm
 
 # one compiler run of many sources: every header is a prerequisite
 $(FUZZER): tests/fuzz/fuzz_report.c $(FUZZ_MODULES) $(OUT)/profile.pb-c.h $(wildcard user/*.h include/*.h)

@@ -8,7 +8,8 @@
  * Besides the sanitizers' findings it stops at a broken promise:
  *   - a trail refused without a one-line reason;
  *   - a renderer failing on a trail that was read (report would then say
- *     "Cannot allocate memory" about a file that is merely odd);
+ *     "Cannot allocate memory" about a file that is merely odd), but for a
+ *     value its format cannot hold (ERANGE);
  *   - a descriptor or a file left behind by an input.
  * The input lives in a memfd, read through /proc/self/fd/N: the reader's own
  * path (open, regular-file check, read in pieces), nothing on disk. Files
@@ -137,9 +138,14 @@ static void render_json(const struct trail *t)
 	json_decref(root);
 }
 
-/* Renderer WHAT wrote PATH (ERR 0), removed here. */
+/*
+ * Renderer WHAT wrote PATH (ERR 0), removed here; or refused a value its
+ * format cannot hold (-ERANGE: report says so in a line).
+ */
 static void check_written(const char *what, int err, const char *path)
 {
+	if (err == -ERANGE)
+		return;
 	if (err)
 		die("report --%s failed on a trail that was read: %s", what, strerror(-err));
 	if (unlink(path))
