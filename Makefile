@@ -2,8 +2,9 @@
 #
 # make          build ./memtrail (BPF skeleton embedded)
 # make deps     install the Debian packages the build and the tests need
-# make test     unit tests (sanitizers), integration tests (root, real BPF), and
-#               the core of them on Linux 5.10 and 6.1 under QEMU
+# make test     unit tests (sanitizers), the fuzzer for FUZZ_SECONDS, integration
+#               tests (root, real BPF), and the core of them on Linux 5.10 and
+#               6.1 under QEMU
 # make test-kernels  that core on every supported kernel: the kernel matrix
 # make bench    overhead against the untraced workloads, as ratios
 # make fuzz     fuzz 'memtrail report' (trail reader and renderers) for
@@ -207,8 +208,8 @@ integration: memtrail $(WORKLOADS)
 	$(Q)$(PYTHON) tests/integration/run.py
 
 test: deps
-	$(Q)$(MAKE) --no-print-directory all unit-build workloads
-	$(Q)$(PYTHON) tests/run_all.py $(UNIT_TESTS)
+	$(Q)$(MAKE) --no-print-directory all unit-build workloads fuzz-build
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) tests/run_all.py $(UNIT_TESTS)
 
 # KERNELS="6.1 6.12": only those; the matrix also goes to build/kernel-matrix.md
 test-kernels: deps
