@@ -42,6 +42,16 @@ char *format__utf8_whole(char *s)
 	return s;
 }
 
+const char *format__printable(char *buf, size_t len, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len && s[i]; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	buf[i] = '\0';
+	return format__utf8_whole(buf);
+}
+
 int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	unsigned long long v;

@@ -12,6 +12,11 @@ const char *format__bytes(char *buf, size_t len, int64_t bytes);
  * leave one when it truncates (JSON refuses it); returns S.
  */
 char *format__utf8_whole(char *s);
+/*
+ * S for a terminal or a one-line message (a trail is anyone's file): control
+ * bytes as '?', cut to fit BUF (LEN bytes) between characters; returns BUF.
+ */
+const char *format__printable(char *buf, size_t len, const char *s);
 /* A decimal integer in [min, max], the whole string; 0 or -EINVAL/-ERANGE. */
 int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* An option's value as format__parse_u64 reads it, into 32 bits; logs why on -EINVAL. */

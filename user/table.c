@@ -39,17 +39,6 @@ static void print_device_limits(FILE *f, const struct trail_target *tt)
 		fprintf(f, "\n");
 }
 
-/* S with control bytes as '?', cut to fit BUF (a trail is anyone's file). */
-static const char *printable(char *buf, size_t len, const char *s)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < len && s[i]; i++)
-		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-	buf[i] = '\0';
-	return buf;
-}
-
 /*
  * The kernel a trail was recorded on, and each feature it lacked or had
  * another way: "kernel 6.1.0-50-amd64: rss degraded, marker fallback, ...".
@@ -65,12 +54,13 @@ static void print_kernel(FILE *f, const json_t *kernel)
 
 	if (!release)
 		return;
-	fprintf(f, "kernel %s", printable(safe, sizeof(safe), release));
+	fprintf(f, "kernel %s", format__printable(safe, sizeof(safe), release));
 	json_object_foreach(fs, name, v) {
 		state = json_string_value(json_object_get(v, "state"));
 		if (!state || !strcmp(state, "yes"))
 			continue;
-		fprintf(f, "%s%s %s", first ? ": " : ", ", printable(safe, sizeof(safe), name),
+		fprintf(f, "%s%s %s", first ? ": " : ", ",
+			format__printable(safe, sizeof(safe), name),
 			!strcmp(state, "fallback") || !strcmp(state, "degraded") || !strcmp(state, "no")
 				? state : "?");
 		first = false;

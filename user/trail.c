@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "format.h"
 #include "kinds.h"
 #include "outfile.h"
 #include "trail.h"
@@ -549,6 +550,7 @@ static int read_levels(json_t *kinds, struct trail *t, struct trail_target *tt,
 		       char *err, size_t errlen)
 {
 	const char *name;
+	char quoted[65];
 	json_t *v;
 
 	if (!json_is_object(kinds))
@@ -558,7 +560,8 @@ static int read_levels(json_t *kinds, struct trail *t, struct trail_target *tt,
 		int k = kind__from_name(name);
 
 		if (k < 0)
-			FAIL("target %u: unknown kind '%s'", tt->pid, name);
+			FAIL("target %u: unknown kind '%s'", tt->pid,
+			     format__printable(quoted, sizeof(quoted), name));
 		if (!json_is_integer(cur) || !json_is_integer(peak))
 			FAIL("target %u: kind '%s' needs integer 'current' and 'peak'", tt->pid, name);
 		tt->current[k] = json_integer_value(cur);
@@ -607,6 +610,7 @@ static int read_fields(json_t *kinds, uint32_t pid, const char *what,
 		       char *err, size_t errlen)
 {
 	const char *name;
+	char quoted[65];
 	json_t *v;
 	int f;
 
@@ -616,7 +620,8 @@ static int read_fields(json_t *kinds, uint32_t pid, const char *what,
 		int k = kind__from_name(name);
 
 		if (k < 0)
-			FAIL("target %u: %s: unknown kind '%s'", pid, what, name);
+			FAIL("target %u: %s: unknown kind '%s'", pid, what,
+			     format__printable(quoted, sizeof(quoted), name));
 		for (f = 0; f < PF_FIELDS; f++)
 			if (get(json_object_get(v, phase__field_name(f)), k, f, ctx))
 				FAIL("target %u: %s: kind '%s' has no valid '%s'", pid, what, name,
@@ -811,6 +816,7 @@ static int read_verdict_doc(struct trail *t, json_t *root, char *err, size_t err
 	json_t *peaks = json_object_get(root, "peaks"), *sig;
 	struct trail_target *tt;
 	const char *comm, *name;
+	char quoted[65];
 
 	if (!json_is_integer(pid) || json_integer_value(pid) <= 0)
 		FAIL("malformed verdict file: no valid 'pid'");
@@ -836,7 +842,8 @@ static int read_verdict_doc(struct trail *t, json_t *root, char *err, size_t err
 		int k = kind__from_name(name);
 
 		if (k < 0 || !json_is_integer(v))
-			FAIL("malformed verdict file: peak of '%s' is not a kind's integer", name);
+			FAIL("malformed verdict file: peak of '%s' is not a kind's integer",
+			     format__printable(quoted, sizeof(quoted), name));
 		tt->peak[k] = json_integer_value(v);
 		t->kinds |= 1U << k;
 	}

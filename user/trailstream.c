@@ -16,6 +16,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "array.h"
+#include "format.h"
 #include "kinds.h"
 #include "trailstream.h"
 
@@ -110,11 +111,11 @@ static int put(struct builder *b, json_t *v)
 	if (json_is_array(parent))
 		return json_array_append_new(parent, v) ? fail(b, false, "out of memory") : 1;
 	if (json_object_getn(parent, b->key, b->key_len) || timeline_streamed(b)) {
-		char msg[100];
+		char msg[100], key[65];
 
 		json_decref(v);
-		snprintf(msg, sizeof(msg), "duplicate object key '%.*s'",
-			 (int)(b->key_len > 64 ? 64 : b->key_len), b->key);
+		snprintf(msg, sizeof(msg), "duplicate object key '%s'",
+			 format__printable(key, sizeof(key), b->key));
 		return fail(b, true, msg);
 	}
 	return json_object_setn_new_nocheck(parent, b->key, b->key_len, v) ?

@@ -6,7 +6,8 @@
  * report has: the text table, JSON, HTML, Perfetto and pprof.
  *
  * Besides the sanitizers' findings it stops at a broken promise:
- *   - a trail refused without a one-line reason;
+ *   - a trail refused without a one-line reason (a control byte of the
+ *     file quoted in it could end the line or drive the terminal);
  *   - a renderer failing on a trail that was read (report would then say
  *     "Cannot allocate memory" about a file that is merely odd), but for a
  *     value its format cannot hold (ERANGE);
@@ -172,6 +173,17 @@ static void check_clean(int free_fd)
 		die("a descriptor is left open after an input");
 }
 
+/* A reason, on one line and with no terminal control. */
+static bool one_line(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int free_fd = lowest_free_fd();
@@ -182,7 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	put_input(data, size);
 	if (trail__read(&t, input_path, err, sizeof(err))) {
-		if (!err[0] || strchr(err, '\n'))
+		if (!one_line(err))
 			die("a trail refused without a one-line reason: '%s'", err);
 		check_clean(free_fd);
 		return 0;

@@ -199,6 +199,12 @@ static void rejects_malformed(void **state)
 		      "\"kinds\": {}, \"timeline\": [{\"mapped\": 1}]}]}", "no integer 't_ms'");
 	expect_reject("{\"memtrail\": 1, \"targets\": [], \"events\": 4}", "'events' is not an array");
 	expect_reject("{\"memtrail\": 1, \"targets\": [], \"kinds\": [\"ram\"]}", "unknown kind");
+	/* a string of the file quoted in the reason: one line, no terminal control */
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, "
+		      "\"kinds\": {\"a\\nb\\u001b[2J\": {}}}]}", "unknown kind 'a?b?[2J'");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, \"kinds\": {}, "
+		      "\"phases\": [{\"name\": \"p\", \"start\": 0, \"end\": 1, "
+		      "\"kinds\": {\"\\r\": {}}}]}]}", "unknown kind '?'");
 }
 
 /*
@@ -281,6 +287,9 @@ static void reads_verdict_file(void **state)
 		      "has no 'cause'");
 	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, "
 		      "\"verdict\": {\"cause\": \"signal\"}, \"peaks\": {\"ram\": 1}}", "peak of 'ram'");
+	expect_reject("{\"memtrail\": 1, \"type\": \"verdict\", \"pid\": 4, "
+		      "\"verdict\": {\"cause\": \"signal\"}, \"peaks\": {\"r\\tm\": 1}}",
+		      "peak of 'r?m'");
 	expect_reject("{\"memtrail\": 1, \"targets\": [], \"snapshot\": 3}",
 		      "'snapshot' is not an object");
 }
@@ -452,6 +461,8 @@ static void stream_rejects_malformed(void **state)
 			     " \"timeline\": []}]}", "duplicate object key 'timeline'");
 	stream_expect_reject("{\"memtrail\": 1, \"memtrail\": 1, \"targets\": []}",
 			     "duplicate object key 'memtrail'");
+	stream_expect_reject("{\"memtrail\": 1, \"a\\n\\u001b\": 1, \"a\\n\\u001b\": 1}",
+			     "duplicate object key 'a?\?'");
 	stream_expect_reject("{\"memtrail\": 1, \"targets\": []} x", "malformed JSON");
 	stream_expect_reject("{\"memtrail\": 1,\n \"targets\": [}", "line 2, column");
 	stream_expect_reject("{\"memtrail\": 1, \"targets\": [], \"n\": 99999999999999999999}",
