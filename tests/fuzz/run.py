@@ -6,7 +6,7 @@ The seeds of tests/fuzz/corpus are copied into a working corpus beside the
 fuzzer (build/fuzz/corpus, kept between runs; new inputs go there, never into
 the tree). Any crash, leak, sanitizer report or slow input fails the run; its
 input is in build/fuzz/findings/, named on the last line. --seconds 0 runs
-the seeds once and fuzzes nothing. One closing line: 'fuzz: ...'."""
+the working corpus once and fuzzes nothing. One closing line: 'fuzz: ...'."""
 
 import argparse
 import os
@@ -23,7 +23,7 @@ RSS_LIMIT_MB = 2048
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=int, default=300, help="time to fuzz (0: the seeds once)")
+    ap.add_argument("--seconds", type=int, default=300, help="time to fuzz (0: the corpus once)")
     ap.add_argument("fuzzer", help="the harness, built by 'make fuzz-build'")
     args = ap.parse_args()
     if args.seconds < 0:
@@ -64,7 +64,7 @@ def main():
         what += f", coverage {cov[-1][0]} edges, corpus {cov[-1][2]}"
     unit = re.findall(r"Test unit written to (\S+)", text)
     if p.returncode == 0 and not unit:
-        how = f"{args.seconds} s of fuzzing" if args.seconds else "the seeds only"
+        how = f"{args.seconds} s of fuzzing" if args.seconds else "no fuzzing"
         print(f"fuzz: passed: {what} ({how}), no finding", flush=True)
         return 0
     # the sanitizer's or libFuzzer's report: from its first line to the end
