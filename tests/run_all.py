@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""make test: the cmocka unit tests (sanitizers on), the integration tests,
-then their core on Linux 5.10 and 6.1 under QEMU (tests/kernels/run.py --ci;
+"""make test: the cmocka unit tests (sanitizers on), the fuzzer of report for
+FUZZ_SECONDS (300; tests/fuzz/run.py, one check), the integration tests, then
+their core on Linux 5.10 and 6.1 under QEMU (tests/kernels/run.py --ci;
 MEMTRAIL_NO_KERNELS=1 leaves that out); one closing line counts them all."""
 
 import os
@@ -26,6 +27,16 @@ def main():
         passed += n_ok
         failed += n_bad
     print(f"unit: {passed} passed, {failed} failed", flush=True)
+    # trails are untrusted input: any finding of the fuzzer fails the run
+    p = subprocess.run([sys.executable, os.path.join(HERE, "fuzz", "run.py"),
+                        "--seconds", os.environ.get("FUZZ_SECONDS", "300"),
+                        os.path.join(HERE, "..", "build", "fuzz", "fuzz_report")],
+                       capture_output=True, text=True)
+    sys.stdout.write(p.stdout + p.stderr)
+    if p.returncode == 0 and "fuzz: passed" in p.stdout:
+        passed += 1
+    else:
+        failed += 1
     p = subprocess.run([sys.executable, os.path.join(HERE, "integration", "run.py")],
                        capture_output=True, text=True)
     sys.stdout.write(p.stdout + p.stderr)

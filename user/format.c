@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "format.h"
 #include "log.h"
@@ -23,6 +24,32 @@ const char *format__bytes(char *buf, size_t len, int64_t bytes)
 	}
 	snprintf(buf, len, v < 10 ? "%s%.2f %s" : "%s%.1f %s", sign, v, units[u]);
 	return buf;
+}
+
+char *format__utf8_whole(char *s)
+{
+	size_t len = strlen(s), i = len, need;
+	unsigned char lead;
+
+	while (i && len - i < 3 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+		i--;	/* continuation bytes */
+	if (!i)
+		return s;
+	lead = s[i - 1];
+	need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+	if (len - (i - 1) < need)
+		s[i - 1] = '\0';
+	return s;
+}
+
+const char *format__printable(char *buf, size_t len, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len && s[i]; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	buf[i] = '\0';
+	return format__utf8_whole(buf);
 }
 
 int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)

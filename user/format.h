@@ -7,6 +7,16 @@
 
 /* Bytes for people: "0 B", "512 B", "4.0 KiB", "1.50 GiB"; returns buf. */
 const char *format__bytes(char *buf, size_t len, int64_t bytes);
+/*
+ * S with a UTF-8 character cut short at its end removed, as snprintf may
+ * leave one when it truncates (JSON refuses it); returns S.
+ */
+char *format__utf8_whole(char *s);
+/*
+ * S for a terminal or a one-line message (a trail is anyone's file): control
+ * bytes as '?', cut to fit BUF (LEN bytes) between characters; returns BUF.
+ */
+const char *format__printable(char *buf, size_t len, const char *s);
 /* A decimal integer in [min, max], the whole string; 0 or -EINVAL/-ERANGE. */
 int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* An option's value as format__parse_u64 reads it, into 32 bits; logs why on -EINVAL. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "html.h"
 #include "outfile.h"
 #include "kinds.h"
@@ -61,16 +62,27 @@ static json_int_t target_limit(const struct trail *t, const struct trail_target 
 	return l;
 }
 
+/* The bucket of a time DT after the first, of times up to RANGE after it; without overflow. */
+static long bucket(uint64_t dt, uint64_t range)
+{
+	if (range < UINT64_MAX / HTML_BUCKETS)
+		return dt * HTML_BUCKETS / (range + 1);
+	return dt / (range / HTML_BUCKETS + 1);
+}
+
 /*
  * The samples drawn: all of them when few; otherwise, per time bucket, the
  * one with the lowest and the one with the highest total (in time order), so
  * every peak and trough of the stacked total survives, plus the last sample.
+ * A file's timeline may be out of order: the buckets span its earliest to
+ * its latest time, and the totals are doubles (a file's levels may add up
+ * beyond 64 bits).
  */
 static size_t pick_samples(const struct trail_target *tt, uint32_t kinds, size_t *idx)
 {
-	uint64_t t0, span;
+	uint64_t t0, t1;
 	size_t i, n = 0, lo = 0, hi = 0;
-	int64_t min = 0, max = 0;
+	double min = 0, max = 0;
 	long cur = -1;
 
 	if (tt->n_samples <= 2 * HTML_BUCKETS) {
@@ -78,12 +90,14 @@ static size_t pick_samples(const struct trail_target *tt, uint32_t kinds, size_t
 			idx[n++] = i;
 		return n;
 	}
-	t0 = tt->timeline[0].t_ms;
-	span = tt->timeline[tt->n_samples - 1].t_ms - t0 + 1;
+	t0 = t1 = tt->timeline[0].t_ms;
+	for (i = 1; i < tt->n_samples; i++) {
+		t0 = tt->timeline[i].t_ms < t0 ? tt->timeline[i].t_ms : t0;
+		t1 = tt->timeline[i].t_ms > t1 ? tt->timeline[i].t_ms : t1;
+	}
 	for (i = 0; i <= tt->n_samples; i++) {
-		long b = i < tt->n_samples ?
-			 (long)((tt->timeline[i].t_ms - t0) * HTML_BUCKETS / span) : -2;
-		int64_t sum = 0;
+		long b = i < tt->n_samples ? bucket(tt->timeline[i].t_ms - t0, t1 - t0) : -2;
+		double sum = 0;
 		int k;
 
 		if (b != cur && cur >= 0) {
@@ -213,6 +227,7 @@ static json_t *markers_json(const struct trail *t, const struct trail_target *tt
 		const char *trigger = json_string_value(json_object_get(s, "trigger"));
 
 		snprintf(text, sizeof(text), "snapshot: %s", trigger ? trigger : "?");
+		format__utf8_whole(text);
 		/* a snapshot's trigger is its marker: oom_kill, pressure or device_oom */
 		add_marker(arr, json_integer_value(json_object_get(s, "t_ms")),
 			   trigger && !strcmp(trigger, "oom_kill") ? "oom" : trigger ? trigger : "snapshot",
@@ -222,6 +237,7 @@ static json_t *markers_json(const struct trail *t, const struct trail_target *tt
 		char *v = json_dumps(tt->verdict, JSON_COMPACT | JSON_SORT_KEYS);
 
 		snprintf(text, sizeof(text), "verdict: %s", v ? v : "?");
+		format__utf8_whole(text);
 		add_marker(arr, tt->end_ms, "verdict", text);
 		free(v);
 	}
@@ -345,6 +361,7 @@ static json_t *page_json(const struct trail *t, struct page *pg)
 			 (long long)json_integer_value(json_object_get(t->snapshot, "pid")));
 	else
 		snprintf(title, sizeof(title), "trail: %s", t->command ? t->command : "?");
+	format__utf8_whole(title);	/* the file's strings, cut to fit */
 	if (t->interval_ms)
 		snprintf(sub, sizeof(sub), "started %s, %.1f s, sampled every %u ms, %zu targets",
 			 t->started, t->duration_ms / 1000.0, t->interval_ms, t->n_targets);

@@ -3,11 +3,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "format.h"
 #include "kinds.h"
 #include "perfetto.h"
 
-/* The trail counts milliseconds; the Trace Event format microseconds. */
-#define US(ms) ((json_int_t)(ms) * 1000)
+/*
+ * A time of the trail (milliseconds) in the Trace Event format's
+ * microseconds; -ERANGE for one beyond them (only a made-up file has it).
+ */
+static int us(uint64_t ms, json_int_t *out)
+{
+	if (ms > INT64_MAX / 1000)
+		return -ERANGE;
+	*out = (json_int_t)ms * 1000;
+	return 0;
+}
 
 static int add(json_t *events, json_t *ev)
 {
@@ -31,19 +41,22 @@ static int add_names(json_t *events, const struct trail_target *tt)
 /* One counter track per kind: every sample of the timeline, as recorded. */
 static int add_counters(json_t *events, const struct trail *t, const struct trail_target *tt)
 {
+	json_int_t ts;
 	size_t i;
 	int k;
 
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
 		if (!(t->kinds & (1U << k)))
 			continue;
-		for (i = 0; i < tt->n_samples; i++)
+		for (i = 0; i < tt->n_samples; i++) {
+			if (us(tt->timeline[i].t_ms, &ts))
+				return -ERANGE;
 			if (add(events, json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:{s:I}}",
 						  "ph", "C", "cat", "memory", "name", kind__name(k),
-						  "pid", tt->pid, "tid", tt->pid,
-						  "ts", US(tt->timeline[i].t_ms),
+						  "pid", tt->pid, "tid", tt->pid, "ts", ts,
 						  "args", "bytes", (json_int_t)tt->timeline[i].level[k])))
 				return -ENOMEM;
+		}
 	}
 	return 0;
 }
@@ -54,14 +67,18 @@ static int add_phase(json_t *events, const struct trail *t, const struct trail_t
 {
 	json_t *ph = trail__phase_json(t, p);
 	uint64_t end = p->end_ms > p->start_ms ? p->end_ms : p->start_ms;
+	json_int_t ts, dur;
 	int err;
 
 	if (!ph)
 		return -ENOMEM;
-	err = add(events, json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:O}", "ph", "X",
-				    "cat", "phase", "name", p->name, "pid", tt->pid, "tid", tt->pid,
-				    "ts", US(p->start_ms), "dur", US(end - p->start_ms),
-				    "args", json_object_get(ph, "kinds")));
+	if (us(p->start_ms, &ts) || us(end - p->start_ms, &dur))
+		err = -ERANGE;
+	else
+		err = add(events, json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:O}", "ph", "X",
+					    "cat", "phase", "name", p->name, "pid", tt->pid,
+					    "tid", tt->pid, "ts", ts, "dur", dur,
+					    "args", json_object_get(ph, "kinds")));
 	json_decref(ph);
 	return err;
 }
@@ -69,10 +86,14 @@ static int add_phase(json_t *events, const struct trail *t, const struct trail_t
 static int add_instant(json_t *events, const char *cat, const char *name, uint32_t pid,
 		       uint64_t t_ms, json_t *args)
 {
+	json_int_t ts;
+
+	if (us(t_ms, &ts))
+		return -ERANGE;
 	/* an event of no target is global: drawn across every process */
 	return add(events, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:O}", "ph", "i",
 				     "s", pid ? "p" : "g", "cat", cat, "name", name,
-				     "pid", pid, "tid", pid, "ts", US(t_ms), "args", args));
+				     "pid", pid, "tid", pid, "ts", ts, "args", args));
 }
 
 static int add_target(json_t *events, const struct trail *t, const struct trail_target *tt)
@@ -90,6 +111,7 @@ static int add_target(json_t *events, const struct trail *t, const struct trail_
 
 		snprintf(name, sizeof(name), "verdict: %s",
 			 json_string_value(json_object_get(tt->verdict, "cause")));
+		format__utf8_whole(name);
 		err = add_instant(events, "verdict", name, tt->pid, tt->end_ms, tt->verdict);
 	}
 	return err;
@@ -101,25 +123,27 @@ static int add_events(json_t *events, const struct trail *t)
 	json_t *ev, *pid, *tm;
 	const char *type;
 	size_t i;
+	int err;
 
 	json_array_foreach(t->events, i, ev) {
 		type = json_string_value(json_object_get(ev, "type"));
 		pid = json_object_get(ev, "pid");
 		tm = json_object_get(ev, "t_ms");
-		if (add_instant(events, "event", type ? type : "event",
-				json_is_integer(pid) ? json_integer_value(pid) : 0,
-				json_is_integer(tm) ? json_integer_value(tm) : 0, ev))
-			return -ENOMEM;
+		err = add_instant(events, "event", type ? type : "event",
+				  json_is_integer(pid) ? json_integer_value(pid) : 0,
+				  json_is_integer(tm) ? json_integer_value(tm) : 0, ev);
+		if (err)
+			return err;
 	}
 	if (t->snapshot) {
 		char name[64];
 
 		type = json_string_value(json_object_get(t->snapshot, "trigger"));
 		snprintf(name, sizeof(name), "snapshot: %s", type ? type : "?");
-		if (add_instant(events, "snapshot", name,
-				json_integer_value(json_object_get(t->snapshot, "pid")),
-				json_integer_value(json_object_get(t->snapshot, "t_ms")), t->snapshot))
-			return -ENOMEM;
+		format__utf8_whole(name);
+		return add_instant(events, "snapshot", name,
+				   json_integer_value(json_object_get(t->snapshot, "pid")),
+				   json_integer_value(json_object_get(t->snapshot, "t_ms")), t->snapshot);
 	}
 	return 0;
 }

@@ -370,6 +370,10 @@ int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
 	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "inuse_objects", "count");
 	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "inuse_space", "bytes");
 	b.p.default_sample_type = str(&b, inuse ? "inuse_space" : "alloc_space");
+	if (t->duration_ms > INT64_MAX / 1000000) {	/* only a made-up file has it */
+		builder_free(&b);
+		return -ERANGE;
+	}
 	b.p.duration_nanos = (int64_t)t->duration_ms * 1000000;
 	if (!inuse) {
 		b.p.comment = calloc(1, sizeof(int64_t));

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sanitize.h"
 #include "schema.h"
 
 void schema__init(struct schema *s, char *err, size_t errlen)
@@ -49,17 +50,20 @@ void schema__up(struct schema *s, size_t at)
 
 int schema__fail(struct schema *s, const char *fmt, ...)
 {
+	char raw[512];
 	va_list ap;
 	int n;
 
 	if (!s->errlen || s->err[0])
 		return -1;
-	n = snprintf(s->err, s->errlen, "%s: ", s->len ? s->path : "the trail");
-	if (n >= 0 && (size_t)n < s->errlen) {
+	/* paths and values come from the trail: shown with their control bytes escaped */
+	n = snprintf(raw, sizeof(raw), "%s: ", s->len ? s->path : "the trail");
+	if (n >= 0 && (size_t)n < sizeof(raw)) {
 		va_start(ap, fmt);
-		vsnprintf(s->err + n, s->errlen - n, fmt, ap);
+		vsnprintf(raw + n, sizeof(raw) - n, fmt, ap);
 		va_end(ap);
 	}
+	sanitize__str(s->err, s->errlen, raw);
 	return -1;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "format.h"
 #include "kinds.h"
 #include "outfile.h"
 #include "schema.h"

@@ -23,6 +23,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "array.h"
+#include "format.h"
 #include "kinds.h"
 #include "trailstream.h"
 
@@ -195,15 +196,54 @@ static int put(struct builder *b, json_t *v)
 	if (json_is_array(parent))
 		return json_array_append_new(parent, v) ? fail(b, false, "out of memory") : 1;
 	if (json_object_getn(parent, b->key, b->key_len) || timeline_streamed(b)) {
-		char msg[100];
+		char msg[100], key[65];
 
 		json_decref(v);
-		snprintf(msg, sizeof(msg), "duplicate object key '%.*s'",
-			 (int)(b->key_len > 64 ? 64 : b->key_len), b->key);
+		snprintf(msg, sizeof(msg), "duplicate object key '%s'",
+			 format__printable(key, sizeof(key), b->key));
 		return fail(b, true, msg);
 	}
 	return json_object_setn_new_nocheck(parent, b->key, b->key_len, v) ?
 	       fail(b, false, "out of memory") : 1;
+}
+
+/*
+ * UTF-8 as jansson takes it: yajl lets overlong forms, surrogates and code
+ * points past U+10FFFF through, which jansson then refuses to write (every
+ * renderer of the trail would fail on them).
+ */
+static bool utf8_valid(const unsigned char *s, size_t len)
+{
+	size_t i = 0, n, j;
+	uint32_t cp;
+
+	while (i < len) {
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		if (s[i] >= 0xc2 && s[i] <= 0xdf)
+			n = 1;
+		else if (s[i] >= 0xe0 && s[i] <= 0xef)
+			n = 2;
+		else if (s[i] >= 0xf0 && s[i] <= 0xf4)
+			n = 3;
+		else
+			return false;
+		if (len - i <= n)
+			return false;
+		cp = s[i] & (0x3f >> n);
+		for (j = 1; j <= n; j++) {
+			if ((s[i + j] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + j] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n + 1;
+	}
+	return true;
 }
 
 static int open_container(struct builder *b, json_t *c)
@@ -367,8 +407,11 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
 
 	if (skipped(b, 0))
 		return 1;
-	return b->in_timeline ? tl_value(b, false, 0) :
-	       put(b, json_stringn_nocheck((const char *)s, len));
+	if (b->in_timeline)
+		return tl_value(b, false, 0);
+	if (!utf8_valid(s, len))
+		return fail(b, true, "invalid UTF-8 in a string");
+	return put(b, json_stringn_nocheck((const char *)s, len));
 }
 
 static int on_start_map(void *ctx)
@@ -393,6 +436,8 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
 		return 1;
 	if (b->in_timeline)
 		return tl_key(b, key, len);
+	if (!utf8_valid(key, len))
+		return fail(b, true, "invalid UTF-8 in a key");
 	/* the key lives in yajl's buffer only until the callback returns */
 	free(b->key);
 	b->key = malloc(len + 1);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -42,6 +43,24 @@ static void parse_u64_bounds(void **state)
 	assert_int_equal(format__parse_u64("-1", 0, 100, &v), -EINVAL);
 	assert_int_equal(format__parse_u64(" 1", 0, 100, &v), -EINVAL);
 	assert_int_equal(format__parse_u64(NULL, 0, 100, &v), -EINVAL);
+}
+
+/* A UTF-8 character that snprintf cut short at the end goes; whole ones stay. */
+static void utf8_whole_characters(void **state)
+{
+	static const char *const cases[][2] = {
+		{ "", "" }, { "abc", "abc" }, { "a\xc3", "a" }, { "a\xc3\xa9", "a\xc3\xa9" },
+		{ "a\xe2\x82", "a" }, { "a\xe2\x82\xac", "a\xe2\x82\xac" }, { "\xf0\x9f\x98", "" },
+		{ "a\xf0\x9f\x98\x80", "a\xf0\x9f\x98\x80" },
+	};
+	char buf[16];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(buf, sizeof(buf), "%s", cases[i][0]);
+		assert_string_equal(format__utf8_whole(buf), cases[i][1]);
+	}
 }
 
 static void kind_names_stable(void **state)
@@ -99,6 +118,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(bytes_human),
 		cmocka_unit_test(parse_u64_bounds),
+		cmocka_unit_test(utf8_whole_characters),
 		cmocka_unit_test(kind_names_stable),
 		cmocka_unit_test(join_args),
 		cmocka_unit_test(cgroup_lines),

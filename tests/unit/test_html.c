@@ -160,6 +160,66 @@ static void few_samples_kept_and_strings_escaped(void **state)
 	trail__free(&t);
 }
 
+/*
+ * A file's timeline out of time order, its levels adding up beyond 64 bits
+ * (found by the fuzzer's harness: a division by zero when the last sample
+ * is 1 ms before the first): decimated all the same, the last sample drawn.
+ */
+static void decimates_disorderly_timeline(void **state)
+{
+	int64_t level[MEMTRAIL_KIND_MAX] = { 0 };
+	json_t *data, *tgt, *ts;
+	struct trail t;
+	bool decimated;
+	char *page;
+	size_t i;
+
+	(void)state;
+	make_trail(&t, 0);
+	for (i = 0; i < 3 * HTML_BUCKETS; i++) {
+		level[MEMTRAIL_KIND_MAPPED] = INT64_MAX - i;
+		level[MEMTRAIL_KIND_RSS_ANON] = INT64_MAX;
+		assert_int_equal(trail__add_sample(&t.targets[0], i ? 1000 + i : 5, level), 0);
+	}
+	t.targets[0].timeline[3 * HTML_BUCKETS - 1].t_ms = 4;
+	write_page(&t, &decimated, &page, &data);
+	assert_true(decimated);
+	tgt = json_array_get(json_object_get(data, "targets"), 0);
+	ts = json_object_get(tgt, "t");
+	assert_true(json_array_size(ts) <= 3 * HTML_BUCKETS);
+	assert_int_equal(json_integer_value(json_array_get(ts, json_array_size(ts) - 1)), 4);
+	json_decref(data);
+	free(page);
+	trail__free(&t);
+}
+
+/* The title, cut to fit, is cut between characters: JSON takes it (found reading the code). */
+static void title_cut_between_characters(void **state)
+{
+	json_t *data;
+	struct trail t;
+	bool decimated;
+	char *page;
+	const char *title;
+	size_t i;
+
+	(void)state;
+	make_trail(&t, 10);
+	t.command = malloc(2 * 300 + 2);
+	assert_non_null(t.command);
+	t.command[0] = 'x';	/* "trail: x" and then two-byte characters: 255 is inside one */
+	for (i = 0; i < 300; i++)
+		memcpy(t.command + 1 + 2 * i, "\u00e9", 2);
+	t.command[1 + 2 * 300] = '\0';
+	write_page(&t, &decimated, &page, &data);
+	title = json_string_value(json_object_get(data, "title"));
+	assert_non_null(title);
+	assert_int_equal(strlen(title), 254);
+	json_decref(data);
+	free(page);
+	trail__free(&t);
+}
+
 static void write_fails_cleanly(void **state)
 {
 	struct trail t;
@@ -176,6 +236,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(decimation_keeps_extremes),
 		cmocka_unit_test(few_samples_kept_and_strings_escaped),
+		cmocka_unit_test(decimates_disorderly_timeline),
+		cmocka_unit_test(title_cut_between_characters),
 		cmocka_unit_test(write_fails_cleanly),
 	};
 

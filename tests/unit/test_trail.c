@@ -507,6 +507,11 @@ static void stream_reads_timelines(void **state)
 	assert_int_equal(json_array_size(json_object_get(json_array_get(t.events, 0), "timeline")),
 			 2);
 	trail__free(&t);
+	/* UTF-8 of two, three and four bytes, the highest code point */
+	assert_int_equal(read_text(&t, "{\"memtrail\": 1, \"targets\": [], "
+				   "\"command\": \"\u00e9\u20ac\U0001F600\U0010FFFF\"}", err, sizeof(err)), 0);
+	assert_string_equal(t.command, "\u00e9\u20ac\U0001F600\U0010FFFF");
+	trail__free(&t);
 }
 
 static void stream_expect_reject(const char *text, const char *needle)
@@ -559,6 +564,17 @@ static void stream_rejects_malformed(void **state)
 	stream_expect_reject("{\"memtrail\": 1, \"targets\": [], \"n\": 99999999999999999999}",
 			     "malformed JSON");
 	stream_expect_reject("{\"memtrail\": 1, \"s\": \"\xff\"}", "malformed JSON");
+	/*
+	 * UTF-8 that yajl lets through but jansson refuses to write (found by the
+	 * fuzzer: every renderer failed with "Cannot allocate memory"): an
+	 * overlong form, a surrogate, past U+10FFFF; in a value and in a key
+	 */
+	stream_expect_reject("{\"memtrail\": 1, \"command\": \"\xc1\xa9\"}", "invalid UTF-8");
+	stream_expect_reject("{\"memtrail\": 1, \"command\": \"\xe0\x80\xa9\"}", "invalid UTF-8");
+	stream_expect_reject("{\"memtrail\": 1, \"command\": \"a\xed\xa0\x80\"}", "invalid UTF-8");
+	stream_expect_reject("{\"memtrail\": 1, \"command\": \"\xf4\x90\x80\x80\"}", "invalid UTF-8");
+	stream_expect_reject("{\"memtrail\": 1, \"targets\": [], \"events\": [{\"\xc0\x80\": 1}]}",
+			     "invalid UTF-8 in a key");
 	stream_expect_reject("   ", "malformed JSON");
 	/* each target and event checked as it ends, an element not an object at once */
 	stream_expect_reject(HEAD "3]}", "targets[0]: not an object");
