@@ -42,6 +42,9 @@ def main():
     cmd = [fuzzer, f"-timeout={TIMEOUT_S}", f"-rss_limit_mb={RSS_LIMIT_MB}",
            f"-dict={os.path.join(HERE, 'trail.dict')}", f"-artifact_prefix={findings}/",
            "-print_final_stats=1"]
+    # FUZZ_SEED (CI: 1): the same mutations in every run, so a finding reproduces
+    if os.environ.get("FUZZ_SEED") or os.environ.get("CI") == "true":
+        cmd.append(f"-seed={os.environ.get('FUZZ_SEED', '1')}")
     cmd += [f"-max_total_time={args.seconds}"] if args.seconds else ["-runs=0"]
     cmd.append(corpus)
     # the renderers' files: in memory where there is room, in a directory removed
