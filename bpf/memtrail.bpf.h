@@ -65,10 +65,15 @@ struct {
 	__type(value, struct memtrail_target);
 } targets SEC(".maps") __weak;
 
-/* Per (target, phase): every kind's level; sized from user space. */
+/*
+ * Per (target, phase): every kind's level; sized from user space. A phase's
+ * cell lives until user space reads its end, so a program switching phases
+ * fast has many at once: no prealloc, memory follows use.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct memtrail_cell_key);
 	__type(value, struct memtrail_cell);
 } cells SEC(".maps") __weak;

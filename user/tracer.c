@@ -221,6 +221,13 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	return 0;
 }
 
+/*
+ * Phase cells at least: a phase's cell is freed when user space reads its
+ * end, and a program entering 20,000 phases a second has thousands open
+ * while user space catches up (a loaded node: seen filling 8192).
+ */
+#define CELLS_MIN 65536
+
 static int configure(struct tracer *t, const struct tracer_config *cfg)
 {
 	struct bpf_program *entries[MEMTRAIL_HEAP_OPS];
@@ -278,7 +285,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(s->progs.mt_heap_return, false);
 	}
 	if (bpf_map__set_max_entries(s->maps.targets, n) ||
-	    bpf_map__set_max_entries(s->maps.cells, n) ||
+	    bpf_map__set_max_entries(s->maps.cells, n < CELLS_MIN ? CELLS_MIN : n) ||
 	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n) ||
 	    bpf_map__set_max_entries(s->maps.rss_local, 2 * n))
 		return -EINVAL;
