@@ -872,6 +872,25 @@ static int check_sites(struct schema *s, json_t *v)
 	return 0;
 }
 
+/* O's object KEY (or null), checked by CHECK under its path, kept in *OUT. */
+static int take_object(struct schema *s, json_t *o, const char *key,
+		       int (*check)(struct schema *s, json_t *v), json_t **out)
+{
+	json_t *v;
+	size_t at;
+
+	if (schema__object(s, o, key, OR_NULL, &v) < 0)
+		return -1;
+	if (!v)
+		return 0;
+	at = schema__key(s, key);
+	if (check(s, v) < 0)
+		return -1;
+	schema__up(s, at);
+	*out = json_incref(v);
+	return 0;
+}
+
 /* An event (session.c writes them): what the tables, the HTML page and Perfetto use. */
 static int check_event(struct schema *s, json_t *ev)
 {
@@ -965,7 +984,7 @@ static int read_target(struct schema *s, struct trail *t, json_t *o, size_t idx,
 {
 	int64_t pid, ppid = 0, start = 0, end = 0, code, sig;
 	struct trail_target *tt;
-	json_t *ex, *v;
+	json_t *ex;
 
 	if (schema__is_object(s, o) < 0 ||
 	    schema__int(s, o, "pid", NEED, 1, TRAIL_PID_MAX, &pid) < 0 ||
@@ -997,26 +1016,9 @@ static int read_target(struct schema *s, struct trail *t, json_t *o, size_t idx,
 	if (read_levels(s, t, tt, o) < 0 || read_phases(s, tt, o) < 0 ||
 	    read_device_limits(s, tt, o) < 0)
 		return -1;
-	if (schema__object(s, o, "verdict", OR_NULL, &v) < 0)
+	if (take_object(s, o, "verdict", check_verdict, &tt->verdict) < 0 ||
+	    take_object(s, o, "sites", check_sites, &tt->sites) < 0)
 		return -1;
-	if (v) {
-		size_t at = schema__key(s, "verdict");
-
-		if (check_verdict(s, v) < 0)
-			return -1;
-		schema__up(s, at);
-		tt->verdict = json_incref(v);
-	}
-	if (schema__object(s, o, "sites", OR_NULL, &v) < 0)
-		return -1;
-	if (v) {
-		size_t at = schema__key(s, "sites");
-
-		if (check_sites(s, v) < 0)
-			return -1;
-		schema__up(s, at);
-		tt->sites = json_incref(v);
-	}
 	if (tls && idx < tls->n && tls->tl[idx].present) {	/* streamed: take it over */
 		struct trailstream_timeline *tl = &tls->tl[idx];
 
