@@ -303,8 +303,9 @@ static __always_inline bool entry_action(struct pt_regs *ctx, struct memtrail_ta
 	case MEMTRAIL_OP_INIT:
 		return false;
 	case MEMTRAIL_OP_FREE:
+		/* counted now: once it returns, the address may be another thread's new allocation */
 		account_free(t, tgid, PT_REGS_PARM1(ctx));
-		return false;
+		return true;	/* its failure is reported */
 	case MEMTRAIL_OP_NRT_FREE:
 		/* nrt_tensor_free(nrt_tensor_t **): NULL once it returns */
 		if (!bpf_probe_read_user(&v, sizeof(v), (void *)PT_REGS_PARM1(ctx)))
@@ -375,20 +376,36 @@ static __always_inline int dev_entry(struct pt_regs *ctx, __u64 cookie)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	struct memtrail_target *t = live_target(tgid);
-	struct memtrail_event_hdr *e;
 
 	if (!t)
 		return 0;
 	if (MEMTRAIL_COOKIE_OP(cookie) == MEMTRAIL_OP_LIBS) {
-		e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIBS, tgid);
-		if (e)
-			bpf_ringbuf_submit(e, 0);
+		lib_event(t, tgid);
 		return 0;
 	}
 	if (!(t->device_flags & MEMTRAIL_DEV_INIT))
 		auto_phase(t, tgid, MEMTRAIL_AUTO_INIT);
 	if (entry_action(ctx, t, id, cookie))
 		push_frame(ctx, (__u32)id, cookie);
+	return 0;
+}
+
+#define MT_VM_EXEC 0x4
+
+/* Where the kernel has BPF LSM (CONFIG_BPF_LSM, "bpf" in lsm=): allows every mapping, as before */
+SEC("lsm/mmap_file")
+int BPF_PROG(mt_lib_map_lsm, struct file *file, unsigned long reqprot, unsigned long prot,
+	     unsigned long flags, int ret)
+{
+	lib_mapped(file, prot);
+	return ret;
+}
+
+/* Elsewhere, the same hook by fentry (needs the function tracer) */
+SEC("fentry/security_mmap_file")
+int BPF_PROG(mt_lib_map, struct file *file, unsigned long prot, unsigned long flags)
+{
+	lib_mapped(file, prot);
 	return 0;
 }
 
@@ -399,7 +416,8 @@ static long frame_vma(struct task_struct *task, struct vm_area_struct *vma, void
 	struct file *file = vma->vm_file;
 	struct inode *inode;
 
-	if (!file)
+	/* a frame outside code (a frame pointer walk gone astray) is named by nothing */
+	if (!file || !(vma->vm_flags & MT_VM_EXEC))
 		return 0;
 	inode = BPF_CORE_READ(file, f_inode);
 	/* vm_pgoff counts pages of 4 KiB (x86-64; arm64 kernels with 4 KiB pages) */
@@ -533,6 +551,7 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 		device = (__s32)f->arg[0];
 		size = 0;
 		break;
+	case MEMTRAIL_OP_FREE:
 	case MEMTRAIL_OP_LOAD:
 	case MEMTRAIL_OP_VMM_MAP:
 	case MEMTRAIL_OP_VMM_RETAIN:

@@ -17,6 +17,9 @@ const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
 const volatile __u32 has_task_regs = 1;
 const volatile __u32 has_find_vma = 1;
+const volatile __u32 hold_libs = 0;
+volatile __u32 holds_off = 0;
+volatile __u64 user_alive_ns = 0;
 
 static __always_inline bool comm_matches(struct task_struct *task)
 {
@@ -118,7 +121,7 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 tgid = BPF_CORE_READ(child, tgid);
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	struct memtrail_target *t;
+	struct memtrail_target *t, *pt;
 	struct mm_struct *mm;
 
 	if (BPF_CORE_READ(child, pid) != tgid)
@@ -128,6 +131,9 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 	t = target_add(child, tgid, ptgid, MEMTRAIL_REASON_FORK);
 	if (!t)
 		return 0;
+	pt = bpf_map_lookup_elem(&targets, &ptgid);
+	if (ptgid == self_tgid || (pt && (pt->flags & MEMTRAIL_TARGET_OURS)))
+		mt_or(&t->flags, MEMTRAIL_TARGET_OURS);
 	mm = BPF_CORE_READ(child, mm);
 	/* a vfork/CLONE_VM child runs in its parent's mm, which stays the parent's */
 	if (mm && mm != BPF_CORE_READ(parent, mm)) {
@@ -189,6 +195,10 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		len = 0;
 	e->args_len = len;
 	bpf_ringbuf_submit(e, 0);
+	/* the program, its interpreter or a file they map unscanned: hold before the first instruction */
+	lib_mapped(BPF_CORE_READ(bprm, file), MT_PROT_EXEC);
+	if (t->lib_hold)
+		lib_event(t, tgid);
 	return 0;
 }
 

@@ -56,6 +56,12 @@ extern const volatile __u32 has_task_regs;
 extern const volatile __u32 has_find_vma;
 /* Allocation sites (sites.bpf.c) */
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
+/* hold a target that maps a file not yet scanned, until user space probed it */
+extern const volatile __u32 hold_libs;
+/* set by user space as it stops: no new holds (lifecycle.bpf.c) */
+extern volatile __u32 holds_off;
+/* CLOCK_MONOTONIC when user space last polled the ring buffer */
+extern volatile __u64 user_alive_ns;
 
 /* Traced processes by tgid; sized from user space. */
 struct {
@@ -153,6 +159,18 @@ struct {
 	__type(value, struct memtrail_site);
 } sites SEC(".maps") __weak;
 
+/*
+ * Files mapped executable by targets, by the kernel's (s_dev, ino) of the
+ * file mapped: MEMTRAIL_LIB_*. An entry evicted or absent only costs a
+ * hold and a scan that finds nothing new.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct memtrail_lib_key);
+	__type(value, __u32);
+} lib_files SEC(".maps") __weak;
+
 static __always_inline void count_lost(__u32 why)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &why);
@@ -198,6 +216,95 @@ static __always_inline struct memtrail_target *live_target(__u32 tgid)
 	if (!t || (t->flags & (MEMTRAIL_TARGET_EXITED | MEMTRAIL_TARGET_AWAIT_EXEC)))
 		return NULL;
 	return t;
+}
+
+#define MT_SIGSTOP 19
+#define MT_HOLD_FRESH_NS 1000000000ULL
+
+/*
+ * A job of an interactive shell: its own process group and a controlling
+ * terminal. Its shell waits with WUNTRACED and would take a stop as the
+ * user's Ctrl-Z (and take the terminal back), so such a process is not held.
+ */
+static __always_inline bool terminal_job(struct task_struct *task)
+{
+	struct signal_struct *sig = BPF_CORE_READ(task, signal);
+
+	if (!BPF_CORE_READ(sig, tty))
+		return false;
+	return BPF_CORE_READ(sig, pids[PIDTYPE_PGID]) !=
+	       BPF_CORE_READ(task, real_parent, signal, pids[PIDTYPE_PGID]);
+}
+
+/*
+ * Where the code of files mapped since the last scan is about to run (the
+ * dynamic linker's hook, an exec): the thread is stopped (SIGSTOP, at its
+ * return to user mode) and user space told; it probes the new files and
+ * sends SIGCONT, so that no call into them runs unprobed. Without a record
+ * in the ring buffer user space would never learn of the stop: no hold then.
+ */
+static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
+{
+	struct memtrail_event_libs *e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIBS, tgid);
+	struct task_struct *task = mt_current_task();
+	/*
+	 * Not when user space has not polled for a second (stopped, or busy
+	 * elsewhere: the process would wait for it), nor memtrail's own helpers
+	 * where every process is traced (memtrail may be waiting for them).
+	 */
+	bool hold = hold_libs && t->lib_hold && !holds_off &&
+		    bpf_ktime_get_ns() - user_alive_ns < MT_HOLD_FRESH_NS &&
+		    !(t->flags & MEMTRAIL_TARGET_OURS);
+
+	if (!e)
+		return;
+	e->held = 0;
+	e->pad = 0;
+	if (hold) {
+		t->lib_hold = 0;
+		if (!terminal_job(task))
+			e->held = !bpf_send_signal_thread(MT_SIGSTOP);
+	}
+	bpf_ringbuf_submit(e, e->held ? BPF_RB_FORCE_WAKEUP : 0);
+}
+
+#define MT_PROT_EXEC 0x4
+
+/*
+ * A file mapped executable by a target (the dynamic linker mapping a
+ * library, exec mapping a program and its interpreter): unless scanned
+ * already, the target is held at its next lib_event(). The first mapper of a
+ * file tells user space its key, to be marked scanned after that scan.
+ */
+static __always_inline void lib_mapped(struct file *file, unsigned long prot)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 pending = MEMTRAIL_LIB_PENDING, *state;
+	struct memtrail_event_lib_new *e;
+	struct memtrail_lib_key key;
+	struct memtrail_target *t;
+	struct inode *inode;
+
+	if (!hold_libs || !file || !(prot & MT_PROT_EXEC))
+		return;
+	/* a command memtrail started is held at its exec too */
+	t = bpf_map_lookup_elem(&targets, &tgid);
+	if (!t || (t->flags & MEMTRAIL_TARGET_EXITED))
+		return;
+	inode = BPF_CORE_READ(file, f_inode);
+	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	key.ino = BPF_CORE_READ(inode, i_ino);
+	state = bpf_map_lookup_elem(&lib_files, &key);
+	if (state && *state == MEMTRAIL_LIB_SCANNED)
+		return;
+	if (!state && !bpf_map_update_elem(&lib_files, &key, &pending, BPF_NOEXIST)) {
+		e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIB_NEW, tgid);
+		if (e) {
+			e->key = key;
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+	t->lib_hold = 1;
 }
 
 static const struct memtrail_cell zero_cell;

@@ -100,6 +100,37 @@ int BPF_PROG(mt_mapped_sys, struct pt_regs *regs, long ret)
 	return 0;
 }
 
+/*
+ * Files mapped executable, where neither the BPF LSM nor fentry can see
+ * security_mmap_file: each mmap system call as it returns (this program runs
+ * at the end of every system call). Exec maps its files inside the kernel:
+ * mt_exec looks at the program's file itself.
+ */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(mt_lib_map_sys, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = mt_current_task();
+	unsigned long prot, fd;
+	struct fdtable *fdt;
+	struct file **fds;
+	struct file *file = NULL;
+
+	if (MT_SYSCALL_NR(regs) != MT_NR_MMAP || (ret < 0 && ret > -4096))
+		return 0;
+	prot = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	fd = PT_REGS_PARM5_CORE_SYSCALL(regs);
+	if (!(prot & MT_PROT_EXEC) || (int)fd < 0)
+		return 0;
+	fdt = BPF_CORE_READ(task, files, fdt);
+	if ((unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[(unsigned int)fd]) || !file)
+		return 0;
+	lib_mapped(file, prot);
+	return 0;
+}
+
 SEC("tp_btf/rss_stat")
 int BPF_PROG(mt_rss_stat, struct mm_struct *mm, int member)
 {

@@ -100,6 +100,8 @@ struct memtrail_cell {
 #define MEMTRAIL_TARGET_EXITED	(1U << 0)
 /* a command memtrail started: accounting begins at its exec */
 #define MEMTRAIL_TARGET_AWAIT_EXEC	(1U << 1)
+/* memtrail's own helper (ldconfig, ld.so --list) or its child, traced with every process: never held */
+#define MEMTRAIL_TARGET_OURS		(1U << 2)
 
 /* device_flags of a target: what its accelerator runtime has done so far */
 #define MEMTRAIL_DEV_INIT	(1U << 0)	/* called into a runtime */
@@ -125,6 +127,8 @@ struct memtrail_target {
 	__u32 auto_seq;		/* and its sequence number */
 	__u32 dev_epoch;	/* device OOMs so far: allocations are dated by it */
 	__u32 dev_used;		/* it made device allocations: its exec gives them back */
+	__u32 lib_hold;		/* mapped a file not yet scanned: hold it before that code runs */
+	__u32 pad;
 };
 
 /*
@@ -154,6 +158,7 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_LIBS,	/* a target's dynamic linker changed its libraries */
 	MEMTRAIL_EV_HEAP_BUDGET,/* a target's heap probes spent this cycle's budget */
 	MEMTRAIL_EV_DEVICE_TOTAL,/* a runtime told a target a device's memory size */
+	MEMTRAIL_EV_LIB_NEW,	/* a target mapped executable a file not seen before */
 };
 
 enum memtrail_target_reason {
@@ -166,6 +171,33 @@ struct memtrail_event_hdr {
 	__u32 type;	/* enum memtrail_event_type, first in every record */
 	__u32 tgid;
 	__u64 ts_ns;	/* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+};
+
+/*
+ * MEMTRAIL_EV_LIBS. HELD: the thread that sent it was stopped (SIGSTOP)
+ * before running code from a file mapped since the last scan: user space
+ * scans the process, probes what is new, and sends SIGCONT.
+ */
+struct memtrail_event_libs {
+	struct memtrail_event_hdr hdr;
+	__u32 held;
+	__u32 pad;
+};
+
+/* A file by the kernel's (super_block s_dev, i_ino) of the file mapped. */
+struct memtrail_lib_key {
+	__u64 dev;
+	__u64 ino;
+};
+
+/* lib_files: a key absent or PENDING holds the process that maps it */
+#define MEMTRAIL_LIB_PENDING 1	/* mapped; its scan has not finished */
+#define MEMTRAIL_LIB_SCANNED 2	/* scanned, and probed where it has something to probe */
+
+/* MEMTRAIL_EV_LIB_NEW: the key user space marks SCANNED after the scan of hdr.tgid */
+struct memtrail_event_lib_new {
+	struct memtrail_event_hdr hdr;
+	struct memtrail_lib_key key;
 };
 
 struct memtrail_event_target {
@@ -246,7 +278,7 @@ enum memtrail_dev_op {
 	MEMTRAIL_OP_INIT = 1,	/* entry: first call into the runtime */
 	MEMTRAIL_OP_ALLOC,	/* (T **out, size_t size, ...): *out at return */
 	MEMTRAIL_OP_ALLOC_PITCH,/* (T **out, size_t *pitch, width, height, ...) */
-	MEMTRAIL_OP_FREE,	/* entry: (T *ptr, ...) */
+	MEMTRAIL_OP_FREE,	/* entry: (T *ptr, ...); return: a failure is reported */
 	MEMTRAIL_OP_VMM_CREATE,	/* cuMemCreate(handle *out, size, prop *, flags) */
 	MEMTRAIL_OP_VMM_RELEASE,/* entry: cuMemRelease(handle) */
 	MEMTRAIL_OP_VMM_MAP,	/* cuMemMap(va, size, offset, handle, flags) */

@@ -49,10 +49,10 @@ static const struct dev_spec specs[] = {
 	{ "cuMemAllocAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
 	{ "cuMemAllocFromPoolAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
 	{ "cuMemAllocFromPoolAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cuMemFree_v2", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
-	{ "cuMemFreeAsync", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
-	{ "cuMemFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
-	{ "cuMemFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cuMemFree_v2", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
+	{ "cuMemFreeAsync", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
+	{ "cuMemFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
+	{ "cuMemFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
 	{ "cuMemCreate", MEMTRAIL_OP_VMM_CREATE, DEV, CUDA, 0, true, false },
 	{ "cuMemRelease", MEMTRAIL_OP_VMM_RELEASE, 0, CUDA, 0, false, false },
 	{ "cuMemMap", MEMTRAIL_OP_VMM_MAP, 0, CUDA, 3, true, false },
@@ -88,10 +88,10 @@ static const struct dev_spec specs[] = {
 	{ "cudaMallocFromPoolAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
 	{ "cudaMallocFromPoolAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
 	{ "cudaMallocPitch", MEMTRAIL_OP_ALLOC_PITCH, DEV, CUDA, 3, true, false },
-	{ "cudaFree", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
-	{ "cudaFreeAsync", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
-	{ "cudaFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
-	{ "cudaFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, false, false },
+	{ "cudaFree", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
+	{ "cudaFreeAsync", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
+	{ "cudaFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
+	{ "cudaFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
 	{ "cudaSetDevice", MEMTRAIL_OP_SET_DEVICE, 0, CUDA, 0, false, false },
 	{ "cudaMemGetInfo", MEMTRAIL_OP_MEM_INFO, DEV, CUDA, 0, true, false },
 	{ "cudaLaunchKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
@@ -703,14 +703,16 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
 	if (!f) {
-		cached = site_from_cache(d, pid, addr);	/* it exited already */
-		cached = cached ? cached : site_from_file(d, ff);
-		return cached ? cached : json_sprintf("0x%" PRIx64, addr);
+		/* it exited already: the code it mapped at the last scan, or as the kernel named it */
+		cached = site_from_cache(d, pid, addr);
+		return cached ? cached : site_from_file(d, ff);
 	}
 	while (fgets(line, sizeof(line), f)) {
 		if (!proc__parse_map(line, &m) || addr < m.start || addr >= m.end)
 			continue;
 		fclose(f);
+		if (!m.exec)
+			return NULL;	/* data, not code: a frame pointer walk gone astray */
 		if (!m.path)
 			return json_sprintf("[anon] 0x%" PRIx64, addr);
 		off = addr - m.start + m.pgoff;
@@ -722,9 +724,9 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 		return json_string(text);
 	}
 	fclose(f);
+	/* in no mapping now: unmapped since (a library closed), or never code */
 	cached = site_from_cache(d, pid, addr);
-	cached = cached ? cached : site_from_file(d, ff);
-	return cached ? cached : json_sprintf("0x%" PRIx64, addr);
+	return cached ? cached : site_from_file(d, ff);
 }
 
 void devices__destroy(struct devices *d)

@@ -51,7 +51,8 @@ const char *devices__runtime_name(uint32_t runtime);
 /*
  * A user address of PID as "function+0xoff (file)", "file+0xoff" or
  * "[anon] 0x...": from its maps, or those of its last scan once it exited,
- * or else from FF (may be NULL), the file the kernel had mapped there.
+ * or else from FF (may be NULL), the file the kernel had mapped there. NULL
+ * when it lies in no executable mapping found so: not a frame to show.
  */
 json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 		      const struct memtrail_frame_file *ff);

@@ -47,6 +47,7 @@ static const char *const names[FEAT_MAX] = {
 	[FEAT_DEVICE] = "device",
 	[FEAT_DEVICE_MULTI] = "device_multi",
 	[FEAT_DEVICE_SITES] = "device_sites",
+	[FEAT_LIB_HOLD] = "lib_hold",
 };
 
 const char *features__state_name(enum feature_state s)
@@ -201,6 +202,49 @@ static bool probe_uprobe_multi(void)
 	return fd == -EBADF;
 }
 
+/*
+ * Whether a program of TYPE and ATTACH (fentry, LSM) on BTF function ID loads
+ * and attaches: fentry needs the kernel's function tracer, and a sandbox may
+ * refuse either.
+ */
+static bool probe_trampoline(enum bpf_prog_type type, enum bpf_attach_type attach, int id)
+{
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, popts, .expected_attach_type = attach,
+		    .attach_btf_id = (uint32_t)id);
+	int prog, link;
+
+	if (id < 0)
+		return false;
+	prog = bpf_prog_load(type, NULL, "GPL", insns, 2, &popts);
+	if (prog < 0)
+		return false;
+	link = bpf_raw_tracepoint_open(NULL, prog);
+	if (link >= 0)
+		close(link);
+	close(prog);
+	return link >= 0;
+}
+
+/* Whether the BPF LSM is among the kernel's active security modules (attached but inactive, it never runs). */
+static bool bpf_lsm_active(void)
+{
+	char list[512], *tok, *save;
+	FILE *f = fopen("/sys/kernel/security/lsm", "re");
+	bool found = false;
+
+	if (!f)
+		return false;
+	if (fgets(list, sizeof(list), f))
+		for (tok = strtok_r(list, ",\n", &save); tok && !found; tok = strtok_r(NULL, ",\n", &save))
+			found = !strcmp(tok, "bpf");
+	fclose(f);
+	return found;
+}
+
 static void decide(struct kernel_features *kf)
 {
 	const char *r = kf->release;
@@ -309,6 +353,21 @@ static void decide(struct kernel_features *kf)
 		set(kf, FEAT_DEVICE_SITES, FEATURE_DEGRADED,
 		    "no bpf_find_vma (Linux 5.17; kernel %s): sites symbolized while the process lives",
 		    r);
+	/* MEMTRAIL_NO_HOLD=1: never stop a process */
+	if (kf->mmap_hook && getenv("MEMTRAIL_NO_HOLD"))
+		set(kf, FEAT_LIB_HOLD, FEATURE_DEGRADED,
+		    "MEMTRAIL_NO_HOLD is set: a library first mapped after start is probed as "
+		    "memtrail learns of it; its first calls can be missed");
+	else if (kf->mmap_hook)
+		set(kf, FEAT_LIB_HOLD, FEATURE_YES,
+		    "a process mapping a file not yet probed is stopped until its probes are live "
+		    "(%s)", kf->mmap_hook == MMAP_HOOK_LSM ? "BPF LSM mmap_file" :
+		    kf->mmap_hook == MMAP_HOOK_FENTRY ? "fentry security_mmap_file" :
+		    "mmap seen at every system call's exit: no BPF LSM or fentry here");
+	else
+		set(kf, FEAT_LIB_HOLD, FEATURE_DEGRADED,
+		    "no hook sees files mapped (kernel %s): a library first mapped after start is "
+		    "probed as memtrail learns of it; its first calls can be missed", r);
 }
 
 int features__probe(struct kernel_features *kf)
@@ -340,6 +399,16 @@ int features__probe(struct kernel_features *kf)
 	kf->mark_victim_args = tp_args(btf, "mark_victim");
 	kf->prctl_tp = tp_args(btf, "task_prctl_unknown") >= 2;
 	kf->rss_percpu = member_kind(btf, "mm_struct", "rss_stat") == BTF_KIND_ARRAY;
+	/* where files are seen mapped: the cheapest of the hooks that work here */
+	if (bpf_lsm_active() &&
+	    probe_trampoline(BPF_PROG_TYPE_LSM, BPF_LSM_MAC,
+			     btf__find_by_name_kind(btf, "bpf_lsm_mmap_file", BTF_KIND_FUNC)))
+		kf->mmap_hook = MMAP_HOOK_LSM;
+	else if (probe_trampoline(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY,
+				  btf__find_by_name_kind(btf, "security_mmap_file", BTF_KIND_FUNC)))
+		kf->mmap_hook = MMAP_HOOK_FENTRY;
+	else if (tp_args(btf, "sys_exit") == 2)
+		kf->mmap_hook = MMAP_HOOK_SYSCALL;
 	btf__free(btf);
 
 	kf->atomics = probe_atomics();

@@ -33,6 +33,7 @@ enum feature_id {
 	FEAT_DEVICE,		/* device runtimes (task storage, bpf_cookie) */
 	FEAT_DEVICE_MULTI,	/* device probes as uprobe_multi links */
 	FEAT_DEVICE_SITES,	/* device call sites after exit (bpf_find_vma, 5.17) */
+	FEAT_LIB_HOLD,		/* a library's first mapper held until it is probed */
 	FEAT_MAX,
 };
 
@@ -62,6 +63,7 @@ struct kernel_features {
 	bool task_storage;
 	bool syscall_prog;
 	bool uprobe_multi;
+	enum { MMAP_HOOK_NONE, MMAP_HOOK_LSM, MMAP_HOOK_FENTRY, MMAP_HOOK_SYSCALL } mmap_hook;
 	struct feature f[FEAT_MAX];
 };
 

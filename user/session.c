@@ -540,22 +540,31 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 	bool oom = devices__is_oom(e->runtime, e->rc);
 	char buf[32], size[32];
 	json_t *ev, *site;
+	bool truncated;
 	uint32_t i;
 
 	if (!tt)
 		return;
 	err = devices__error_name(e->runtime, fn, e->rc);
 	phase = session__phase_name(tt, e->phase, buf, sizeof(buf));
+	/* frames up to the first that is not code: the stack cannot be unwound past it */
 	site = json_array();
-	for (i = 0; i < e->n_frames && i < MEMTRAIL_STACK_DEPTH; i++)
-		json_array_append_new(site, devices__site(s->devices, tt->pid, e->frames[i],
-							  i < MEMTRAIL_FRAME_FILES ? &e->files[i] : NULL));
-	ev = json_pack("{s:I, s:s, s:i, s:s, s:s, s:s, s:i, s:s?, s:s, s:o, s:I, s:s, s:o}",
+	for (i = 0; i < e->n_frames && i < MEMTRAIL_STACK_DEPTH; i++) {
+		json_t *frame = devices__site(s->devices, tt->pid, e->frames[i],
+					      i < MEMTRAIL_FRAME_FILES ? &e->files[i] : NULL);
+
+		if (!frame)
+			break;
+		json_array_append_new(site, frame);
+	}
+	truncated = i < e->n_frames;
+	ev = json_pack("{s:I, s:s, s:i, s:s, s:s, s:s, s:i, s:s?, s:s, s:o, s:I, s:s, s:o, s:b}",
 		       "t_ms", (json_int_t)t_ms, "type", oom ? "device_oom" : "device_error",
 		       "pid", tt->pid, "comm", tt->comm, "function", fn,
 		       "runtime", devices__runtime_name(e->runtime), "code", e->rc, "error", err,
 		       "kind", kind__name(e->kind), "device", device_or_null(e->device),
-		       "size", (json_int_t)e->size, "phase", phase, "site", site);
+		       "size", (json_int_t)e->size, "phase", phase, "site", site,
+		       "site_truncated", truncated);
 	if (!ev) {
 		s->err = -ENOMEM;
 		return;
@@ -595,13 +604,19 @@ static void on_device_total(struct session *s, const struct memtrail_event_devic
 	trail__set_device_limit(tt, e->kind, e->device, e->bytes);
 }
 
-static void on_libs(struct session *s, const struct memtrail_event_hdr *e)
+/*
+ * The dynamic linker changed a target's libraries. Held (stopped before code
+ * from a new file runs): probed now, and the tracer lets it go after this.
+ */
+static void on_libs(struct session *s, const struct memtrail_event_libs *e, bool held)
 {
-	if (!session__live(s, e->tgid))
+	if (!session__live(s, e->hdr.tgid))
 		return;
-	if (s->devices)
-		devices__schedule(s->devices, e->tgid, session__now_ms(s), 0);
-	rescan(s, e->tgid);
+	if (s->devices && held)
+		devices__scan(s->devices, e->hdr.tgid);
+	else if (s->devices)
+		devices__schedule(s->devices, e->hdr.tgid, session__now_ms(s), 0);
+	rescan(s, e->hdr.tgid);
 }
 
 int session__open_sites(struct session *s, const struct heap_config *heap)
@@ -732,7 +747,8 @@ int session__on_event(void *ctx, const void *data, size_t size)
 			on_device_fail(s, data);
 		break;
 	case MEMTRAIL_EV_LIBS:
-		on_libs(s, data);
+		on_libs(s, data, size >= sizeof(struct memtrail_event_libs) &&
+			((const struct memtrail_event_libs *)data)->held);
 		break;
 	case MEMTRAIL_EV_DEVICE_TOTAL:
 		if (size >= sizeof(struct memtrail_event_device_total))

@@ -38,6 +38,7 @@ struct stack {
 	int32_t id;
 	struct frame *frames;
 	uint32_t n;
+	bool truncated;	/* cut at a frame that is no code, or no return address */
 };
 
 struct site {
@@ -273,6 +274,18 @@ static bool after_call(const struct module *m, uint64_t off)
 #endif
 }
 
+/* Whether OFF of M can be a return address: just after a call (true when M cannot be read). */
+static bool return_address_ok(const struct module *m, uint64_t off)
+{
+	GElf_Addr bias;
+	size_t size = 0;
+	Elf *e = m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
+
+	if (!e || !elf_rawfile(e, &size) || off > size)
+		return true;
+	return after_call(m, off);
+}
+
 static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
 {
 	uint64_t ips[MEMTRAIL_SITE_DEPTH];
@@ -299,6 +312,21 @@ static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
 	st->n = n;
 	for (i = 0; i < n; i++)
 		frame_resolve(pm, ips[i], &st->frames[i]);
+	/*
+	 * A walk by frame pointers through code built without them reads
+	 * whatever the register held: no frame is shown past one that is in no
+	 * executable mapping, or (a caller's frame) not just after a call.
+	 */
+	for (i = 0; pm && pm->n && i < n; i++) {
+		const struct frame *fr = &st->frames[i];
+
+		if (fr->module == -2 || (i > 0 && fr->module >= 0 &&
+					 !return_address_ok(&s->modules[fr->module], fr->offset))) {
+			st->n = i;
+			st->truncated = true;
+			break;
+		}
+	}
 	if (!tsearch(st, &s->stack_index, stack_cmp)) {
 		free(st->frames);
 		free(st);
@@ -499,7 +527,7 @@ static json_t *frames_json(struct sites *s, uint32_t pid, const struct site *e)
 	json_t *a = json_array();
 	uint32_t i;
 
-	if (!st) {
+	if (!st || !st->n) {
 		json_array_append_new(a, json_pack("{s:s}", "function",
 						   k->stack >= 0 ? "[unknown]" : "[no stack]"));
 		return a;
@@ -542,6 +570,7 @@ json_t *sites__json(struct sites *s, const struct trail_target *tt)
 
 	for (i = 0; i < s->n_list; i++) {
 		const struct site *e = s->list[i];
+		const struct stack *st;
 		json_t *o;
 
 		if (e->key.tgid != tt->pid || !e->v.alloc_bytes)
@@ -573,6 +602,9 @@ json_t *sites__json(struct sites *s, const struct trail_target *tt)
 					      MEMTRAIL_OBJ_ONE : 0.0));
 		json_object_set_new(o, "samples", json_integer(e->v.samples));
 		json_object_set_new(o, "frames", frames_json(s, tt->pid, e));
+		st = e->key.stack >= 0 ? stack_find(s, tt->pid, e->key.stack) : NULL;
+		if (st && st->truncated)
+			json_object_set_new(o, "frames_truncated", json_true());
 		rows[n++] = o;
 	}
 	if (!n) {

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
@@ -30,6 +32,14 @@ struct tracer {
 	struct bpf_link *rule_links[MEMTRAIL_RULES_MAX];
 	bool no_multi;		/* the kernel has no uprobe_multi links (before Linux 6.6) */
 	bool compat;		/* the object for kernels without BPF atomic fetch operations */
+	bool hold;		/* processes mapping unscanned files are held (lib_event) */
+	/* files first mapped by a process, marked scanned once that process was */
+	struct lib_new {
+		uint32_t pid;
+		struct memtrail_lib_key key;
+	} *lib_new;
+	size_t n_lib_new, cap_lib_new;
+	uint64_t holds, hold_ns, hold_max_ns;	/* processes held, and how long */
 	struct kernel_features kf;
 };
 
@@ -42,11 +52,68 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 	return 0;
 }
 
+/*
+ * PID was scanned (DONE) or is gone: the files it was first to map are
+ * scanned, or (gone before its scan) left for the next process that maps them.
+ */
+static void lib_new_settle(struct tracer *t, uint32_t pid, bool done)
+{
+	uint32_t scanned = MEMTRAIL_LIB_SCANNED;
+	int fd = bpf_map__fd(t->skel->maps.lib_files);
+	size_t i;
+
+	for (i = 0; i < t->n_lib_new;) {
+		if (t->lib_new[i].pid != pid) {
+			i++;
+			continue;
+		}
+		if (done)
+			bpf_map_update_elem(fd, &t->lib_new[i].key, &scanned, BPF_ANY);
+		else
+			bpf_map_delete_elem(fd, &t->lib_new[i].key);
+		t->lib_new[i] = t->lib_new[--t->n_lib_new];
+	}
+}
+
+/*
+ * Every event goes to the session; a held process is let go after the
+ * session scanned it, whatever became of that scan, and once the session is
+ * gone (tracer__stop_holds) without one.
+ */
 static int on_ringbuf(void *ctx, void *data, size_t size)
 {
+	const struct memtrail_event_hdr *h = data;
+	const struct memtrail_event_lib_new *ln = data;
+	const struct memtrail_event_libs *libs = data;
 	struct tracer *t = ctx;
+	int err = 0;
 
-	return t->fn(t->ctx, data, size);
+	if (size >= sizeof(*ln) && h->type == MEMTRAIL_EV_LIB_NEW) {
+		if (!array__grow((void **)&t->lib_new, &t->cap_lib_new, t->n_lib_new + 1,
+				 sizeof(*t->lib_new)))
+			t->lib_new[t->n_lib_new++] = (struct lib_new){ h->tgid, ln->key };
+		return 0;
+	}
+	if (t->fn)
+		err = t->fn(t->ctx, data, size);
+	if (size >= sizeof(*libs) && h->type == MEMTRAIL_EV_LIBS && libs->held) {
+		struct timespec ts;
+		uint64_t ns;
+
+		lib_new_settle(t, h->tgid, true);
+		kill((pid_t)h->tgid, SIGCONT);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+		ns = ns > h->ts_ns ? ns - h->ts_ns : 0;
+		t->holds++;
+		t->hold_ns += ns;
+		if (ns > t->hold_max_ns)
+			t->hold_max_ns = ns;
+		log__debug("held %u for %.3f ms while probing what it mapped", h->tgid, ns / 1e6);
+	} else if (size >= sizeof(*h) && h->type == MEMTRAIL_EV_EXIT) {
+		lib_new_settle(t, h->tgid, false);
+	}
+	return err;
 }
 
 /*
@@ -185,6 +252,12 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(p, false);
 	}
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
+	/* holds serve the probes that come from scans: device runtimes and allocators */
+	t->hold = kf->f[FEAT_LIB_HOLD].state == FEATURE_YES && (device || cfg->sites.heap);
+	bpf_program__set_autoload(s->progs.mt_lib_map_lsm, t->hold && kf->mmap_hook == MMAP_HOOK_LSM);
+	bpf_program__set_autoload(s->progs.mt_lib_map, t->hold && kf->mmap_hook == MMAP_HOOK_FENTRY);
+	bpf_program__set_autoload(s->progs.mt_lib_map_sys, t->hold && kf->mmap_hook == MMAP_HOOK_SYSCALL);
+	s->rodata->hold_libs = t->hold;
 	if (kf->mmap_lock_args < 3)
 		bpf_program__set_autoload(s->progs.mt_unmapped_area, false);
 
@@ -209,6 +282,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		case FEAT_MAP_SITES:	/* on by default: 'features' and -v say it */
 		case FEAT_DEVICE_SITES:
 		case FEAT_DEVICE_MULTI:
+		case FEAT_LIB_HOLD:
 			asked = false;	/* said where used */
 			break;
 		}
@@ -477,7 +551,14 @@ int tracer__scan(struct tracer *t)
 
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
-	int n = ring_buffer__poll(t->rb, timeout_ms);
+	struct timespec ts;
+	int n;
+
+	/* alive: processes may be held for it (lib_event) */
+	if (t->hold && !clock_gettime(CLOCK_MONOTONIC, &ts))
+		t->skel->bss->user_alive_ns = (uint64_t)ts.tv_sec * 1000000000ULL +
+					      (uint64_t)ts.tv_nsec;
+	n = ring_buffer__poll(t->rb, timeout_ms);
 
 	if (n == -EINTR)
 		return 0;
@@ -945,13 +1026,37 @@ const struct kernel_features *tracer__features(const struct tracer *t)
 	return &t->kf;
 }
 
+uint64_t tracer__holds(const struct tracer *t, uint64_t *total_ns, uint64_t *max_ns)
+{
+	*total_ns = t->hold_ns;
+	*max_ns = t->hold_max_ns;
+	return t->holds;
+}
+
+void tracer__stop_holds(struct tracer *t)
+{
+	if (!t || !t->hold)
+		return;
+	t->skel->bss->holds_off = 1;
+	if (t->rb)
+		ring_buffer__consume(t->rb);
+}
+
 void tracer__destroy(struct tracer *t)
 {
 	int i;
 
 	if (!t)
 		return;
+	if (t->hold && t->rb) {
+		/* no program left to hold anyone: let go those whose events are still unread */
+		t->skel->bss->holds_off = 1;
+		memtrail_bpf__detach(t->skel);
+		t->fn = NULL;
+		ring_buffer__consume(t->rb);
+	}
 	ring_buffer__free(t->rb);
+	free(t->lib_new);
 	for (i = 0; i < MEMTRAIL_RULES_MAX; i++)
 		bpf_link__destroy(t->rule_links[i]);
 	memtrail_bpf__destroy(t->skel);

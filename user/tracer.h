@@ -144,6 +144,13 @@ int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH
 /* Drop what the kernel keeps of TGID's sites, live allocations and mappings. */
 void tracer__sites_forget(struct tracer *t, uint32_t tgid);
 /* Detach and free everything; NULL is fine. */
+/*
+ * No process is held from now on; those held whose events are unread are let
+ * go. Call as tracing ends, before anything slow (the trail's write).
+ */
+void tracer__stop_holds(struct tracer *t);
+/* Processes held so far until their new libraries were probed; the time they spent held. */
+uint64_t tracer__holds(const struct tracer *t, uint64_t *total_ns, uint64_t *max_ns);
 void tracer__destroy(struct tracer *t);
 
 #endif

@@ -1007,6 +1007,7 @@ int cmd_watch(int argc, char **argv)
 		  o.n_cgroups ? "the given cgroups" : "all processes", w.s.live, o.dir);
 	statusline__start(true);
 	watch_loop(&w);
+	tracer__stop_holds(w.s.tracer);
 	statusline__stop();
 	if (w.n_pend)
 		flush_pending(&w);

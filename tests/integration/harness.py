@@ -114,6 +114,17 @@ def no_programs_left():
     raise TestFailure(f"BPF programs left behind: {left}")
 
 
+def wait_stopped(pid, timeout=10):
+    """Until process PID is stopped (state T), as a SIGSTOP leaves it."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] in "Tt":
+                return
+        time.sleep(0.01)
+    raise TestFailure(f"process {pid} did not stop")
+
+
 class Background:
     """memtrail running in the background until it prints 'tracing'."""
 

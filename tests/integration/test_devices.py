@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from harness import (MEMTRAIL, ROOT, Background, MiB, check, check_eq, load_trail, no_programs_left,
+from harness import (MEMTRAIL, ROOT, Background, wait_stopped, MiB, check, check_eq, load_trail, no_programs_left,
                      record, run, target, tmpdir, workload)
 
 STANDINS = os.path.join(ROOT, "build", "standins")
@@ -202,6 +202,10 @@ def test_call_site_after_exit():
         check(seen, "memtrail never said it probed libnrt.so.1")
         bg.proc.send_signal(signal.SIGSTOP)
         try:
+            # a memtrail that has not polled for a second holds no process
+            # (README, "Libraries loaded later"): the runs are not held for it
+            wait_stopped(bg.proc.pid)
+            time.sleep(1.2)
             runs = [subprocess.run([path], capture_output=True, text=True, timeout=60)
                     for path in (workload("nrt_phases"), copy)]
             for r in runs:
