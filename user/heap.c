@@ -16,6 +16,7 @@
 #include "elfsym.h"
 #include "heap.h"
 #include "log.h"
+#include "reaper.h"
 #include "proc.h"
 
 #define TICK_MS 100		/* the budget's books are kept this often */
@@ -297,32 +298,15 @@ static struct heap_proc *proc_get(struct heap *h, uint32_t pid, bool create)
 	return p;
 }
 
-static void *close_fd(void *fd)
-{
-	close((int)(intptr_t)fd);
-	return NULL;
-}
-
 /*
  * Closing a link removes its breakpoints one probe at a time, then waits
  * out a grace period; the target traps until the last breakpoint is gone.
- * Both links go at once, so their removals overlap.
+ * The reaper's threads close both at once, and the event loop goes on.
  */
 static void link_detach(struct heap_link *l)
 {
-	pthread_t thread;
-	bool joined = false;
-
-	if (l->fd_entry >= 0 && l->fd_ret >= 0 &&
-	    !pthread_create(&thread, NULL, close_fd, (void *)(intptr_t)l->fd_ret)) {
-		close(l->fd_entry);
-		pthread_join(thread, NULL);
-		joined = true;
-	}
-	if (!joined && l->fd_entry >= 0)
-		close(l->fd_entry);
-	if (!joined && l->fd_ret >= 0)
-		close(l->fd_ret);
+	reaper__close(l->fd_entry);
+	reaper__close(l->fd_ret);
 	l->fd_entry = l->fd_ret = -1;
 	tracer__detach_device_set(&l->set);
 }

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "sanitize.h"
@@ -32,15 +33,24 @@ void log__set_before(void (*fn)(void))
  */
 static void vlog(const char *level, const char *fmt, va_list ap)
 {
-	char *msg = NULL;
+	char *msg = NULL, *safe = NULL;
 
 	if (before)
 		before();
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
-	fprintf(stderr, "memtrail: %s", level);
-	sanitize__fputs(msg ? msg : "(out of memory)", stderr);
-	fputc('\n', stderr);
+	if (msg)
+		safe = malloc(SANITIZE_LEN(strlen(msg)));
+	if (safe) {
+		/* one write: stderr is unbuffered, and lines of processes logging at once stay whole */
+		fprintf(stderr, "memtrail: %s%s\n", level,
+			sanitize__str(safe, SANITIZE_LEN(strlen(msg)), msg));
+	} else {
+		fprintf(stderr, "memtrail: %s", level);
+		sanitize__fputs(msg ? msg : "(out of memory)", stderr);
+		fputc('\n', stderr);
+	}
+	free(safe);
 	free(msg);
 }
 

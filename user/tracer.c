@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 
 #include "log.h"
+#include "reaper.h"
 #include "array.h"
 #include "tracer.h"
 #include "kfeatures.h"
@@ -753,12 +754,11 @@ void tracer__detach_device_set(struct tracer_probe_set *set)
 	int d;
 
 	for (d = 0; d < 2; d++) {
-		if (set->fd[d] >= 0)
-			close(set->fd[d]);
+		reaper__close(set->fd[d]);
 		set->fd[d] = -1;
 	}
 	for (i = 0; i < set->n_links; i++)
-		bpf_link__destroy(set->links[i]);
+		reaper__destroy_link(set->links[i]);
 	free(set->links);
 	set->links = NULL;
 	set->n_links = 0;
@@ -1048,6 +1048,7 @@ void tracer__destroy(struct tracer *t)
 
 	if (!t)
 		return;
+	reaper__drain();	/* links handed over (a file's probes) are gone first */
 	if (t->hold && t->rb) {
 		/* no program left to hold anyone: let go those whose events are still unread */
 		t->skel->bss->holds_off = 1;

@@ -6,6 +6,7 @@ statically, a container-like root and a library opened late."""
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -422,3 +423,70 @@ def test_watch_device_oom_snapshot():
              ["kinds"]["cuda_device"]["allocations"], "model_load device allocations")
     check(t["kinds"]["rss_anon"]["peak"] > 0, "host memory beside device memory")
     no_programs_left()
+
+
+VENDOR = os.path.join(ROOT, "build", "vendor", "manifest.json")
+
+
+def vendor():
+    """NVIDIA's real libraries from Debian (tests/vendor.py, run by make test)."""
+    check(os.path.exists(VENDOR), f"{VENDOR} is missing: python3 tests/vendor.py fetches "
+          "Debian's libcuda1 and libcudart (make test runs it)")
+    with open(VENDOR) as f:
+        return json.load(f)
+
+
+def check_immediate_runs(lib, runs):
+    """RUNS programs under one record, each dlopen()ing a fresh copy of the real
+    runtime LIB (a file memtrail has never seen) and calling it at once: every
+    failed call is in the trail with its code, in phase runtime_init, its
+    site in main and no frame outside the code the program mapped."""
+    v = vendor()
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    script = (f'i=0; while [ $i -lt {runs} ]; do i=$((i+1)); lib="{d}/libcudart-$i.so"; '
+              f'cp "{lib}" "$lib" && "{workload("cudart_now")}" "$lib"; rm -f "$lib"; done')
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(v["libcuda"]))
+    p = run([MEMTRAIL, "record", "-q", "-o", out, "--", "sh", "-c", script], env=env,
+            timeout=60 + runs)
+    check_eq(p.returncode, 0, f"status (stderr {p.stderr[-2000:]!r})")
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    check_eq(len(lines), runs, "programs that ran")
+    trail = load_trail(out)
+    by_pid = {}
+    for e in trail["events"]:
+        if e["type"] in ("device_error", "device_oom"):
+            by_pid.setdefault(e["pid"], []).append(e)
+    missed = []
+    for data in lines:
+        got = [(e["function"], e["code"], e["error"], e["size"], e["phase"])
+               for e in by_pid.get(data["pid"], [])]
+        want = [(c["function"], c["rc"], c["error"], c["size"], "runtime_init")
+                for c in data["calls"] if c["rc"] != 0]
+        check(want, f"the runtime failed nothing without a GPU: {data}")
+        if got != want:
+            missed.append((data["pid"], want, got))
+            continue
+        for e in by_pid[data["pid"]]:
+            check(e["site"] and e["site"][0].startswith("main+0x") and
+                  e["site"][0].endswith(f'({workload("cudart_now")})'),
+                  f"the call site is main: {e['site']}")
+            for frame in e["site"]:
+                m = re.search(r"\((/[^)]*)\)$", frame) or re.match(r"(/\S+)\+0x", frame)
+                check(m and m.group(1) in data["code"],
+                      f"frame {frame!r} names code the program mapped ({data['code']})")
+    check(not missed, f"{len(missed)} of {runs} programs not recorded exactly; the first: "
+          f"{missed[:1]}")
+    no_programs_left()
+
+
+def test_real_cudart11_called_at_once_1000_runs():
+    """Debian's libcudart.so.11.0 and libcuda.so.1 (535), each program a new
+    copy of the runtime called the instant dlopen returns, 1,000 times: not
+    one call missed (the process is held until the new file is probed)."""
+    check_immediate_runs(vendor()["cudart"]["11"], 1000)
+
+
+def test_real_cudart12_called_at_once():
+    """The same with the newest runtime Debian ships (libcudart.so.12)."""
+    check_immediate_runs(vendor()["cudart"]["12"], 200)

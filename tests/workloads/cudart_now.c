@@ -7,7 +7,8 @@
  * On a machine without a GPU each fails (the runtime dlopen()s the driver,
  * libcuda.so.1, and calls cuInit first): their return codes are the ground
  * truth a tracer must report. Prints
- *   {"pid", "calls": [{"function", "size", "rc", "error"}, ...]}
+ *   {"pid", "calls": [{"function", "size", "rc", "error"}, ...], "code": [PATH, ...]}
+ * where "code" are the files it has mapped executable at the end.
  * or exits 3 with {"skip": why} when the library cannot be opened.
  *   cudart_now [--wait] LIBCUDART
  */
@@ -45,7 +46,8 @@ int main(int argc, char **argv)
 	free_fn cuda_free;
 	name_fn error_name;
 	void *h, *p = NULL;
-	char out[2048];
+	char out[8192], line[4352], path[4096];
+	FILE *maps;
 	size_t len;
 	int i;
 
@@ -84,6 +86,19 @@ int main(int argc, char **argv)
 					"%s{\"function\": \"%s\", \"size\": %zu, \"rc\": %d, "
 					"\"error\": \"%s\"}", i ? ", " : "", calls[i].fn,
 					calls[i].size, calls[i].rc, error_name(calls[i].rc));
+	len += (size_t)snprintf(out + len, len < sizeof(out) ? sizeof(out) - len : 0,
+				"], \"code\": [");
+	maps = fopen("/proc/self/maps", "re");
+	for (i = 0; maps && fgets(line, sizeof(line), maps) && len < sizeof(out);) {
+		char perms[8];
+
+		if (sscanf(line, "%*x-%*x %7s %*x %*x:%*x %*u %4095s", perms, path) == 2 &&
+		    perms[2] == 'x' && path[0] == '/')
+			len += (size_t)snprintf(out + len, sizeof(out) - len, "%s\"%s\"",
+						i++ ? ", " : "", path);
+	}
+	if (maps)
+		fclose(maps);
 	len += (size_t)snprintf(out + len, len < sizeof(out) ? sizeof(out) - len : 0, "]}\n");
 	if (len >= sizeof(out) || write(1, out, len) != (ssize_t)len)
 		return 9;

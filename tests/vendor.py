@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Fetch NVIDIA's real CUDA libraries from Debian's non-free section for the
+tests: the driver's libcuda.so.1 (libcuda1, bookworm) and the runtimes
+libcudart.so.11.0 (libcudart11.0, bookworm) and libcudart.so.12 (libcudart12,
+trixie). Downloaded once into a cache with a private apt state (the
+machine's own apt sources are not touched), unpacked with dpkg-deb into
+build/vendor/, and named in build/vendor/manifest.json:
+  {"libcuda": PATH, "cudart": {"11": PATH, "12": PATH}, "versions": {...}}
+No GPU is needed: without one every call fails, and that is what is tested.
+
+    vendor.py [--cache DIR]
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "build", "vendor")
+CACHE = os.environ.get("MEMTRAIL_VENDOR_CACHE", "/var/cache/memtrail/nvidia")
+# (package, suite, what it holds)
+PACKAGES = [
+    ("libcuda1", "bookworm", "libcuda"),
+    ("libcudart11.0", "bookworm", "cudart 11"),
+    ("libcudart12", "trixie", "cudart 12"),
+]
+
+
+def fail(msg):
+    sys.exit(f"vendor: {msg}")
+
+
+def apt_opts(state):
+    return ["-o", f"Dir::Etc::sourcelist={state}/sources.list", "-o", "Dir::Etc::sourceparts=-",
+            "-o", f"Dir::State::Lists={state}/lists", "-o", f"Dir::Cache={state}/cache",
+            "-o", "APT::Sandbox::User=root"]
+
+
+def archive_uri():
+    """The Debian archive this machine's own apt sources name."""
+    for path in ("/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        m = re.search(r"^URIs:\s*(\S+)", text, re.M) or \
+            re.search(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+\s+main", text, re.M)
+        if m:
+            return m.group(1)
+    fail("no Debian archive found in this machine's apt sources")
+
+
+def download(cache):
+    """The .deb of each package, downloaded once into CACHE."""
+    have = {p: next((f for f in sorted(os.listdir(cache)) if f.startswith(p + "_")
+                     and f.endswith(".deb")), None) for p, _, _ in PACKAGES}
+    if all(have.values()):
+        return {p: os.path.join(cache, f) for p, f in have.items()}
+    state = os.path.join(cache, "apt")
+    for d in ("lists/partial", "cache/archives/partial"):
+        os.makedirs(os.path.join(state, d), exist_ok=True)
+    uri = archive_uri()
+    with open(os.path.join(state, "sources.list"), "w") as f:
+        for suite in sorted({s for _, s, _ in PACKAGES}):
+            f.write(f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} "
+                    f"{suite} main contrib non-free\n")
+    p = subprocess.run(["apt-get", *apt_opts(state), "update"], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"apt-get update failed: {p.stderr.strip()[-300:]}")
+    for pkg, suite, _ in PACKAGES:
+        if have[pkg]:
+            continue
+        p = subprocess.run(["apt-get", *apt_opts(state), "download", f"{pkg}/{suite}"],
+                           cwd=cache, capture_output=True, text=True)
+        if p.returncode != 0:
+            fail(f"cannot download {pkg} from {suite}: {p.stderr.strip()[-300:]}")
+    return download(cache)
+
+
+def find(tree, pattern):
+    """The one regular file under TREE whose name matches PATTERN."""
+    for d, _, files in os.walk(tree):
+        for f in sorted(files):
+            path = os.path.join(d, f)
+            if re.fullmatch(pattern, f) and os.path.isfile(path) and not os.path.islink(path):
+                return path
+    fail(f"no file {pattern} in {tree}")
+
+
+def main():
+    cache = CACHE
+    if len(sys.argv) == 3 and sys.argv[1] == "--cache":
+        cache = sys.argv[2]
+    elif len(sys.argv) != 1:
+        fail("usage: vendor.py [--cache DIR]")
+    os.makedirs(cache, exist_ok=True)
+    debs = download(cache)
+    manifest = os.path.join(OUT, "manifest.json")
+    if os.path.exists(manifest) and all(os.path.getmtime(manifest) > os.path.getmtime(d)
+                                        for d in debs.values()):
+        return
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    versions = {}
+    for pkg, deb in debs.items():
+        subprocess.run(["dpkg-deb", "-x", deb, os.path.join(OUT, pkg)], check=True)
+        versions[pkg] = subprocess.run(["dpkg-deb", "-f", deb, "Version"], check=True,
+                                       capture_output=True, text=True).stdout.strip()
+    # the driver under its soname, alone in a directory: LD_LIBRARY_PATH finds it there
+    libdir = os.path.join(OUT, "driver")
+    os.makedirs(libdir)
+    shutil.copy(find(os.path.join(OUT, "libcuda1"), r"libcuda\.so\.\d+\.\d+\.\d+"),
+                os.path.join(libdir, "libcuda.so.1"))
+    data = {
+        "libcuda": os.path.join(libdir, "libcuda.so.1"),
+        "cudart": {
+            "11": find(os.path.join(OUT, "libcudart11.0"), r"libcudart\.so\.11\.\d+\.\d+"),
+            "12": find(os.path.join(OUT, "libcudart12"), r"libcudart\.so\.12\.\d+\.\d+"),
+        },
+        "versions": versions,
+        "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    with open(manifest + ".tmp", "w") as f:
+        json.dump(data, f, indent=1)
+    os.rename(manifest + ".tmp", manifest)
+    print(f"vendor: NVIDIA libraries in {OUT}: "
+          + ", ".join(f"{p} {v}" for p, v in sorted(versions.items())))
+
+
+if __name__ == "__main__":
+    main()
