@@ -203,6 +203,10 @@ $(OUT)/workloads/static_cudart: private POSTLINK = for s in cudaMalloc cudaFree 
 deps:
 	$(Q)sh tests/deps.sh
 
+# NVIDIA's real libcuda.so.1 and libcudart from Debian non-free, for the tests
+vendor:
+	$(Q)$(PYTHON) tests/vendor.py
+
 unit: $(UNIT_TESTS)
 	$(Q)for t in $(UNIT_TESTS); do $$t || exit 1; done
 
@@ -210,7 +214,7 @@ integration: memtrail $(WORKLOADS)
 	$(Q)$(PYTHON) tests/integration/run.py
 
 test: deps
-	$(Q)$(MAKE) --no-print-directory all unit-build workloads fuzz-build
+	$(Q)$(MAKE) --no-print-directory all unit-build workloads fuzz-build vendor
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) tests/run_all.py $(UNIT_TESTS)
 
 # KERNELS="6.1 6.12": only those; the matrix also goes to build/kernel-matrix.md
@@ -256,7 +260,7 @@ clean:
 	$(call msg,CLEAN,$(OUT) memtrail)
 	$(Q)rm -rf $(OUT) memtrail
 
-.PHONY: all deps unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
+.PHONY: all deps vendor unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
 	bench-cpus demo clean
 
 -include $(USER_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(COMPAT_OBJS:.o=.d) $(UNIT_TESTS:=.d) $(WORKLOADS:=.d)

@@ -716,8 +716,10 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 		if (!m.path)
 			return json_sprintf("[anon] 0x%" PRIx64, addr);
 		off = addr - m.start + m.pgoff;
-		if (!proc__mapped_path(pid, &m, full, sizeof(full)) &&
-		    !elfsym__at(full, off, sym, sizeof(sym), &delta))
+		/* through its root; an exiting process has none: the path as memtrail sees it */
+		if ((!proc__mapped_path(pid, &m, full, sizeof(full)) &&
+		     !elfsym__at(full, off, sym, sizeof(sym), &delta)) ||
+		    !elfsym__at(m.path, off, sym, sizeof(sym), &delta))
 			snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", sym, delta, m.path);
 		else
 			snprintf(text, sizeof(text), "%s+0x%" PRIx64, m.path, off);

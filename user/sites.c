@@ -48,6 +48,8 @@ struct site {
 	bool resolved;
 };
 
+#define PID_MAPS_MAX 8192	/* executable mappings kept per process, unmapped ones too */
+
 struct pid_maps {
 	uint32_t pid;
 	uint64_t gen;	/* the harvest that read them last */
@@ -152,6 +154,34 @@ static struct pid_maps *pid_maps_get(struct sites *s, uint32_t pid, bool create)
 	return p;
 }
 
+/*
+ * The maps just read (from OLD on) first, then those of before that none of
+ * them overlaps: code unmapped since (a library closed) still names the
+ * frames of stacks taken while it was there.
+ */
+static void maps_keep_unmapped(struct pid_maps *p, size_t old)
+{
+	size_t i, j, kept = 0, n_new = p->n - old;
+	struct map *m = malloc(p->n * sizeof(*m));
+
+	if (!m) {
+		memmove(p->maps, p->maps + old, n_new * sizeof(*p->maps));
+		p->n = n_new;
+		return;
+	}
+	memcpy(m, p->maps + old, n_new * sizeof(*m));
+	for (i = 0; i < old && n_new + kept < PID_MAPS_MAX; i++) {
+		for (j = 0; j < n_new; j++)
+			if (p->maps[i].start < m[j].end && m[j].start < p->maps[i].end)
+				break;
+		if (j == n_new)
+			m[n_new + kept++] = p->maps[i];
+	}
+	memcpy(p->maps, m, (n_new + kept) * sizeof(*m));
+	p->n = n_new + kept;
+	free(m);
+}
+
 void sites__note_maps(struct sites *s, uint32_t pid)
 {
 	char name[64], line[4096 + 128], full[4096 + 64], perms[8];
@@ -193,10 +223,8 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		m->module = module_get(s, line + pos, full, ((uint64_t)maj << 32) | min, inode);
 	}
 	fclose(f);
-	if (p->n > old) {
-		memmove(p->maps, p->maps + old, (p->n - old) * sizeof(*p->maps));
-		p->n -= old;
-	}
+	if (p->n > old)
+		maps_keep_unmapped(p, old);
 }
 
 static int stack_cmp(const void *a, const void *b)

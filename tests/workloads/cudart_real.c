@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * The REAL CUDA runtime on a machine with no driver: dlopen libcudart,
- * wait DELAY_MS (a tracer learns of the new library from the loader's
- * notification, a moment later), cudaMalloc 1 MiB, and print the error it
- * returns (not 0: there is no libcuda.so.1 to reach). Tests memtrail's
- * cudart probes and its report of a failed call that is not an OOM.
- *   cudart_real [--wait] [LIBCUDART [DELAY_MS]]   (the CUDA 13 toolkit's, 0)
+ * cudaMalloc 1 MiB at once, and print the error it returns (not 0: there
+ * is no libcuda.so.1 to reach). Tests memtrail's cudart probes and its
+ * report of a failed call that is not an OOM.
+ *   cudart_real [--wait] [LIBCUDART]   (the CUDA 13 toolkit's)
  * Prints {"pid", "rc", "error", "size"}, or {"skip": why} and exits 3
  * when the library cannot be opened.
  */
 #include <dlfcn.h>
-#include <time.h>
 
 #include "common.h"
 
@@ -60,15 +58,12 @@ int main(int argc, char **argv)
 	malloc_fn cuda_malloc;
 	free_fn cuda_free;
 	name_fn error_name;
-	long delay_ms = 0;
 	int rc;
 
 	hide_driver(argv);
 	wait_go(argc, argv);
 	if (argc > 1 + waiting)
 		path = argv[1 + waiting];
-	if (argc > 2 + waiting)
-		delay_ms = atol(argv[2 + waiting]);
 
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
@@ -83,12 +78,6 @@ int main(int argc, char **argv)
 		return 3;
 	}
 
-	if (delay_ms > 0) {
-		struct timespec ts = { delay_ms / 1000, (delay_ms % 1000) * 1000000L };
-
-		while (nanosleep(&ts, &ts))
-			;
-	}
 	rc = cuda_malloc(&p, SIZE);
 	if (!rc)
 		cuda_free(p);

@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * A CUDA driver that appears after the tracer started: no CUDA library at
- * first; after 300 ms dlopen(LIBPATH) (a libcuda.so.1 stand-in, maybe a
- * copy elsewhere), then DELAY_MS for the tracer to attach to it, then
+ * first, then dlopen(LIBPATH) (a libcuda.so.1 stand-in, maybe a copy
+ * elsewhere) and at once, with no pause, as real programs do:
  *   runtime_init  cuInit; device +4 +12 -4, host +1 (MiB)
  * and exit without freeing the 12 MiB and the 1 MiB. Paths come only from
  * the arguments and output goes out with write(), so that it runs inside
  * a chroot too. Prints the ledger as JSON.
- *   dlopen_late [--wait] LIBPATH [DELAY_MS]   (DELAY_MS default 1500)
+ *   dlopen_late [--wait] LIBPATH
  */
 #include <dlfcn.h>
-#include <time.h>
 
 #include "common.h"
 #include "ledger.h"
@@ -19,14 +18,6 @@ typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
 static struct jbuf out;
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts))
-		;
-}
 
 static void *must_sym(void *h, const char *name)
 {
@@ -47,24 +38,19 @@ int main(int argc, char **argv)
 	CUresult (*cu_mem_free)(CUdeviceptr);
 	CUresult (*cu_mem_alloc_host)(void **, size_t);
 	CUdeviceptr a, b;
-	long delay = 1500;
 	void *h, *host;
 
 	if (argc <= first) {
-		dprintf(2, "usage: dlopen_late [--wait] LIBPATH [DELAY_MS]\n");
+		dprintf(2, "usage: dlopen_late [--wait] LIBPATH\n");
 		return 2;
 	}
-	if (argc > first + 1)
-		delay = strtol(argv[first + 1], NULL, 10);
 	wait_go(argc, argv);
 
-	sleep_ms(300);
 	h = dlopen(argv[first], RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		dprintf(2, "dlopen_late: %s\n", dlerror());
 		return 1;
 	}
-	sleep_ms(delay);
 
 	cu_init = must_sym(h, "cuInit");
 	cu_mem_alloc = must_sym(h, "cuMemAlloc_v2");
