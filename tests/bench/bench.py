@@ -251,6 +251,31 @@ def device_pairs(n=100000):
     return statistics.median(base), statistics.median(traced)
 
 
+def library_holds(programs=50):
+    """PROGRAMS programs, each dlopen()ing a new copy of the CUDA stand-in and
+    calling it at once (each copy a file memtrail has not seen, so each
+    program is held once until it is probed): wall time of the whole loop,
+    untraced and while `record --all` runs, median of interleaved runs."""
+    d = tempfile.mkdtemp(prefix="memtrail-bench-")
+    lib = os.path.join(ROOT, "build", "standins", "libcuda.so.1")
+    script = (f'i=0; while [ $i -lt {programs} ]; do i=$((i+1)); l="{d}/libcuda-$i.so.1"; '
+              f'cp "{lib}" "$l" && "{os.path.join(WL, "dlopen_late")}" "$l" >/dev/null; '
+              f'rm -f "$l"; done')
+
+    def loop():
+        t0 = time.monotonic()
+        subprocess.run(["sh", "-c", script], check=True)
+        return time.monotonic() - t0
+    base, traced = [], []
+    try:
+        for _ in range(RUNS):
+            base.append(loop())
+            traced.append(with_all(loop))
+    finally:
+        subprocess.run(["rm", "-rf", d])
+    return statistics.median(base), statistics.median(traced)
+
+
 def device_teardown():
     """Wall time of `record -- cuda_phases` (a 1 ms program): memtrail's start
     and its exit with one CUDA library probed, as uprobe_multi links and as
@@ -402,6 +427,10 @@ def main():
     print(f"device alloc/free pairs (CUDA stand-in, 100k): untraced {b:.0f} ns/pair, "
           f"memtrail {t:.0f} ns/pair, +{t - b:.0f} ns ({t / b:.1f}x; two uprobe traps "
           f"and one uretprobe per pair)", flush=True)
+    b, t = library_holds()
+    print(f"50 programs each loading a new copy of a CUDA library and calling it at once "
+          f"(each held until probed): untraced {b:.2f} s, under record --all {t:.2f} s, "
+          f"+{(t - b) / 50 * 1000:.1f} ms a program", flush=True)
     multi, each = device_teardown()
     print(f"record -- cuda_phases (one CUDA library probed), start to exit: uprobe_multi "
           f"links {multi:.2f} s, one link per function {each:.2f} s", flush=True)
