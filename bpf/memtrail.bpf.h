@@ -245,7 +245,6 @@ static __always_inline bool terminal_job(struct task_struct *task)
  */
 static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 {
-	struct memtrail_event_libs *e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIBS, tgid);
 	struct task_struct *task = mt_current_task();
 	/*
 	 * Not when user space has not polled for a second (stopped, or busy
@@ -254,18 +253,21 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 	 */
 	bool hold = hold_libs && t->lib_hold && !holds_off &&
 		    bpf_ktime_get_ns() - user_alive_ns < MT_HOLD_FRESH_NS &&
-		    !(t->flags & MEMTRAIL_TARGET_OURS);
+		    !(t->flags & MEMTRAIL_TARGET_OURS) && !terminal_job(task);
+	struct memtrail_event_libs *e;
+	__u32 held = 0;
 
+	/* decided before the reservation: 5.10's verifier loses a reference tested late */
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIBS, tgid);
 	if (!e)
 		return;
-	e->held = 0;
-	e->pad = 0;
 	if (hold) {
 		t->lib_hold = 0;
-		if (!terminal_job(task))
-			e->held = !bpf_send_signal_thread(MT_SIGSTOP);
+		held = !bpf_send_signal_thread(MT_SIGSTOP);
 	}
-	bpf_ringbuf_submit(e, e->held ? BPF_RB_FORCE_WAKEUP : 0);
+	e->held = held;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, held ? BPF_RB_FORCE_WAKEUP : 0);
 }
 
 #define MT_PROT_EXEC 0x4
