@@ -213,7 +213,6 @@ def test_call_site_after_exit():
                 check_eq(r.returncode, 0, f"workload status (stderr {r.stderr!r})")
         finally:
             bg.proc.send_signal(signal.SIGCONT)
-        time.sleep(1.0)
     finally:
         rc, _, err = bg.stop()
     check_eq(rc, 0, f"record status: {err!r}")
@@ -396,7 +395,6 @@ def test_watch_device_oom_snapshot():
     bg = Background(["watch", "-o", out])
     proc = subprocess.Popen([workload("cuda_phases"), "--wait"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
-    time.sleep(1.0)	# the exec and the loader's libraries are probed meanwhile
     stdout, _ = proc.communicate("g", timeout=60)
     data = json.loads(stdout.strip().splitlines()[-1])
     deadline = time.time() + 10

@@ -206,7 +206,6 @@ def test_metrics_device_memory():
     try:
         h = subprocess.Popen([workload("cuda_phases"), "--wait", "--hold"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
-        time.sleep(1.0)	# its exec and its libraries are probed meanwhile
         h.stdin.write("g")
         h.stdin.flush()
         data = json.loads(h.stdout.readline())

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
- * A library unmapped while the memory it mapped lives on: after 300 ms,
- * dlopen(LIBPATH) (tests/workloads/lib/plugin.c), plugin_map(8 MiB),
+ * A library unmapped while the memory it mapped lives on: dlopen(LIBPATH) (tests/workloads/lib/plugin.c), plugin_map(8 MiB),
  * dlclose, then 1.5 s with no other mapping (memtrail harvests its sites
  * meanwhile, after the unmapping), and exit. Prints its ledger:
  *   {"pid": P, "plugin_bytes": 8388608, "unmapped": true}
@@ -50,7 +49,6 @@ int main(int argc, char **argv)
 		dprintf(2, "usage: unload LIBPATH\n");
 		return 2;
 	}
-	sleep_ms(300);
 	h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!h || !(plugin_map = (void *(*)(size_t))dlsym(h, "plugin_map"))) {
 		dprintf(2, "unload: %s\n", dlerror());
