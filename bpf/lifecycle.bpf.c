@@ -18,6 +18,7 @@ const volatile __u32 nr_cpus = 1;
 const volatile __u32 has_task_regs = 1;
 const volatile __u32 has_find_vma = 1;
 const volatile __u32 hold_libs = 0;
+const volatile __u32 lib_map_lock = 0;
 volatile __u32 holds_off = 0;
 volatile __u64 user_alive_ns = 0;
 

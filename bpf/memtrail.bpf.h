@@ -58,6 +58,8 @@ extern const volatile __u32 has_find_vma;
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
 /* hold a target that maps a file not yet scanned, until user space probed it */
 extern const volatile __u32 hold_libs;
+/* files mapped are seen in the mmap lock's sections (mm.bpf.c) */
+extern const volatile __u32 lib_map_lock;
 /* set by user space as it stops: no new holds (lifecycle.bpf.c) */
 extern volatile __u32 holds_off;
 /* CLOCK_MONOTONIC when user space last polled the ring buffer */

@@ -14,6 +14,7 @@ struct mm_window {
 	__u64 area_len;	/* the length it searched for (padded for alignment) */
 	__s64 nr;	/* the system call of the thread taking the lock, -1: none */
 	__u64 arg[3];
+	__s64 fd;	/* an mmap's file descriptor */
 };
 
 #if defined(__TARGET_ARCH_x86)
@@ -100,34 +101,42 @@ int BPF_PROG(mt_mapped_sys, struct pt_regs *regs, long ret)
 	return 0;
 }
 
+/* The open file FD of the current process, or NULL. */
+static __always_inline struct file *fd_file(int fd)
+{
+	struct task_struct *task = mt_current_task();
+	struct file *file = NULL;
+	struct fdtable *fdt;
+	struct file **fds;
+
+	if (fd < 0)
+		return NULL;
+	fdt = BPF_CORE_READ(task, files, fdt);
+	if ((unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]))
+		return NULL;
+	return file;
+}
+
 /*
  * Files mapped executable, where neither the BPF LSM nor fentry can see
- * security_mmap_file: each mmap system call as it returns (this program runs
- * at the end of every system call). Exec maps its files inside the kernel:
- * mt_exec looks at the program's file itself.
+ * security_mmap_file, nor the mmap lock's sections (lib_map_lock): each mmap
+ * system call as it returns (this program runs at the end of every system
+ * call). Exec maps its files inside the kernel: mt_exec looks at the
+ * program's file itself.
  */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(mt_lib_map_sys, struct pt_regs *regs, long ret)
 {
-	struct task_struct *task = mt_current_task();
-	unsigned long prot, fd;
-	struct fdtable *fdt;
-	struct file **fds;
-	struct file *file = NULL;
+	unsigned long prot;
 
 	if (MT_SYSCALL_NR(regs) != MT_NR_MMAP || (ret < 0 && ret > -4096))
 		return 0;
 	prot = PT_REGS_PARM3_CORE_SYSCALL(regs);
-	fd = PT_REGS_PARM5_CORE_SYSCALL(regs);
-	if (!(prot & MT_PROT_EXEC) || (int)fd < 0)
-		return 0;
-	fdt = BPF_CORE_READ(task, files, fdt);
-	if ((unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
-		return 0;
-	fds = BPF_CORE_READ(fdt, fd);
-	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[(unsigned int)fd]) || !file)
-		return 0;
-	lib_mapped(file, prot);
+	if (prot & MT_PROT_EXEC)
+		lib_mapped(fd_file((int)PT_REGS_PARM5_CORE_SYSCALL(regs)), prot);
 	return 0;
 }
 
@@ -176,7 +185,7 @@ static __always_inline int lock_taken(struct mm_struct *mm, bool write, bool suc
 	w.nr = -1;
 	/* (the compat object is for kernels without these tracepoints: no sites there) */
 #if defined(MT_NR_MMAP) && !defined(MEMTRAIL_COMPAT)
-	if (sites_mapping) {
+	if (sites_mapping || lib_map_lock) {
 		struct task_struct *task = bpf_get_current_task_btf();
 		struct pt_regs *regs;
 
@@ -187,6 +196,7 @@ static __always_inline int lock_taken(struct mm_struct *mm, bool write, bool suc
 			w.arg[0] = PT_REGS_PARM1_CORE_SYSCALL(regs);
 			w.arg[1] = PT_REGS_PARM2_CORE_SYSCALL(regs);
 			w.arg[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
+			w.fd = (int)PT_REGS_PARM5_CORE_SYSCALL(regs);
 			w.brk = BPF_CORE_READ(mm, brk);
 		}
 	}
@@ -374,6 +384,11 @@ static __always_inline int lock_released(void *ctx, struct mm_struct *mm)
 		if (sites_mapping)
 			mapping_site(ctx, w, mm, t, tgid, delta);
 	}
+#ifdef MT_NR_MMAP
+	/* a file mapped executable (where no cheaper hook sees it): the mapping is in place now */
+	if (lib_map_lock && t && w->nr == MT_NR_MMAP && (w->arg[2] & MT_PROT_EXEC))
+		lib_mapped(fd_file((int)w->fd), w->arg[2]);
+#endif
 	bpf_map_delete_elem(&mm_windows, &tid);
 	return 0;
 }

@@ -363,7 +363,8 @@ static void decide(struct kernel_features *kf)
 		    "a process mapping a file not yet probed is stopped until its probes are live "
 		    "(%s)", kf->mmap_hook == MMAP_HOOK_LSM ? "BPF LSM mmap_file" :
 		    kf->mmap_hook == MMAP_HOOK_FENTRY ? "fentry security_mmap_file" :
-		    "mmap seen at every system call's exit: no BPF LSM or fentry here");
+		    kf->mmap_hook == MMAP_HOOK_LOCK ? "mmap seen in its mmap_lock section" :
+		    "mmap seen at every system call's exit");
 	else
 		set(kf, FEAT_LIB_HOLD, FEATURE_DEGRADED,
 		    "no hook sees files mapped (kernel %s): a library first mapped after start is "
@@ -372,8 +373,10 @@ static void decide(struct kernel_features *kf)
 
 int features__probe(struct kernel_features *kf)
 {
+	int lsm_id, fentry_id;
 	struct utsname u;
 	struct btf *btf;
+	bool sys_exit;
 
 	memset(kf, 0, sizeof(*kf));
 	if (!uname(&u))
@@ -399,16 +402,9 @@ int features__probe(struct kernel_features *kf)
 	kf->mark_victim_args = tp_args(btf, "mark_victim");
 	kf->prctl_tp = tp_args(btf, "task_prctl_unknown") >= 2;
 	kf->rss_percpu = member_kind(btf, "mm_struct", "rss_stat") == BTF_KIND_ARRAY;
-	/* where files are seen mapped: the cheapest of the hooks that work here */
-	if (bpf_lsm_active() &&
-	    probe_trampoline(BPF_PROG_TYPE_LSM, BPF_LSM_MAC,
-			     btf__find_by_name_kind(btf, "bpf_lsm_mmap_file", BTF_KIND_FUNC)))
-		kf->mmap_hook = MMAP_HOOK_LSM;
-	else if (probe_trampoline(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY,
-				  btf__find_by_name_kind(btf, "security_mmap_file", BTF_KIND_FUNC)))
-		kf->mmap_hook = MMAP_HOOK_FENTRY;
-	else if (tp_args(btf, "sys_exit") == 2)
-		kf->mmap_hook = MMAP_HOOK_SYSCALL;
+	lsm_id = btf__find_by_name_kind(btf, "bpf_lsm_mmap_file", BTF_KIND_FUNC);
+	fentry_id = btf__find_by_name_kind(btf, "security_mmap_file", BTF_KIND_FUNC);
+	sys_exit = tp_args(btf, "sys_exit") == 2;
 	btf__free(btf);
 
 	kf->atomics = probe_atomics();
@@ -422,6 +418,15 @@ int features__probe(struct kernel_features *kf)
 	kf->task_storage = libbpf_probe_bpf_map_type(MT_BPF_MAP_TYPE_TASK_STORAGE, NULL) > 0;
 	kf->syscall_prog = libbpf_probe_bpf_prog_type(MT_BPF_PROG_TYPE_SYSCALL, NULL) > 0;
 	kf->uprobe_multi = probe_uprobe_multi();
+	/* where files are seen mapped: the cheapest of the hooks that work here */
+	if (bpf_lsm_active() && probe_trampoline(BPF_PROG_TYPE_LSM, BPF_LSM_MAC, lsm_id))
+		kf->mmap_hook = MMAP_HOOK_LSM;
+	else if (probe_trampoline(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, fentry_id))
+		kf->mmap_hook = MMAP_HOOK_FENTRY;
+	else if (kf->mmap_lock_args >= 3 && kf->task_pt_regs)
+		kf->mmap_hook = MMAP_HOOK_LOCK;
+	else if (sys_exit)
+		kf->mmap_hook = MMAP_HOOK_SYSCALL;
 	/* MEMTRAIL_NO_COOKIE=1: as before 5.15 (no cookie, so no uprobe_multi): its tests, here */
 	if (getenv("MEMTRAIL_NO_COOKIE"))
 		kf->attach_cookie = kf->uprobe_multi = false;

@@ -63,7 +63,8 @@ struct kernel_features {
 	bool task_storage;
 	bool syscall_prog;
 	bool uprobe_multi;
-	enum { MMAP_HOOK_NONE, MMAP_HOOK_LSM, MMAP_HOOK_FENTRY, MMAP_HOOK_SYSCALL } mmap_hook;
+	enum { MMAP_HOOK_NONE, MMAP_HOOK_LSM, MMAP_HOOK_FENTRY, MMAP_HOOK_LOCK,
+	       MMAP_HOOK_SYSCALL } mmap_hook;
 	struct feature f[FEAT_MAX];
 };
 
