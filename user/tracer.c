@@ -41,6 +41,7 @@ struct tracer {
 	} *lib_new;
 	size_t n_lib_new, cap_lib_new;
 	uint64_t holds, hold_ns, hold_max_ns;	/* processes held, and how long */
+	uint64_t poll_gap_ns;	/* the longest time between two polls (holds stop beyond 1 s) */
 	struct kernel_features kf;
 };
 
@@ -557,9 +558,14 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	int n;
 
 	/* alive: processes may be held for it (lib_event) */
-	if (t->hold && !clock_gettime(CLOCK_MONOTONIC, &ts))
-		t->skel->bss->user_alive_ns = (uint64_t)ts.tv_sec * 1000000000ULL +
-					      (uint64_t)ts.tv_nsec;
+	if (t->hold && !clock_gettime(CLOCK_MONOTONIC, &ts)) {
+		uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+		uint64_t last = t->skel->bss->user_alive_ns;
+
+		if (last && now - last > t->poll_gap_ns)
+			t->poll_gap_ns = now - last;
+		t->skel->bss->user_alive_ns = now;
+	}
 	n = ring_buffer__poll(t->rb, timeout_ms);
 
 	if (n == -EINTR)
@@ -1038,6 +1044,8 @@ void tracer__stop_holds(struct tracer *t)
 {
 	if (!t || !t->hold)
 		return;
+	log__debug("longest time between two polls of the ring buffer: %.1f ms",
+		   t->poll_gap_ns / 1e6);
 	t->skel->bss->holds_off = 1;
 	if (t->rb)
 		ring_buffer__consume(t->rb);
