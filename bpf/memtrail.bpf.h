@@ -221,7 +221,7 @@ static __always_inline struct memtrail_target *live_target(__u32 tgid)
 }
 
 #define MT_SIGSTOP 19
-#define MT_HOLD_FRESH_NS 1000000000ULL
+#define MT_HOLD_FRESH_NS 3000000000ULL	/* slow machines (TCG guests) poll a second apart */
 
 /*
  * A job of an interactive shell: its own process group and a controlling
@@ -249,7 +249,7 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 {
 	struct task_struct *task = mt_current_task();
 	/*
-	 * Not when user space has not polled for a second (stopped, or busy
+	 * Not when user space has not polled for 3 s (stopped, or busy
 	 * elsewhere: the process would wait for it), nor memtrail's own helpers
 	 * where every process is traced (memtrail may be waiting for them).
 	 */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -41,7 +42,7 @@ struct tracer {
 	} *lib_new;
 	size_t n_lib_new, cap_lib_new;
 	uint64_t holds, hold_ns, hold_max_ns;	/* processes held, and how long */
-	uint64_t poll_gap_ns;	/* the longest time between two polls (holds stop beyond 1 s) */
+	uint64_t poll_gap_ns;	/* the longest time between two polls (holds stop beyond 3 s) */
 	struct kernel_features kf;
 };
 
@@ -447,6 +448,22 @@ int tracer__check_caps(void)
 	return -EPERM;
 }
 
+/*
+ * Before uprobe_multi (6.6) every probed function is a file descriptor or
+ * two: CUDA's driver alone is about 80, and 1024 (the usual soft limit) runs
+ * out after a dozen libraries. Up to the hard limit, as other BPF tools do.
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit r;
+
+	if (!getrlimit(RLIMIT_NOFILE, &r) && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &r))
+			log__debug("cannot raise the open file limit: %s", strerror(errno));
+	}
+}
+
 int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		 tracer_event_fn fn, void *ctx)
 {
@@ -468,6 +485,7 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	}
 	t->fn = fn;
 	t->ctx = ctx;
+	raise_fd_limit();
 	t->nr_cpus = libbpf_num_possible_cpus();
 	if (t->nr_cpus <= 0)
 		t->nr_cpus = 1;

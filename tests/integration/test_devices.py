@@ -203,10 +203,10 @@ def test_call_site_after_exit():
         check(seen, "memtrail never said it probed libnrt.so.1")
         bg.proc.send_signal(signal.SIGSTOP)
         try:
-            # a memtrail that has not polled for a second holds no process
+            # a memtrail that has not polled for 3 s holds no process
             # (README, "Libraries loaded later"): the runs are not held for it
             wait_stopped(bg.proc.pid)
-            time.sleep(1.2)
+            time.sleep(3.2)
             runs = [subprocess.run([path], capture_output=True, text=True, timeout=60)
                     for path in (workload("nrt_phases"), copy)]
             for r in runs:
@@ -490,6 +490,13 @@ def test_real_cudart12_called_at_once():
     check_immediate_runs(vendor()["cudart"]["12"], 200)
 
 
+def kernel_feature(name):
+    """The state of feature NAME on this kernel (memtrail features --json)."""
+    p = run([MEMTRAIL, "features", "--json"])
+    check_eq(p.returncode, 0, f"memtrail features ({p.stderr.strip()})")
+    return json.loads(p.stdout)["features"][name]["state"]
+
+
 def record_runs(script, runs, env=None):
     """memtrail record -- sh -c SCRIPT, which runs RUNS workloads printing a
     ledger each: (trail, [workload JSON, ...])."""
@@ -512,9 +519,12 @@ def holds(trail):
 
 def test_dlopen_then_call_at_once_200_runs():
     """200 programs, each dlopen()ing a new copy of the CUDA stand-in and
-    calling it at once: every ledger exact, none missing its first calls."""
+    calling it at once: every ledger exact, none missing its first calls.
+    (40 before uprobe_multi, 6.6: there each copy's probes hold some 60 file
+    descriptors until memtrail exits, and the kernel matrix's guests allow
+    4096.)"""
     d = tmpdir()
-    runs = 200
+    runs = 200 if kernel_feature("device_multi") == "yes" else 40
     script = (f'i=0; while [ $i -lt {runs} ]; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
               f'cp "{LIBCUDA}" "$lib" && "{workload("dlopen_late")}" "$lib"; rm -f "$lib"; done')
     trail, lines = record_runs(script, runs)
