@@ -371,6 +371,11 @@ static void on_probe_fail(void *ctx, ssize_t i, int err)
 {
 	const struct probe_list *l = ctx;
 
+	/* reached through a process that has exited since: nothing to warn about */
+	if (err == -ENOENT && !strncmp(l->path, "/proc/", 6)) {
+		log__debug("cannot probe '%s': %s (its process is gone)", l->path, strerror(-err));
+		return;
+	}
 	if (i < 0)
 		log__warn("cannot probe '%s': %s", l->path, strerror(-err));
 	else
