@@ -501,8 +501,9 @@ def record_runs(script, runs, env=None):
     """memtrail record -- sh -c SCRIPT, which runs RUNS workloads printing a
     ledger each: (trail, [workload JSON, ...])."""
     out = os.path.join(tmpdir(), "trail.json")
+    # a program each: milliseconds here, seconds in an emulated (TCG) guest
     p = run([MEMTRAIL, "record", "-q", "-o", out, "--", "sh", "-c", script], env=env,
-            timeout=60 + runs)
+            timeout=60 + 5 * runs)
     check_eq(p.returncode, 0, f"status (stderr {p.stderr[-2000:]!r})")
     lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     check_eq(len(lines), runs, "workloads that ran")
