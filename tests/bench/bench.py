@@ -426,7 +426,7 @@ def main():
     b, t = device_pairs()
     print(f"device alloc/free pairs (CUDA stand-in, 100k): untraced {b:.0f} ns/pair, "
           f"memtrail {t:.0f} ns/pair, +{t - b:.0f} ns ({t / b:.1f}x; two uprobe traps "
-          f"and one uretprobe per pair)", flush=True)
+          f"and two uretprobes per pair)", flush=True)
     b, t = library_holds()
     print(f"50 programs each loading a new copy of a CUDA library and calling it at once "
           f"(each held until probed): untraced {b:.2f} s, under record --all {t:.2f} s, "
