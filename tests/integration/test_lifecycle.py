@@ -52,8 +52,11 @@ def test_exec_refreshes_comm_and_cmdline():
 
 def test_ctrl_c_stops_and_leaves_nothing():
     out = os.path.join(tmpdir(), "trail.json")
-    # a terminal's Ctrl-C signals the whole process group: memtrail and its command
-    bg = Background(["record", "-o", out, "--", "sleep", "30"], start_new_session=True)
+    # a terminal's Ctrl-C signals the whole process group: memtrail and its command.
+    # As a shell starts a foreground job: SIGINT at its default (a test runner
+    # started in the background has it ignored, and the command would keep it so)
+    bg = Background(["record", "-o", out, "--", "sleep", "30"], start_new_session=True,
+                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     m = bg.proc
     os.killpg(m.pid, signal.SIGINT)
     _, err = m.communicate(timeout=30)
