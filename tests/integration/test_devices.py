@@ -521,11 +521,11 @@ def holds(trail):
 def test_dlopen_then_call_at_once_200_runs():
     """200 programs, each dlopen()ing a new copy of the CUDA stand-in and
     calling it at once: every ledger exact, none missing its first calls.
-    (40 before uprobe_multi, 6.6: there each copy's probes hold some 60 file
-    descriptors until memtrail exits, and the kernel matrix's guests allow
-    4096.)"""
+    (20 before uprobe_multi, 6.6: there each copy's probes hold up to some
+    110 file descriptors until memtrail exits, and the kernel matrix's guests
+    allow 4096: 35 copies ran out on 6.1.)"""
     d = tmpdir()
-    runs = 200 if kernel_feature("device_multi") == "yes" else 40
+    runs = 200 if kernel_feature("device_multi") == "yes" else 20
     script = (f'i=0; while [ $i -lt {runs} ]; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
               f'cp "{LIBCUDA}" "$lib" && "{workload("dlopen_late")}" "$lib"; rm -f "$lib"; done')
     trail, lines = record_runs(script, runs)
