@@ -21,6 +21,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from archive import apt_opts, archive_uri  # noqa: E402
 OUT = os.path.join(ROOT, "build", "vendor")
 CACHE = os.environ.get("MEMTRAIL_VENDOR_CACHE", "/var/cache/memtrail/nvidia")
 # (package, suite, what it holds)
@@ -35,27 +37,6 @@ def fail(msg):
     sys.exit(f"vendor: {msg}")
 
 
-def apt_opts(state):
-    return ["-o", f"Dir::Etc::sourcelist={state}/sources.list", "-o", "Dir::Etc::sourceparts=-",
-            "-o", f"Dir::State::Lists={state}/lists", "-o", f"Dir::Cache={state}/cache",
-            "-o", "APT::Sandbox::User=root"]
-
-
-def archive_uri():
-    """The Debian archive this machine's own apt sources name."""
-    for path in ("/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"):
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError:
-            continue
-        m = re.search(r"^URIs:\s*(\S+)", text, re.M) or \
-            re.search(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+\s+main", text, re.M)
-        if m:
-            return m.group(1)
-    fail("no Debian archive found in this machine's apt sources")
-
-
 def download(cache):
     """The .deb of each package, downloaded once into CACHE."""
     have = {p: next((f for f in sorted(os.listdir(cache)) if f.startswith(p + "_")
@@ -66,6 +47,8 @@ def download(cache):
     for d in ("lists/partial", "cache/archives/partial"):
         os.makedirs(os.path.join(state, d), exist_ok=True)
     uri = archive_uri()
+    if not uri:
+        fail("no Debian archive found in this machine's apt sources")
     with open(os.path.join(state, "sources.list"), "w") as f:
         for suite in sorted({s for _, s, _ in PACKAGES}):
             f.write(f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} "

@@ -437,18 +437,11 @@ def check_immediate_runs(lib, runs):
     runtime LIB (a file memtrail has never seen) and calling it at once: every
     failed call is in the trail with its code, in phase runtime_init, its
     site in main and no frame outside the code the program mapped."""
-    v = vendor()
     d = tmpdir()
-    out = os.path.join(d, "trail.json")
     script = (f'i=0; while [ $i -lt {runs} ]; do i=$((i+1)); lib="{d}/libcudart-$i.so"; '
               f'cp "{lib}" "$lib" && "{workload("cudart_now")}" "$lib"; rm -f "$lib"; done')
-    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(v["libcuda"]))
-    p = run([MEMTRAIL, "record", "-q", "-o", out, "--", "sh", "-c", script], env=env,
-            timeout=60 + runs)
-    check_eq(p.returncode, 0, f"status (stderr {p.stderr[-2000:]!r})")
-    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
-    check_eq(len(lines), runs, "programs that ran")
-    trail = load_trail(out)
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(vendor()["libcuda"]))
+    trail, lines = record_runs(script, runs, env=env)
     if not holds(trail):
         return
     by_pid = {}
@@ -518,6 +511,18 @@ def holds(trail):
     return f["state"] == "yes"
 
 
+def check_ledgers(trail, lines, final=False):
+    """Each workload's ledger (and with FINAL its final levels) exact in TRAIL,
+    where this kernel holds processes until their new files are probed."""
+    if not holds(trail):
+        return
+    for data in lines:
+        t = target(trail, data["pid"])
+        check_ledger(t, data, strict_names=False)	# the shell's exec names a phase too
+        for k, v in (final_levels(data).items() if final else ()):
+            check_eq(t["kinds"][k]["current"], v, f"pid {data['pid']} final {k}")
+
+
 def test_dlopen_then_call_at_once_200_runs():
     """200 programs, each dlopen()ing a new copy of the CUDA stand-in and
     calling it at once: every ledger exact, none missing its first calls.
@@ -528,14 +533,7 @@ def test_dlopen_then_call_at_once_200_runs():
     runs = 200 if kernel_feature("device_multi") == "yes" else 20
     script = (f'i=0; while [ $i -lt {runs} ]; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
               f'cp "{LIBCUDA}" "$lib" && "{workload("dlopen_late")}" "$lib"; rm -f "$lib"; done')
-    trail, lines = record_runs(script, runs)
-    if not holds(trail):
-        return
-    for data in lines:
-        t = target(trail, data["pid"])
-        check_ledger(t, data, strict_names=False)	# the shell's exec names a phase too
-        for k, v in final_levels(data).items():
-            check_eq(t["kinds"][k]["current"], v, f"pid {data['pid']} final {k}")
+    check_ledgers(*record_runs(script, runs), final=True)
     no_programs_left()
 
 
@@ -548,10 +546,5 @@ def test_neuron_linked_new_copy_100_runs():
     script = (f'i=0; while [ $i -lt {runs} ]; do i=$((i+1)); r="{d}/$i"; '
               f'mkdir -p "$r/bin" "$r/standins" && cp "{workload("nrt_phases")}" "$r/bin/" && '
               f'cp "{lib}" "$r/standins/" && "$r/bin/nrt_phases"; rm -rf "$r"; done')
-    trail, lines = record_runs(script, runs)
-    if not holds(trail):
-        return
-    for data in lines:
-        t = target(trail, data["pid"])
-        check_ledger(t, data, strict_names=False)	# the shell's exec names a phase too
+    check_ledgers(*record_runs(script, runs))
     no_programs_left()

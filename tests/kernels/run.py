@@ -21,6 +21,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.dirname(HERE))
+from archive import apt_opts, archive_uri  # noqa: E402
+
 CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
 
 # (name, suite, package prefix; the newest matching package is taken)
@@ -56,32 +59,13 @@ CHECKS = [
 ]
 
 
-def apt_opts(state):
-    return ["-o", f"Dir::Etc::sourcelist={state}/sources.list", "-o", "Dir::Etc::sourceparts=-",
-            "-o", f"Dir::State::Lists={state}/lists", "-o", f"Dir::Cache={state}/cache",
-            "-o", "APT::Sandbox::User=root"]
-
-
-def archive_uri():
-    """The Debian archive this machine's own apt sources name."""
-    for path in ("/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"):
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError:
-            continue
-        m = re.search(r"^URIs:\s*(\S+)", text, re.M) or \
-            re.search(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+\s+main", text, re.M)
-        if m:
-            return m.group(1)
-    raise SystemExit("test-kernels: no Debian archive found in this machine's apt sources")
-
-
 def apt_state():
     state = os.path.join(CACHE, "apt")
     os.makedirs(os.path.join(state, "lists", "partial"), exist_ok=True)
     os.makedirs(os.path.join(state, "cache", "archives", "partial"), exist_ok=True)
     uri = archive_uri()
+    if not uri:
+        raise SystemExit("test-kernels: no Debian archive found in this machine's apt sources")
     suites = sorted({k[1] for k in KERNELS})
     with open(os.path.join(state, "sources.list"), "w") as f:
         for s in suites:
