@@ -55,6 +55,15 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 	return 0;
 }
 
+/* CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns() */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /*
  * PID was scanned (DONE) or is gone: the files it was first to map are
  * scanned, or (gone before its scan) left for the next process that maps them.
@@ -100,13 +109,11 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 	if (t->fn)
 		err = t->fn(t->ctx, data, size);
 	if (size >= sizeof(*libs) && h->type == MEMTRAIL_EV_LIBS && libs->held) {
-		struct timespec ts;
 		uint64_t ns;
 
 		lib_new_settle(t, h->tgid, true);
 		kill((pid_t)h->tgid, SIGCONT);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+		ns = mono_ns();
 		ns = ns > h->ts_ns ? ns - h->ts_ns : 0;
 		t->holds++;
 		t->hold_ns += ns;
@@ -572,13 +579,11 @@ int tracer__scan(struct tracer *t)
 
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
-	struct timespec ts;
 	int n;
 
 	/* alive: processes may be held for it (lib_event) */
-	if (t->hold && !clock_gettime(CLOCK_MONOTONIC, &ts)) {
-		uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-		uint64_t last = t->skel->bss->user_alive_ns;
+	if (t->hold) {
+		uint64_t now = mono_ns(), last = t->skel->bss->user_alive_ns;
 
 		if (last && now - last > t->poll_gap_ns)
 			t->poll_gap_ns = now - last;
