@@ -53,7 +53,7 @@ COMPAT_SKEL := $(OUT)/memtrail_compat.skel.h
 
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
-UNIT_MODULES := user/trail.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
+UNIT_MODULES := user/trail.c user/pidmap.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
 	user/sanitize.c user/schema.c \
 	user/table.c user/log.c user/topview.c user/html.c user/perfetto.c user/pprof.c \
 	$(OUT)/profile.pb-c.c
@@ -62,7 +62,7 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUT)/workloads/%,$(wildcard tests/
 
 # the fuzzer: report's reader and renderers, built with clang's libFuzzer
 FUZZER := $(OUT)/fuzz/fuzz_report
-FUZZ_MODULES := user/trail.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c \
+FUZZ_MODULES := user/trail.c user/pidmap.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c \
 	user/kinds.c user/format.c user/log.c user/table.c user/html.c user/perfetto.c user/pprof.c \
 	user/sanitize.c user/schema.c user/container.c user/cgroup.c user/proc.c \
 	$(OUT)/profile.pb-c.c

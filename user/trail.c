@@ -56,12 +56,18 @@ static void target_free(struct trail_target *tt)
 
 void trail__remove_target(struct trail *t, struct trail_target *tt)
 {
-	size_t i = tt - t->targets;
+	size_t i = tt - t->targets, last = t->n_targets - 1, at;
 
 	if (i >= t->n_targets)
 		return;
+	if (pidmap__get(&t->by_pid, tt->pid, &at) && at == i)
+		pidmap__del(&t->by_pid, tt->pid);
 	target_free(tt);
-	memmove(tt, tt + 1, (t->n_targets - i - 1) * sizeof(*tt));
+	if (i != last) {
+		*tt = t->targets[last];
+		if (pidmap__get(&t->by_pid, tt->pid, &at) && at == last)
+			pidmap__put(&t->by_pid, tt->pid, i);	/* replaces: cannot fail */
+	}
 	t->n_targets--;
 }
 
@@ -81,6 +87,7 @@ void trail__free(struct trail *t)
 	for (i = 0; i < t->n_targets; i++)
 		target_free(&t->targets[i]);
 	free(t->targets);
+	pidmap__free(&t->by_pid);
 	free(t->command);
 	json_decref(t->events);
 	json_decref(t->snapshot);
@@ -93,7 +100,8 @@ struct trail_target *trail__add_target(struct trail *t, uint32_t pid)
 {
 	struct trail_target *tt;
 
-	if (array__grow((void **)&t->targets, &t->cap_targets, t->n_targets + 1, sizeof(*tt)))
+	if (array__grow((void **)&t->targets, &t->cap_targets, t->n_targets + 1, sizeof(*tt)) ||
+	    pidmap__put(&t->by_pid, pid, t->n_targets))
 		return NULL;
 	tt = &t->targets[t->n_targets++];
 	memset(tt, 0, sizeof(*tt));
@@ -107,10 +115,7 @@ struct trail_target *trail__find_target(struct trail *t, uint32_t pid)
 {
 	size_t i;
 
-	for (i = t->n_targets; i > 0; i--)
-		if (t->targets[i - 1].pid == pid)
-			return &t->targets[i - 1];
-	return NULL;
+	return pidmap__get(&t->by_pid, pid, &i) ? &t->targets[i] : NULL;
 }
 
 int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t level[])

@@ -15,6 +15,7 @@
 
 #include "memtrail.h"
 #include "phase.h"
+#include "pidmap.h"
 #include "verdict.h"
 
 /*
@@ -49,6 +50,7 @@ struct trail_target {
 	char comm[MEMTRAIL_COMM_LEN];
 	char *cmdline;		/* space-joined argv, NULL when unknown */
 	char *cgroup;		/* cgroup path, NULL when unknown */
+	uint64_t cgroup_id;	/* while recording: the v2 cgroup that path is of, 0: unknown */
 	uint64_t start_ms;
 	uint64_t end_ms;
 	bool exited;
@@ -84,6 +86,7 @@ struct trail {
 	struct trail_target *targets;
 	size_t n_targets;
 	size_t cap_targets;
+	struct pidmap by_pid;	/* pid -> index of its most recent target */
 	json_t *events;		/* array of event objects */
 	/* read from a watch file: its "snapshot" object, or the whole verdict file */
 	json_t *snapshot;
@@ -109,7 +112,11 @@ bool trail__set_device_limit(struct trail_target *tt, int kind, int32_t device, 
 uint64_t trail__device_limit(const struct trail_target *tt, int kind);
 /* Drop samples before SINCE_MS but the last of them (the level at SINCE_MS). */
 void trail__trim_timeline(struct trail_target *tt, uint64_t since_ms);
-/* Remove a target (freeing what it holds); pointers into targets move. */
+/*
+ * Remove a target (freeing what it holds) in O(1): the last target takes
+ * its place, so order and pointers into targets change. An older target of
+ * the same pid is not found again (watch and top remove every ended one).
+ */
 void trail__remove_target(struct trail *t, struct trail_target *tt);
 /* One phase as the trail writes it. */
 json_t *trail__phase_json(const struct trail *t, const struct trail_phase *p);
