@@ -187,6 +187,8 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	if (!e)
 		return 0;
 	BPF_CORE_READ_INTO(&e->comm, p, comm);
+	/* user space reads the cgroup's path only when this changed: not per exec */
+	e->cgroup_id = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, id);
 	start = BPF_CORE_READ(mm, arg_start);
 	end = BPF_CORE_READ(mm, arg_end);
 	len = end > start ? end - start : 0;

@@ -190,6 +190,16 @@ char *cgroup__of_pid(uint32_t pid)
 	return cgroup__parse_proc(buf);
 }
 
+bool cgroup__unified(void)
+{
+	static int unified = -1;
+	struct statfs sfs;
+
+	if (unified < 0)
+		unified = !statfs("/sys/fs/cgroup", &sfs) && sfs.f_type == CGROUP2_SUPER_MAGIC;
+	return unified;
+}
+
 static uint64_t find_ino;
 static char found[PATH_MAX];
 

@@ -21,6 +21,8 @@ struct cgroup_ref {
 int cgroup__resolve(const char *arg, struct cgroup_ref *ref, char *err, size_t errlen);
 /* The process's memory cgroup path (v1 memory controller, else v2); malloc'd or NULL. */
 char *cgroup__of_pid(uint32_t pid);
+/* The node has cgroup v2 alone at /sys/fs/cgroup (a cgroup's v2 id then names its path). */
+bool cgroup__unified(void);
 /*
  * The path of the memory cgroup whose directory has inode ID (its kernfs id),
  * in the v1 memory hierarchy or else in cgroup v2; malloc'd or NULL.

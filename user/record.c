@@ -647,7 +647,7 @@ int cmd_record(int argc, char **argv)
 		goto out_child;
 	r.s.trail.kernel = features__json(tracer__features(r.s.tracer));
 	for (i = 0; i < cfg.n_pids; i++)
-		if (!session__new_target(&r.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0))
+		if (!session__new_target(&r.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0, false))
 			goto out_child;
 	/* twice: the first pass adopts children of listed PIDs, the second theirs */
 	if (tracer__scan(r.s.tracer) || tracer__scan(r.s.tracer))
@@ -711,12 +711,7 @@ out_child:
 	if (child.pid > 0)
 		abandon_child(&child);
 out:
-	heap__destroy(r.s.heap);
-	sites__destroy(r.s.sites);
-	free(r.s.rescans);
-	devices__destroy(r.s.devices);
-	tracer__destroy(r.s.tracer);
-	trail__free(&r.s.trail);
+	session__destroy(&r.s);
 out_opts:
 	free(o.pids);
 	free(output);

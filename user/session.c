@@ -80,19 +80,17 @@ static bool same_levels(const struct trail_target *tt, const int64_t level[])
  * function, and a node-wide recording would otherwise grow by every idle
  * process at every interval.
  */
-void session__refresh(struct session *s, struct trail_target *tt, uint64_t t_ms, bool always)
+static void refresh_from(struct session *s, struct trail_target *tt, const struct memtrail_cell *cell,
+			 uint64_t t_ms, bool always)
 {
 	const struct phase_log *l = &tt->phases;
-	struct memtrail_cell cell;
 	int64_t level[MEMTRAIL_KIND_MAX];
 	int k;
 
-	if (tracer__read_cell(s->tracer, tt->pid, tt->phase_seq, &cell))
-		memset(&cell, 0, sizeof(cell));	/* nothing accounted in this phase yet */
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
-		int64_t peak = l->cum_current[k] + cell.kinds[k].peak;
+		int64_t peak = l->cum_current[k] + cell->kinds[k].peak;
 
-		level[k] = l->cum_current[k] + cell.kinds[k].current;
+		level[k] = l->cum_current[k] + cell->kinds[k].current;
 		tt->current[k] = level[k];
 		if (l->cum_peak[k] > peak)
 			peak = l->cum_peak[k];
@@ -105,6 +103,15 @@ void session__refresh(struct session *s, struct trail_target *tt, uint64_t t_ms,
 		trail__trim_timeline(tt, t_ms - s->keep_ms);
 	if (trail__add_sample(tt, t_ms, level))
 		s->err = -ENOMEM;
+}
+
+void session__refresh(struct session *s, struct trail_target *tt, uint64_t t_ms, bool always)
+{
+	struct memtrail_cell cell;
+
+	if (tracer__read_cell(s->tracer, tt->pid, tt->phase_seq, &cell))
+		memset(&cell, 0, sizeof(cell));	/* nothing accounted in this phase yet */
+	refresh_from(s, tt, &cell, t_ms, always);
 }
 
 void session__open_phase(struct session *s, const struct trail_target *tt, uint64_t t_ms,
@@ -122,14 +129,34 @@ void session__open_phase(struct session *s, const struct trail_target *tt, uint6
 }
 
 struct trail_target *session__new_target(struct session *s, uint32_t pid, uint32_t ppid,
-					 const char *comm, uint64_t t_ms)
+					 const char *comm, uint64_t t_ms, bool forked)
 {
 	struct trail_target *parent = trail__find_target(&s->trail, ppid);
-	char *parent_cmdline = parent && parent->cmdline ? strdup(parent->cmdline) : NULL;
-	struct trail_target *tt = trail__add_target(&s->trail, pid);	/* may move parent */
+	char *cmdline = NULL, *cgroup = NULL;
+	uint64_t cgroup_id = 0;		/* the cgroup's id where its path is the parent's */
+	struct trail_target *tt;
 
+	/* a fork runs its parent's argv in its parent's cgroup: no /proc read per fork */
+	if (parent && parent->cmdline)
+		cmdline = strdup(parent->cmdline);
+	if (forked && parent && parent->cgroup) {
+		cgroup = strdup(parent->cgroup);
+		cgroup_id = parent->cgroup_id;
+	}
+	if (!forked || !cmdline) {
+		char *own = proc__cmdline(pid);
+
+		if (own) {
+			free(cmdline);
+			cmdline = own;
+		}
+	}
+	if (!cgroup)
+		cgroup = cgroup__of_pid(pid);
+	tt = trail__add_target(&s->trail, pid);	/* may move parent */
 	if (!tt) {
-		free(parent_cmdline);
+		free(cmdline);
+		free(cgroup);
 		s->err = -ENOMEM;
 		return NULL;
 	}
@@ -141,13 +168,10 @@ struct trail_target *session__new_target(struct session *s, uint32_t pid, uint32
 		snprintf(tt->comm, sizeof(tt->comm), "%s", comm);
 	else if (proc__comm(pid, tt->comm, sizeof(tt->comm)))
 		snprintf(tt->comm, sizeof(tt->comm), "?");
-	tt->cmdline = proc__cmdline(pid);
-	if (!tt->cmdline) {
-		tt->cmdline = parent_cmdline;	/* a fork runs its parent's argv */
-		parent_cmdline = NULL;
-	}
-	free(parent_cmdline);
-	tt->cgroup = cgroup__of_pid(pid);
+	tt->cmdline = cmdline;
+	tt->cgroup = cgroup;
+	/* a clone into another cgroup keeps its parent's path until its exec says otherwise */
+	tt->cgroup_id = cgroup_id;
 	s->live++;
 	return tt;
 }
@@ -171,7 +195,8 @@ static void on_target(struct session *s, const struct memtrail_event_target *e)
 		return;
 	memcpy(comm, e->comm, sizeof(comm));
 	comm[sizeof(comm) - 1] = '\0';
-	if (!session__new_target(s, e->hdr.tgid, e->ppid, comm, t_ms))
+	if (!session__new_target(s, e->hdr.tgid, e->ppid, comm, t_ms,
+				 e->reason == MEMTRAIL_REASON_FORK))
 		return;
 	/* a forked child maps what its parent did: its own probes, at once */
 	if (s->heap)
@@ -216,11 +241,18 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 		free(tt->cmdline);
 		tt->cmdline = proc__join_args(e->args, len);
 	}
-	/* runtimes move a process into its container's cgroup, then exec */
-	cgroup = cgroup__of_pid(tt->pid);
-	if (cgroup) {
-		free(tt->cgroup);
-		tt->cgroup = cgroup;
+	/*
+	 * runtimes move a process into its container's cgroup, then exec: the
+	 * kernel's id of its cgroup says whether it moved, so /proc is read
+	 * once a cgroup, not once an exec (v1 nodes: every exec)
+	 */
+	if (!tt->cgroup || !e->cgroup_id || e->cgroup_id != tt->cgroup_id || !cgroup__unified()) {
+		cgroup = cgroup__of_pid(tt->pid);
+		if (cgroup) {
+			free(tt->cgroup);
+			tt->cgroup = cgroup;
+			tt->cgroup_id = e->cgroup_id;
+		}
 	}
 	if (s->devices) {
 		/* a runtime linked in, then what its dynamic linker loads */
@@ -301,8 +333,11 @@ static bool used_device(const struct trail_target *tt)
 
 static void end_target(struct session *s, struct trail_target *tt, uint64_t t_ms)
 {
+	static const struct memtrail_cell none;
+
 	close_all_phases(s, tt, t_ms);
-	session__refresh(s, tt, t_ms, true);
+	/* every phase is closed and its cell dropped: the levels are the folded ones */
+	refresh_from(s, tt, &none, t_ms, true);
 	/* the kernel's records of its device memory: walked only when there are some */
 	if (s->devices)
 		devices__forget(s->devices, tt->pid, used_device(tt));
@@ -312,6 +347,7 @@ static void end_target(struct session *s, struct trail_target *tt, uint64_t t_ms
 	tracer__forget(s->tracer, tt->pid);
 	if (s->live)
 		s->live--;
+	s->ended++;
 	if (s->hooks && s->hooks->ended)
 		s->hooks->ended(s, tt);
 }
@@ -778,19 +814,87 @@ static bool check_liveness(struct session *s, uint64_t t_ms)
 	return true;
 }
 
+/* A cell of a batch read: kept for its target when it is the target's open phase. */
+static void batch_cell(void *ctx, const struct memtrail_cell_key *key, const struct memtrail_cell *cell)
+{
+	struct session *s = ctx;
+	const struct trail_target *tt = trail__find_target(&s->trail, key->tgid);
+	size_t i;
+
+	if (!tt || tt->phase_seq != key->phase)
+		return;
+	i = tt - s->trail.targets;
+	if (i < s->n_batch) {
+		s->batch[i].cell = *cell;
+		s->batch[i].phase = key->phase;
+		s->batch[i].have = true;
+	}
+}
+
+/* A target of the kernel's map: alive unless its last thread exited. */
+static void batch_target(void *ctx, const uint32_t *tgid, const struct memtrail_target *t)
+{
+	struct session *s = ctx;
+	const struct trail_target *tt = trail__find_target(&s->trail, *tgid);
+	size_t i;
+
+	if (!tt || (t->flags & MEMTRAIL_TARGET_EXITED))
+		return;
+	i = tt - s->trail.targets;
+	if (i < s->n_batch)
+		s->batch[i].alive = true;
+}
+
+/*
+ * The open phases' cells of all targets: one batch read of the map, not a
+ * lookup per target (10,000 idle processes were 10,000 system calls a
+ * sample). False when the kernel has none: read one by one.
+ */
+static bool batch_read(struct session *s, bool liveness)
+{
+	size_t n = s->trail.n_targets, i;
+
+	if (s->no_batch || !n)
+		return false;
+	if (array__grow((void **)&s->batch, &s->cap_batch, n, sizeof(*s->batch)))
+		return false;
+	s->n_batch = n;
+	for (i = 0; i < n; i++)
+		s->batch[i].have = s->batch[i].alive = false;
+	/* which live: the kernel's flags, not a /proc read per target */
+	if (liveness && tracer__each_target(s->tracer, batch_target, s))
+		return false;
+	if (tracer__each_cell(s->tracer, batch_cell, s)) {
+		s->no_batch = true;	/* said once in -v: the kernel has no batch lookups */
+		log__debug("cells read one by one: no batch lookups");
+		return false;
+	}
+	return true;
+}
+
 void session__sample_all(struct session *s, uint64_t t_ms)
 {
 	bool liveness = check_liveness(s, t_ms);
+	bool batched = batch_read(s, liveness);
 	size_t i;
 
 	for (i = 0; i < s->trail.n_targets; i++) {
 		struct trail_target *tt = &s->trail.targets[i];
 		uint32_t pid = tt->pid;
+		bool in_batch = batched && i < s->n_batch;
 
 		if (tt->exited || tt->end_ms)
 			continue;
-		session__refresh(s, tt, t_ms, false);
-		if (!liveness || proc__alive(pid))
+		/*
+		 * not in the batch (none yet, made while it ran, or a phase
+		 * began since: events are read below): looked up alone
+		 */
+		if (in_batch && s->batch[i].have && s->batch[i].phase == tt->phase_seq)
+			refresh_from(s, tt, &s->batch[i].cell, t_ms, false);
+		else
+			session__refresh(s, tt, t_ms, false);
+		/* the kernel's flag says which may have ended; /proc says which did */
+		if (!liveness || (in_batch && s->batch[i].alive) || proc__alive(pid))
 			continue;
 		/* its exit event may still wait in the ring buffer (which may add targets) */
 		tracer__poll(s->tracer, 0);
@@ -813,4 +917,21 @@ void session__close_all(struct session *s, uint64_t t_ms)
 			session__refresh(s, tt, t_ms, true);
 		}
 	}
+}
+
+void session__destroy(struct session *s)
+{
+	heap__destroy(s->heap);
+	sites__destroy(s->sites);
+	free(s->rescans);
+	free(s->batch);
+	devices__destroy(s->devices);
+	tracer__destroy(s->tracer);
+	trail__free(&s->trail);
+	s->heap = NULL;
+	s->sites = NULL;
+	s->rescans = NULL;
+	s->batch = NULL;
+	s->devices = NULL;
+	s->tracer = NULL;
 }

@@ -49,8 +49,18 @@ struct session {
 		uint64_t due_ms;
 	} *rescans;
 	size_t n_rescans, cap_rescans;
+	/* a sample's batch read of the cells, by target index */
+	struct batch_cell {
+		struct memtrail_cell cell;
+		uint32_t phase;
+		bool have;	/* cell holds the open phase's cell as read */
+		bool alive;	/* the kernel had it, not exited (read at a liveness check) */
+	} *batch;
+	size_t n_batch, cap_batch;
+	bool no_batch;		/* the kernel has no batch lookups */
 	uint64_t t0_ns;		/* CLOCK_MONOTONIC at t_ms 0 */
 	size_t live;		/* targets that have not exited */
+	size_t ended;		/* targets ended since the last sweep (watch, top) */
 	bool keep_events;	/* keep the trail's event list (record) */
 	uint64_t keep_ms;	/* timeline window per target; 0 keeps all */
 	const struct session_hooks *hooks;
@@ -77,8 +87,13 @@ uint64_t session__now_ms(const struct session *s);
 int session__on_event(void *ctx, const void *data, size_t size);
 
 struct trail_target *session__live(struct session *s, uint32_t pid);
+/*
+ * A new target. FORKED: a fork of PPID, whose cmdline and cgroup it starts
+ * with (read from /proc only when the parent is unknown); an exec or a move
+ * to another cgroup is seen at its exec.
+ */
 struct trail_target *session__new_target(struct session *s, uint32_t pid, uint32_t ppid,
-					 const char *comm, uint64_t t_ms);
+					 const char *comm, uint64_t t_ms, bool forked);
 /* Levels now into tt->current/peak; a timeline sample when they moved (or ALWAYS). */
 void session__refresh(struct session *s, struct trail_target *tt, uint64_t t_ms, bool always);
 /* Every live target's levels; ends those found gone whose exit was lost. */
@@ -99,5 +114,7 @@ const char *session__phase_name(const struct trail_target *tt, uint32_t seq, cha
 				size_t len);
 /* At the end: every live target's phases closed and levels final. */
 void session__close_all(struct session *s, uint64_t t_ms);
+/* Detach and free all a session holds (heap, sites, devices, tracer, trail). */
+void session__destroy(struct session *s);
 
 #endif

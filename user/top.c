@@ -510,6 +510,9 @@ static void sweep(struct top *t)
 {
 	size_t i = 0;
 
+	if (!t->s.ended)
+		return;
+	t->s.ended = 0;
 	while (i < t->s.trail.n_targets) {
 		if (t->s.trail.targets[i].end_ms)
 			trail__remove_target(&t->s.trail, &t->s.trail.targets[i]);
@@ -569,10 +572,7 @@ static void free_top(struct top *t)
 		free(t->groups[i].cgroup);
 	free(t->groups);
 	topview__free(&t->view);
-	free(t->s.rescans);
-	devices__destroy(t->s.devices);
-	tracer__destroy(t->s.tracer);
-	trail__free(&t->s.trail);
+	session__destroy(&t->s);
 }
 
 int cmd_top(int argc, char **argv)
@@ -614,7 +614,7 @@ int cmd_top(int argc, char **argv)
 	if (tracer__open(&t.s.tracer, &cfg, session__on_event, &t.s))
 		goto out;
 	for (i = 0; i < cfg.n_pids; i++)
-		if (!session__new_target(&t.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0))
+		if (!session__new_target(&t.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0, false))
 			goto out;
 	/* twice: the first pass adopts children of listed PIDs, the second theirs */
 	if (tracer__scan(t.s.tracer) || (o.n_pids && tracer__scan(t.s.tracer)))

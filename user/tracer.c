@@ -616,6 +616,89 @@ int tracer__read_cell(struct tracer *t, uint32_t tgid, uint32_t phase,
 	return 0;
 }
 
+#define BATCH 512	/* entries a call; a hash bucket never holds this many: no -ENOSPC */
+
+/*
+ * Every entry of hash map FD, BATCH a system call: FN(ctx, key, value) for
+ * each. 0, or -errno when the first call failed (nothing seen); a later
+ * failure keeps what was seen.
+ */
+static int each_batch(int fd, size_t key_size, size_t val_size,
+		      void (*fn)(void *ctx, const void *key, const void *val), void *ctx)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	char *keys = calloc(BATCH, key_size), *vals = calloc(BATCH, val_size);
+	__u32 in = 0, out = 0, i, count;
+	bool first = true;
+	int err = 0;
+
+	if (!keys || !vals) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		int rc;
+
+		count = BATCH;
+		rc = bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &count, &opts);
+		rc = rc < 0 ? -errno : 0;
+		if (rc && rc != -ENOENT) {
+			err = first ? rc : 0;
+			break;
+		}
+		for (i = 0; i < count; i++)
+			fn(ctx, keys + i * key_size, vals + i * val_size);
+		if (rc == -ENOENT)
+			break;	/* no more */
+		in = out;
+		first = false;
+	}
+out:
+	free(keys);
+	free(vals);
+	return err;
+}
+
+struct each_cell {
+	tracer_cell_fn fn;
+	void *ctx;
+};
+
+static void each_cell_entry(void *ctx, const void *key, const void *val)
+{
+	struct each_cell *e = ctx;
+
+	e->fn(e->ctx, key, val);
+}
+
+int tracer__each_cell(struct tracer *t, tracer_cell_fn fn, void *ctx)
+{
+	struct each_cell e = { fn, ctx };
+
+	return each_batch(bpf_map__fd(t->skel->maps.cells), sizeof(struct memtrail_cell_key),
+			  sizeof(struct memtrail_cell), each_cell_entry, &e);
+}
+
+struct each_target {
+	tracer_target_fn fn;
+	void *ctx;
+};
+
+static void each_target_entry(void *ctx, const void *key, const void *val)
+{
+	struct each_target *e = ctx;
+
+	e->fn(e->ctx, key, val);
+}
+
+int tracer__each_target(struct tracer *t, tracer_target_fn fn, void *ctx)
+{
+	struct each_target e = { fn, ctx };
+
+	return each_batch(bpf_map__fd(t->skel->maps.targets), sizeof(__u32),
+			  sizeof(struct memtrail_target), each_target_entry, &e);
+}
+
 void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase)
 {
 	struct memtrail_cell_key key = { .tgid = tgid, .phase = phase };

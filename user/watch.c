@@ -649,6 +649,10 @@ static void sweep(struct watch *w, uint64_t now_ms)
 {
 	size_t i = 0;
 
+	/* a pass over every target only when one ended: watch wakes 20 times a second */
+	if (!w->s.ended)
+		return;
+	w->s.ended = 0;
 	while (i < w->s.trail.n_targets) {
 		if (w->s.trail.targets[i].end_ms) {
 			if (w->metrics)
@@ -944,9 +948,7 @@ static void free_watch(struct watch *w)
 	free(w->lim);
 	free(w->pend);
 	metrics__destroy(w->metrics);
-	devices__destroy(w->s.devices);
-	tracer__destroy(w->s.tracer);
-	trail__free(&w->s.trail);
+	session__destroy(&w->s);
 }
 
 int cmd_watch(int argc, char **argv)
