@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -152,22 +153,57 @@ char *proc__which(const char *name)
 }
 
 /* One line of /proc/PID/maps; false when it does not parse. */
+/* A hex number ending at END; *P moves past END. */
+static bool map_hex(const char **p, unsigned long long *v, char end)
+{
+	const char *s = *p;
+	unsigned long long x = 0;
+
+	for (; isxdigit((unsigned char)*s); s++) {
+		if (x >> 60)
+			return false;
+		x = x << 4 | (unsigned long long)(isdigit((unsigned char)*s) ? *s - '0'
+								     : (*s | 0x20) - 'a' + 10);
+	}
+	if (s == *p || *s != end)
+		return false;
+	*v = x;
+	*p = s + 1;
+	return true;
+}
+
+/*
+ * By hand, not sscanf: devices and heap parse every line of a process's
+ * maps at each exec, and sscanf was most of watch's own time in a storm.
+ */
 bool proc__parse_map(char *line, struct proc_map_line *m)
 {
-	char perms[8];
-	unsigned int maj, min;
-	unsigned long long inode;
-	int pos = 0;
+	unsigned long long maj, min, inode = 0;
+	const char *p = line, *perms;
 
 	line[strcspn(line, "\n")] = '\0';
-	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &m->start, &m->end, perms,
-		   &m->pgoff, &maj, &min, &inode, &pos) < 7)
+	if (!map_hex(&p, &m->start, '-') || !map_hex(&p, &m->end, ' '))
 		return false;
+	perms = p;
+	p += strcspn(p, " ");
+	if (p - perms < 3 || *p++ != ' ')
+		return false;
+	if (!map_hex(&p, &m->pgoff, ' ') || !map_hex(&p, &maj, ':') || !map_hex(&p, &min, ' ') ||
+	    !isdigit((unsigned char)*p))
+		return false;
+	for (; isdigit((unsigned char)*p); p++) {
+		if (inode > (~0ULL - 9) / 10)
+			return false;
+		inode = inode * 10 + (unsigned long long)(*p - '0');
+	}
+	if (*p && !isspace((unsigned char)*p))
+		return false;
+	while (isspace((unsigned char)*p))
+		p++;
 	m->exec = perms[2] == 'x';
 	m->dev = makedev(maj, min);
 	m->ino = inode;
-	m->path = pos && line[pos] == '/' && inode && !strstr(line + pos, " (deleted)") ?
-		  line + pos : NULL;
+	m->path = *p == '/' && inode && !strstr(p, " (deleted)") ? p : NULL;
 	return true;
 }
 

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* /proc/PID/maps lines: the hand-written parser against sscanf on this machine's own maps. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <cmocka.h>
+
+#include "proc.h"
+
+/* The reference: the format the kernel documents, read by sscanf. */
+static bool reference(char *line, struct proc_map_line *m)
+{
+	char perms[8];
+	unsigned int maj, min;
+	unsigned long long inode;
+	int pos = 0;
+
+	line[strcspn(line, "\n")] = '\0';
+	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &m->start, &m->end, perms,
+		   &m->pgoff, &maj, &min, &inode, &pos) < 7)
+		return false;
+	m->exec = perms[2] == 'x';
+	m->dev = makedev(maj, min);
+	m->ino = inode;
+	m->path = pos && line[pos] == '/' && inode && !strstr(line + pos, " (deleted)") ?
+		  line + pos : NULL;
+	return true;
+}
+
+static void same(const char *text)
+{
+	char a[4096], b[4096];
+	struct proc_map_line got = { 0 }, want = { 0 };
+	bool ok_got, ok_want;
+
+	snprintf(a, sizeof(a), "%s", text);
+	snprintf(b, sizeof(b), "%s", text);
+	ok_got = proc__parse_map(a, &got);
+	ok_want = reference(b, &want);
+	if (ok_got != ok_want)
+		print_error("line '%s'\n", text);
+	assert_int_equal(ok_got, ok_want);
+	if (!ok_want)
+		return;
+	assert_int_equal(got.start, want.start);
+	assert_int_equal(got.end, want.end);
+	assert_int_equal(got.pgoff, want.pgoff);
+	assert_int_equal(got.dev, want.dev);
+	assert_int_equal(got.ino, want.ino);
+	assert_int_equal(got.exec, want.exec);
+	if (want.path)
+		assert_string_equal(got.path, want.path);
+	else
+		assert_null(got.path);
+}
+
+/* Every line of every process's maps here: thousands of real lines. */
+static void matches_sscanf_on_real_maps(void **state)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	size_t lines = 0;
+
+	(void)state;
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[300], line[4096];
+		FILE *f;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/maps", de->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			same(line);
+			lines++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	assert_true(lines > 20);	/* at least this process's own */
+}
+
+static void odd_lines(void **state)
+{
+	static const char *const lines[] = {
+		"",
+		"\n",
+		"7f00-7f10 r-xp 00000000 fd:01 1234 /usr/lib/libc.so.6\n",
+		"7f00-7f10 r-xp 00000000 fd:01 1234      /usr/lib/a b (deleted)\n",
+		"7f00-7f10 rw-p 00000000 00:00 0 [heap]\n",
+		"7f00-7f10 rw-p 00000000 00:00 0\n",
+		"7f00-7f10 r-xp 00000000 fd:01 0 /memfd:x\n",
+		"7f00-7f10 r-xp 00001000 103:05 99999999999 /x\n",
+		"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n",
+		"zz-7f10 r-xp 00000000 fd:01 1234 /x\n",
+		"7f00 r-xp 00000000 fd:01 1234 /x\n",
+		"7f00-7f10 r-xp 00000000 fd01 1234 /x\n",
+		"7f00-7f10 r-xp 00000000 fd:01 /x\n",
+		"7f00-7f10 r-xp\n",
+		"7f00-7f10",
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+		same(lines[i]);
+}
+
+/* Refused where sscanf would take a part: 17 hex digits (it wraps), an inode with a letter. */
+static void stricter_than_sscanf(void **state)
+{
+	char wide[] = "10000000000000000-7f10 r-xp 00000000 fd:01 1 /x";
+	char inode[] = "7f00-7f10 r-xp 00000000 fd:01 12x4 /x";
+	struct proc_map_line m;
+
+	(void)state;
+	assert_false(proc__parse_map(wide, &m));
+	assert_false(proc__parse_map(inode, &m));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(matches_sscanf_on_real_maps),
+		cmocka_unit_test(odd_lines),
+		cmocka_unit_test(stricter_than_sscanf),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
