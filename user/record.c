@@ -33,7 +33,6 @@
 #include "trail.h"
 
 #define DEFAULT_INTERVAL_MS 100
-#define DEFAULT_MAX_TARGETS 8192
 #define SCAN_PERIOD_MS 1000
 #define POLL_MS 50
 #define GRACE_MS 1000
@@ -218,7 +217,7 @@ static void usage(FILE *f)
 "memtrail_marker.py) start named phases. Names: printable, at most 63 bytes.\n"
 "Accelerator runtimes start 'runtime_init' (first call), 'model_load' (nrt_load,\n"
 "cuModuleLoad*, cuLibraryLoad*) and 'execute' (first launch after a load).\n",
-		DEFAULT_INTERVAL_MS, DEFAULT_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT);
+		DEFAULT_INTERVAL_MS, SESSION_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT);
 }
 
 /* NAME=BINARY:SYMBOL; the symbol is after the last colon. */
@@ -273,7 +272,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 
 	o->interval_ms = DEFAULT_INTERVAL_MS;
 	o->phase_history = PHASE_HISTORY_DEFAULT;
-	o->max_targets = DEFAULT_MAX_TARGETS;
+	o->max_targets = SESSION_MAX_TARGETS;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:o:i:p:c:aqvhP:", longopts, NULL)) != -1) {

@@ -37,6 +37,12 @@ struct session_hooks {
 	void (*device_oom)(struct session *s, struct trail_target *tt, json_t *ev);
 };
 
+/*
+ * --max-targets by default: a busy Kubernetes node runs 10,000 processes
+ * (at about 930 bytes of kernel map each, 15 MiB for the targets).
+ */
+#define SESSION_MAX_TARGETS 16384
+
 struct session {
 	struct trail trail;
 	struct tracer *tracer;

@@ -26,7 +26,6 @@
 #include "topview.h"
 
 #define DEFAULT_INTERVAL_MS 1000
-#define DEFAULT_MAX_TARGETS 8192
 #define DEFAULT_SORT MEMTRAIL_KIND_RSS_ANON
 /* the trend: bytes per second over this many intervals */
 #define TREND_INTERVALS 5
@@ -332,7 +331,7 @@ static void usage(FILE *f)
 "highest total seen at a refresh); TREND, its change per second over the last\n"
 "%d intervals. Columns that do not fit the screen are left out, rows that do\n"
 "not fit are not shown. Needs root and BTF.\n",
-		MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_PODS_DIR, DEFAULT_MAX_TARGETS,
+		MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_PODS_DIR, SESSION_MAX_TARGETS,
 		TREND_INTERVALS);
 }
 
@@ -389,7 +388,7 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 	o->sort = DEFAULT_SORT;
 	o->by = TOPVIEW_BY_PROCESS;
 	o->pods_dir = DEFAULT_PODS_DIR;
-	o->max_targets = DEFAULT_MAX_TARGETS;
+	o->max_targets = SESSION_MAX_TARGETS;
 	optind = 1;
 	opterr = 0;
 	while (!err && (c = getopt_long(argc, argv, ":i:n:b:s:p:c:vh", longopts, NULL)) != -1) {

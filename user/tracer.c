@@ -369,7 +369,9 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(s->progs.mt_heap_entry, false);
 		bpf_program__set_autoattach(s->progs.mt_heap_return, false);
 	}
-	if (bpf_map__set_max_entries(s->maps.targets, n) ||
+	/* no heap probes, no live heap allocations: a million-bucket table is 16 MiB */
+	if ((!heap && bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
+	    bpf_map__set_max_entries(s->maps.targets, n) ||
 	    bpf_map__set_max_entries(s->maps.cells, n < CELLS_MIN ? CELLS_MIN : n) ||
 	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n) ||
 	    bpf_map__set_max_entries(s->maps.rss_local, 2 * n))
@@ -1132,6 +1134,34 @@ void tracer__sites_forget(struct tracer *t, uint32_t tgid)
 	}
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_hits), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgid);
+}
+
+/* The kernel's memory for memtrail's maps: each map's memlock in its fdinfo. */
+uint64_t tracer__map_bytes(const struct tracer *t)
+{
+	const struct bpf_map *m;
+	uint64_t sum = 0;
+
+	bpf_object__for_each_map(m, t->skel->obj) {
+		unsigned long long v;
+		char path[64], line[128];
+		FILE *f;
+		int fd = bpf_map__fd(m);
+
+		if (fd < 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "memlock: %llu", &v) == 1) {
+				sum += v;
+				break;
+			}
+		fclose(f);
+	}
+	return sum;
 }
 
 const struct kernel_features *tracer__features(const struct tracer *t)

@@ -63,6 +63,8 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 struct kernel_features;
 /* What this kernel offers, probed at open. */
 const struct kernel_features *tracer__features(const struct tracer *t);
+/* Bytes of kernel memory memtrail's BPF maps hold (their memlock). */
+uint64_t tracer__map_bytes(const struct tracer *t);
 /* Walk all tasks once: adopt matching processes, refresh every target's levels. */
 int tracer__scan(struct tracer *t);
 /* Wait up to timeout_ms for events; 0 or -errno (EINTR is not an error). */

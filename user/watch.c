@@ -39,7 +39,6 @@
 #define DEFAULT_PRESSURE_PCT 90
 #define DEFAULT_PRESSURE_EVERY_S 30
 #define DEFAULT_PENDING 64
-#define DEFAULT_MAX_TARGETS 8192
 /* per target: phases listed (first and latest half) and phase names aggregated */
 #define WATCH_PHASE_HISTORY 8
 #define WATCH_PHASE_NAMES 8
@@ -679,7 +678,7 @@ static double memory_bound_mib(const struct watch_opts *o)
 static void usage(FILE *f)
 {
 	struct watch_opts d = { .interval_ms = DEFAULT_INTERVAL_MS, .keep_s = DEFAULT_KEEP_S,
-				.max_targets = DEFAULT_MAX_TARGETS };
+				.max_targets = SESSION_MAX_TARGETS };
 
 	fprintf(f,
 "usage: memtrail watch [options] [--cgroup PATH ...]\n"
@@ -730,7 +729,7 @@ static void usage(FILE *f)
 "level changes. Needs root and BTF.\n",
 		PSI_SOME_PCT, DEFAULT_DIR, MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_INTERVAL_MS,
 		DEFAULT_KEEP_S, DEFAULT_PRESSURE_PCT, DEFAULT_PRESSURE_EVERY_S, DEFAULT_PODS_DIR,
-		DEFAULT_PENDING, DEFAULT_MAX_TARGETS, DEFAULT_METRICS_EXPIRE_S, METRICS_GONE_MAX,
+		DEFAULT_PENDING, SESSION_MAX_TARGETS, DEFAULT_METRICS_EXPIRE_S, METRICS_GONE_MAX,
 		memory_bound_mib(&d), WATCH_PHASE_HISTORY);
 }
 
@@ -761,7 +760,7 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 	o->pressure_pct = DEFAULT_PRESSURE_PCT;
 	o->pressure_every_s = DEFAULT_PRESSURE_EVERY_S;
 	o->pending = DEFAULT_PENDING;
-	o->max_targets = DEFAULT_MAX_TARGETS;
+	o->max_targets = SESSION_MAX_TARGETS;
 	o->pods_dir = DEFAULT_PODS_DIR;
 	o->metrics_expire_s = DEFAULT_METRICS_EXPIRE_S;
 	optind = 1;
@@ -1005,8 +1004,9 @@ int cmd_watch(int argc, char **argv)
 		goto out;
 	if (w.metrics)
 		metrics__update(w.metrics, &w.s.trail, NULL, 0);
-	log__info("tracing %s (%zu processes); snapshots and verdicts to '%s'; Ctrl-C to stop",
-		  o.n_cgroups ? "the given cgroups" : "all processes", w.s.live, o.dir);
+	log__info("tracing %s (%zu processes; kernel maps %.1f MiB); snapshots and verdicts "
+		  "to '%s'; Ctrl-C to stop", o.n_cgroups ? "the given cgroups" : "all processes",
+		  w.s.live, tracer__map_bytes(w.s.tracer) / 1048576.0, o.dir);
 	statusline__start(true);
 	watch_loop(&w);
 	tracer__stop_holds(w.s.tracer);
