@@ -4,7 +4,9 @@
 against the same workloads untraced, as ratios of the workloads' own
 elapsed time (median of interleaved runs); heap probes per malloc/free pair
 against the bare counting uprobe (the floor) and under an overhead budget;
-then memtrail watch's own CPU use with 2,000 idle processes on the node;
+watch and record --all during a process storm (BENCH_STORM=RATE,SECONDS,IDLE:
+2,000 execs a second for 60 s beside 10,000 idle processes by default);
+then memtrail watch's own CPU use with 2,000 and 10,000 idle processes on the node;
 report --html of a one-hour, 200-target trail. Not a test: it asserts nothing, it
 prints the figures and the targets they are held to."""
 
@@ -170,6 +172,70 @@ def watch_idle_cpu(n=2000, seconds=30):
             return (c1 - c0) / (t1 - t0), int(rss)
         finally:
             subprocess.run(["rm", "-rf", d])
+
+
+def bpf_run_ns():
+    """Total run time of memtrail's BPF programs so far (bpf_stats on)."""
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True,
+                                      text=True, check=True).stdout)
+    return sum(p.get("run_time_ns", 0) for p in progs if p.get("name", "").startswith("mt_"))
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int([l.split()[1] for l in f if l.startswith("VmRSS:")][0])
+
+
+def storm(mode, rate, seconds, idle):
+    """memtrail (watch, or record --all) while the storm workload starts RATE
+    short-lived processes a second for SECONDS beside IDLE sleeping ones:
+    memtrail's CPU (its own user+sys and its BPF programs' run time) over the
+    storm, its VmRSS before and after, what it said it lost, and what it
+    wrote. The storm's rate reached is its own count over its own time."""
+    stats = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(stats) as f:
+        was = f.read().strip()
+    d = tempfile.mkdtemp(prefix="memtrail-bench-")
+    out = os.path.join(d, "trail.json") if mode == "record" else d
+    args = ["record", "-q", "-o", out, "--all"] if mode == "record" else ["watch", "-o", d]
+    with open(stats, "w") as f:
+        f.write("1")
+    try:
+        with idle_processes(idle):
+            m = start(args)
+            time.sleep(2)  # past the start-up scan
+            rss0 = vm_rss_kib(m.pid)
+            c0, b0 = cpu_seconds(m.pid), bpf_run_ns()
+            p = subprocess.run([os.path.join(WL, "storm"), str(rate), str(seconds)],
+                               capture_output=True, text=True, check=True)
+            c1, b1 = cpu_seconds(m.pid), bpf_run_ns()
+            rss1 = vm_rss_kib(m.pid)
+            m.send_signal(2)
+            err = m.communicate()[1]
+        got = json.loads(p.stdout.splitlines()[-1])
+        lost = [l.split("lost ", 1)[1] for l in err.splitlines() if "lost " in l]
+        if mode == "record":
+            with open(out) as f:
+                lost = [f"{k}: {v}" for k, v in json.load(f)["lost"].items() if v]
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+        return {"started": got["started"], "seconds": got["seconds"],
+                "user_sys": (c1 - c0) / got["seconds"], "bpf": (b1 - b0) / 1e9 / got["seconds"],
+                "rss0": rss0, "rss1": rss1, "lost": lost, "bytes": size}
+    finally:
+        with open(stats, "w") as f:
+            f.write(was)
+        subprocess.run(["rm", "-rf", d])
+
+
+def print_storm(mode, rate, seconds, idle):
+    r = storm(mode, rate, seconds, idle)
+    cpu = r["user_sys"] + r["bpf"]
+    print(f"{mode} during a storm of {r['started'] / r['seconds']:.0f} execs/s for "
+          f"{r['seconds']:.0f} s beside {idle} idle processes: {cpu * 100:.2f}% of one core "
+          f"(memtrail {r['user_sys'] * 100:.2f}% + BPF {r['bpf'] * 100:.2f}%; target <= 5%), "
+          f"VmRSS {r['rss0'] / 1024:.1f} -> {r['rss1'] / 1024:.1f} MiB, "
+          f"lost {', '.join(r['lost']) or 'nothing'}, wrote {r['bytes'] / 1024:.0f} KiB",
+          flush=True)
 
 
 def metrics_scrape(n=2000, scrapes=20):
@@ -437,9 +503,15 @@ def main():
     rss, kmem = device_live_memory()
     print(f"1M live device allocations: memtrail VmRSS {rss / 1024:.1f} MiB, kernel map "
           f"dev_allocs {kmem / 2**20:.1f} MiB (bounded: 1M entries at most)", flush=True)
+    rate, secs, idle = (int(x) for x in os.environ.get("BENCH_STORM", "2000,60,10000").split(","))
+    for mode in ("watch", "record"):
+        print_storm(mode, rate, secs, idle)
     cpu, rss = watch_idle_cpu()
     print(f"memtrail watch with 2000 idle processes: {cpu * 100:.2f}% of one core "
           f"(target < 2%), VmRSS {rss / 1024:.1f} MiB", flush=True)
+    cpu, rss = watch_idle_cpu(10000)
+    print(f"memtrail watch with 10000 idle processes: {cpu * 100:.2f}% of one core "
+          f"(target <= 0.5%), VmRSS {rss / 1024:.1f} MiB (target <= 64 MiB)", flush=True)
     med, worst, size, cpu = metrics_scrape()
     print(f"GET /metrics with 2000 idle processes: median {med * 1000:.1f} ms, slowest "
           f"{worst * 1000:.1f} ms (target < 100 ms), page {size / 1024:.0f} KiB; watch with "
