@@ -166,6 +166,9 @@ struct devices {
 	struct tracer *tracer;
 	struct dev_file *files;
 	size_t n_files, cap_files;
+	/* files by (dev, ino): an index + 1 (0: empty), open addressing, at most half full */
+	size_t *file_slots;
+	size_t n_slots;		/* a power of two */
 	struct dev_proc *procs;
 	size_t n_procs, cap_procs;
 	bool quiet;	/* probing what the loader cache names: debug messages only */
@@ -486,26 +489,84 @@ static void say_kernel(struct devices *d)
 		log__debug("%s: %s", feat->name, feat->note);
 }
 
+static size_t file_hash(dev_t dev, ino_t ino)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ULL ^ (uint64_t)dev;
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return (size_t)h;
+}
+
+/*
+ * The file (dev, ino) seen before, or NULL: a hash lookup, for every
+ * executable mapping of every process at each exec and at start (a node
+ * maps thousands of distinct files).
+ */
+static struct dev_file *file_find(const struct devices *d, dev_t dev, ino_t ino, size_t *index)
+{
+	size_t i, mask = d->n_slots - 1;
+
+	if (!d->n_slots)
+		return NULL;
+	for (i = file_hash(dev, ino) & mask; d->file_slots[i]; i = (i + 1) & mask) {
+		struct dev_file *f = &d->files[d->file_slots[i] - 1];
+
+		if (f->dev == dev && f->ino == ino) {
+			*index = d->file_slots[i] - 1;
+			return f;
+		}
+	}
+	return NULL;
+}
+
+static void slot_put(size_t *slots, size_t n, const struct dev_file *f, size_t idx)
+{
+	size_t i = file_hash(f->dev, f->ino) & (n - 1);
+
+	while (slots[i])
+		i = (i + 1) & (n - 1);
+	slots[i] = idx + 1;
+}
+
+/* Index files[IDX] (the newest), growing the table to stay at most half full. */
+static int file_index(struct devices *d, size_t idx)
+{
+	if (2 * (idx + 1) > d->n_slots) {
+		size_t n = d->n_slots ? 2 * d->n_slots : 64, j;
+		size_t *slots = calloc(n, sizeof(*slots));
+
+		if (!slots)
+			return -ENOMEM;
+		for (j = 0; j < idx; j++)
+			slot_put(slots, n, &d->files[j], j);
+		free(d->file_slots);
+		d->file_slots = slots;
+		d->n_slots = n;
+	}
+	slot_put(d->file_slots, d->n_slots, &d->files[idx], idx);
+	return 0;
+}
+
 /* The file (dev, ino), probed through PATH when new; NAME is its path as the process sees it. */
 static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, const char *path,
 				 const char *name, size_t *index)
 {
-	struct dev_file *f;
-	size_t i;
+	struct dev_file *f = file_find(d, dev, ino, index);
 
-	for (i = 0; i < d->n_files; i++) {
-		if (d->files[i].dev == dev && d->files[i].ino == ino) {
-			*index = i;
-			return &d->files[i];
-		}
-	}
+	if (f)
+		return f;
 	if (array__grow((void **)&d->files, &d->cap_files, d->n_files + 1, sizeof(*d->files)))
 		return NULL;
 	*index = d->n_files;
-	f = &d->files[d->n_files++];
+	f = &d->files[d->n_files];
 	memset(f, 0, sizeof(*f));
 	f->dev = dev;
 	f->ino = ino;
+	if (file_index(d, *index))
+		return NULL;
+	d->n_files++;
 	probe_file(d, f, path);
 	f->name = strdup(name);
 	return &d->files[*index];
@@ -536,9 +597,14 @@ void devices__scan(struct devices *d, uint32_t pid)
 			if (pm->path)
 				seen.n_maps++;
 		}
-		if (proc__mapped_path(pid, &m, full, sizeof(full)))
-			continue;
-		df = file_get(d, m.dev, m.ino, full, m.path, &idx);
+		/* a file seen before is not looked for again: no access() per mapping */
+		full[0] = '\0';
+		df = file_find(d, m.dev, m.ino, &idx);
+		if (!df) {
+			if (proc__mapped_path(pid, &m, full, sizeof(full)))
+				continue;
+			df = file_get(d, m.dev, m.ino, full, m.path, &idx);
+		}
 		if (df && df->runtime && pid != (uint32_t)getpid())
 			say_kernel(d);
 		if (!df || !df->n_launch || pid == (uint32_t)getpid())
@@ -548,8 +614,8 @@ void devices__scan(struct devices *d, uint32_t pid)
 			break;
 		for (i = 0; i < p->n_files && p->files[i].file != idx; i++)
 			;
-		if (i < p->n_files || array__grow((void **)&p->files, &p->cap_files,
-						  p->n_files + 1, sizeof(*p->files)))
+		if (i < p->n_files || (!full[0] && proc__mapped_path(pid, &m, full, sizeof(full))) ||
+		    array__grow((void **)&p->files, &p->cap_files, p->n_files + 1, sizeof(*p->files)))
 			continue;
 		p->files[p->n_files].path = strdup(full);
 		if (p->files[p->n_files].path)
@@ -752,5 +818,6 @@ void devices__destroy(struct devices *d)
 		free(d->files[i].name);
 	}
 	free(d->files);
+	free(d->file_slots);
 	free(d);
 }
