@@ -246,6 +246,7 @@ static __always_inline int exit_common(struct task_struct *p)
 	e->signal = code & 0x7f;
 	e->code = e->signal ? 0 : (code >> 8) & 0xff;
 	e->core_dumped = !!(code & 0x80);
+	e->phase = t->phase;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -221,7 +221,7 @@ struct memtrail_event_exit {
 	__u32 code;	/* exit status, 0-255, when exited normally */
 	__u32 signal;	/* terminating signal, 0 when exited normally */
 	__u32 core_dumped;
-	__u32 pad;
+	__u32 phase;	/* its last phase's sequence number: no lookup after it */
 };
 
 struct memtrail_event_phase {

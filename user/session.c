@@ -285,9 +285,8 @@ static void close_phases(struct session *s, struct trail_target *tt, uint32_t un
 	struct memtrail_cell cell;
 
 	for (; tt->phase_seq < until; tt->phase_seq++) {
-		if (tracer__read_cell(s->tracer, tt->pid, tt->phase_seq, &cell))
+		if (tracer__take_cell(s->tracer, tt->pid, tt->phase_seq, &cell))
 			memset(&cell, 0, sizeof(cell));
-		tracer__drop_cell(s->tracer, tt->pid, tt->phase_seq);
 		if (phase_log__close(&tt->phases, tt->phase_name, tt->phase_start_ms, t_ms, &cell))
 			s->err = -ENOMEM;
 		snprintf(tt->phase_name, sizeof(tt->phase_name), "(lost)");
@@ -295,12 +294,19 @@ static void close_phases(struct session *s, struct trail_target *tt, uint32_t un
 	}
 }
 
-/* Close every phase of a target that ends, up to the kernel's current one. */
-static void close_all_phases(struct session *s, struct trail_target *tt, uint64_t t_ms)
+/*
+ * Close every phase of a target that ends, up to the kernel's current one:
+ * LAST where its exit event said, else read.
+ */
+static void close_all_phases(struct session *s, struct trail_target *tt, uint64_t t_ms,
+			     const uint32_t *last)
 {
 	uint32_t seq = tt->phase_seq;
 
-	tracer__read_phase(s->tracer, tt->pid, &seq);
+	if (last)
+		seq = *last;
+	else
+		tracer__read_phase(s->tracer, tt->pid, &seq);
 	if (seq < tt->phase_seq)
 		seq = tt->phase_seq;
 	close_phases(s, tt, seq + 1, t_ms);
@@ -331,11 +337,12 @@ static bool used_device(const struct trail_target *tt)
 	return false;
 }
 
-static void end_target(struct session *s, struct trail_target *tt, uint64_t t_ms)
+static void end_target(struct session *s, struct trail_target *tt, uint64_t t_ms,
+		       const uint32_t *last_phase)
 {
 	static const struct memtrail_cell none;
 
-	close_all_phases(s, tt, t_ms);
+	close_all_phases(s, tt, t_ms, last_phase);
 	/* every phase is closed and its cell dropped: the levels are the folded ones */
 	refresh_from(s, tt, &none, t_ms, true);
 	/* the kernel's records of its device memory: walked only when there are some */
@@ -452,7 +459,7 @@ static void on_exit_event(struct session *s, const struct memtrail_event_exit *e
 		add_event(s, json_pack("{s:I, s:s, s:i, s:i, s:i}", "t_ms", (json_int_t)t_ms,
 				       "type", "exit", "pid", pid, "code", e->code,
 				       "signal", e->signal));
-	end_target(s, tt, t_ms);	/* last: its hook may remove the target */
+	end_target(s, tt, t_ms, &e->phase);	/* last: its hook may remove the target */
 }
 
 const char *session__phase_name(const struct trail_target *tt, uint32_t seq, char *buf,
@@ -900,7 +907,7 @@ void session__sample_all(struct session *s, uint64_t t_ms)
 		tracer__poll(s->tracer, 0);
 		tt = session__live(s, pid);
 		if (tt)
-			end_target(s, tt, t_ms);	/* the exit event was lost: status unknown */
+			end_target(s, tt, t_ms, NULL);	/* the exit event was lost: status unknown */
 	}
 }
 
@@ -913,7 +920,7 @@ void session__close_all(struct session *s, uint64_t t_ms)
 		struct trail_target *tt = &s->trail.targets[i];
 
 		if (!tt->exited && !tt->end_ms) {
-			close_all_phases(s, tt, t_ms);
+			close_all_phases(s, tt, t_ms, NULL);
 			session__refresh(s, tt, t_ms, true);
 		}
 	}

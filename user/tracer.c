@@ -33,6 +33,7 @@ struct tracer {
 	int nr_cpus;
 	struct bpf_link *rule_links[MEMTRAIL_RULES_MAX];
 	bool no_multi;		/* the kernel has no uprobe_multi links (before Linux 6.6) */
+	bool no_take;		/* no lookup-and-delete in hash maps (before Linux 5.14) */
 	bool compat;		/* the object for kernels without BPF atomic fetch operations */
 	bool hold;		/* processes mapping unscanned files are held (lib_event) */
 	/* files first mapped by a process, marked scanned once that process was */
@@ -699,6 +700,25 @@ int tracer__each_target(struct tracer *t, tracer_target_fn fn, void *ctx)
 
 	return each_batch(bpf_map__fd(t->skel->maps.targets), sizeof(__u32),
 			  sizeof(struct memtrail_target), each_target_entry, &e);
+}
+
+int tracer__take_cell(struct tracer *t, uint32_t tgid, uint32_t phase, struct memtrail_cell *cell)
+{
+	struct memtrail_cell_key key = { .tgid = tgid, .phase = phase };
+	int fd = bpf_map__fd(t->skel->maps.cells);
+
+	if (!t->no_take) {
+		if (!bpf_map_lookup_and_delete_elem(fd, &key, cell))
+			return 0;
+		if (errno == ENOENT)
+			return -ENOENT;
+		/* ENOTSUPP (524) where only queues and stacks had it */
+		t->no_take = true;
+	}
+	if (bpf_map_lookup_elem(fd, &key, cell))
+		return -errno;
+	bpf_map_delete_elem(fd, &key);
+	return 0;
 }
 
 void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase)

@@ -89,6 +89,11 @@ typedef void (*tracer_target_fn)(void *ctx, const uint32_t *tgid,
 int tracer__each_target(struct tracer *t, tracer_target_fn fn, void *ctx);
 /* Drop the cell of a phase whose figures were read. */
 void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase);
+/*
+ * Read and drop a phase's cell at once (one system call from Linux 5.14,
+ * a lookup and a delete before); -ENOENT when it has none.
+ */
+int tracer__take_cell(struct tracer *t, uint32_t tgid, uint32_t phase, struct memtrail_cell *cell);
 /* Drop a target from the kernel's maps once its final levels were read. */
 void tracer__forget(struct tracer *t, uint32_t tgid);
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
