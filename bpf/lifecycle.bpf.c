@@ -89,8 +89,15 @@ target_add(struct task_struct *task, __u32 tgid, __u32 ppid, __u32 reason)
 
 	if (bpf_map_update_elem(&targets, &tgid, &fresh, BPF_NOEXIST)) {
 		t = bpf_map_lookup_elem(&targets, &tgid);
-		if (!t)
+		/*
+		 * full, or the pid is reused while user space has not yet read
+		 * the end of the process that had it: counted, and the ended
+		 * target's figures are left alone
+		 */
+		if (!t || (t->flags & MEMTRAIL_TARGET_EXITED)) {
 			count_lost(MEMTRAIL_LOST_TARGETS);
+			return NULL;
+		}
 		return t;
 	}
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_TARGET, tgid);
