@@ -821,35 +821,37 @@ static bool check_liveness(struct session *s, uint64_t t_ms)
 	return true;
 }
 
-/* A cell of a batch read: kept for its target when it is the target's open phase. */
-static void batch_cell(void *ctx, const struct memtrail_cell_key *key, const struct memtrail_cell *cell)
+/* The batch slot of TGID's target (its index in the trail), or NULL. */
+static struct batch_cell *batch_slot(struct session *s, uint32_t tgid)
 {
-	struct session *s = ctx;
-	const struct trail_target *tt = trail__find_target(&s->trail, key->tgid);
-	size_t i;
+	const struct trail_target *tt = trail__find_target(&s->trail, tgid);
+	size_t i = tt ? (size_t)(tt - s->trail.targets) : SIZE_MAX;
 
-	if (!tt || tt->phase_seq != key->phase)
+	return i < s->n_batch ? &s->batch[i] : NULL;
+}
+
+/* A cell of a batch read: kept for its target when it is the target's open phase. */
+static void batch_cell(void *ctx, const void *k, const void *v)
+{
+	const struct memtrail_cell_key *key = k;
+	struct session *s = ctx;
+	struct batch_cell *b = batch_slot(s, key->tgid);
+
+	if (!b || s->trail.targets[b - s->batch].phase_seq != key->phase)
 		return;
-	i = tt - s->trail.targets;
-	if (i < s->n_batch) {
-		s->batch[i].cell = *cell;
-		s->batch[i].phase = key->phase;
-		s->batch[i].have = true;
-	}
+	b->cell = *(const struct memtrail_cell *)v;
+	b->phase = key->phase;
+	b->have = true;
 }
 
 /* A target of the kernel's map: alive unless its last thread exited. */
-static void batch_target(void *ctx, const uint32_t *tgid, const struct memtrail_target *t)
+static void batch_target(void *ctx, const void *tgid, const void *v)
 {
-	struct session *s = ctx;
-	const struct trail_target *tt = trail__find_target(&s->trail, *tgid);
-	size_t i;
+	const struct memtrail_target *t = v;
+	struct batch_cell *b = batch_slot(ctx, *(const uint32_t *)tgid);
 
-	if (!tt || (t->flags & MEMTRAIL_TARGET_EXITED))
-		return;
-	i = tt - s->trail.targets;
-	if (i < s->n_batch)
-		s->batch[i].alive = true;
+	if (b && !(t->flags & MEMTRAIL_TARGET_EXITED))
+		b->alive = true;
 }
 
 /*

@@ -627,7 +627,7 @@ int tracer__read_cell(struct tracer *t, uint32_t tgid, uint32_t phase,
  * failure keeps what was seen.
  */
 static int each_batch(int fd, size_t key_size, size_t val_size,
-		      void (*fn)(void *ctx, const void *key, const void *val), void *ctx)
+		      tracer_entry_fn fn, void *ctx)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	char *keys = calloc(BATCH, key_size), *vals = calloc(BATCH, val_size);
@@ -662,44 +662,16 @@ out:
 	return err;
 }
 
-struct each_cell {
-	tracer_cell_fn fn;
-	void *ctx;
-};
-
-static void each_cell_entry(void *ctx, const void *key, const void *val)
+int tracer__each_cell(struct tracer *t, tracer_entry_fn fn, void *ctx)
 {
-	struct each_cell *e = ctx;
-
-	e->fn(e->ctx, key, val);
-}
-
-int tracer__each_cell(struct tracer *t, tracer_cell_fn fn, void *ctx)
-{
-	struct each_cell e = { fn, ctx };
-
 	return each_batch(bpf_map__fd(t->skel->maps.cells), sizeof(struct memtrail_cell_key),
-			  sizeof(struct memtrail_cell), each_cell_entry, &e);
+			  sizeof(struct memtrail_cell), fn, ctx);
 }
 
-struct each_target {
-	tracer_target_fn fn;
-	void *ctx;
-};
-
-static void each_target_entry(void *ctx, const void *key, const void *val)
+int tracer__each_target(struct tracer *t, tracer_entry_fn fn, void *ctx)
 {
-	struct each_target *e = ctx;
-
-	e->fn(e->ctx, key, val);
-}
-
-int tracer__each_target(struct tracer *t, tracer_target_fn fn, void *ctx)
-{
-	struct each_target e = { fn, ctx };
-
 	return each_batch(bpf_map__fd(t->skel->maps.targets), sizeof(__u32),
-			  sizeof(struct memtrail_target), each_target_entry, &e);
+			  sizeof(struct memtrail_target), fn, ctx);
 }
 
 int tracer__take_cell(struct tracer *t, uint32_t tgid, uint32_t phase, struct memtrail_cell *cell)

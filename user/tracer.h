@@ -74,19 +74,21 @@ int tracer__read_phase(struct tracer *t, uint32_t tgid, uint32_t *seq);
 /* Levels of (tgid, phase); -ENOENT when nothing was accounted there. */
 int tracer__read_cell(struct tracer *t, uint32_t tgid, uint32_t phase,
 		      struct memtrail_cell *cell);
+/* One entry of a map: its key and value, as the map holds them. */
+typedef void (*tracer_entry_fn)(void *ctx, const void *key, const void *value);
 /*
- * Every cell the kernel holds, a few system calls for all (batch lookups,
- * 5.6 on): FN for each. 0, or -errno with nothing seen (-EINVAL, -ENOTSUPP:
- * no batch operations here; read cells one by one then). A cell created or
- * a batch failing while they run may leave cells out.
+ * Every cell the kernel holds (key struct memtrail_cell_key, value struct
+ * memtrail_cell), a few system calls for all (batch lookups, 5.6 on): FN for
+ * each. 0, or -errno with nothing seen (-EINVAL, -ENOTSUPP: no batch
+ * operations here; read cells one by one then). A cell created or a batch
+ * failing while they run may leave cells out.
  */
-typedef void (*tracer_cell_fn)(void *ctx, const struct memtrail_cell_key *key,
-			       const struct memtrail_cell *cell);
-int tracer__each_cell(struct tracer *t, tracer_cell_fn fn, void *ctx);
-/* The same for the kernel's targets (exited ones flagged MEMTRAIL_TARGET_EXITED). */
-typedef void (*tracer_target_fn)(void *ctx, const uint32_t *tgid,
-				 const struct memtrail_target *target);
-int tracer__each_target(struct tracer *t, tracer_target_fn fn, void *ctx);
+int tracer__each_cell(struct tracer *t, tracer_entry_fn fn, void *ctx);
+/*
+ * The same for the kernel's targets (key a uint32_t tgid, value struct
+ * memtrail_target; exited ones flagged MEMTRAIL_TARGET_EXITED).
+ */
+int tracer__each_target(struct tracer *t, tracer_entry_fn fn, void *ctx);
 /* Drop the cell of a phase whose figures were read. */
 void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase);
 /*
