@@ -281,7 +281,7 @@ int container__pod_names(const char *pods_dir, const char *uid, const char *id,
 
 static json_t *str_or_null(const char *s)
 {
-	return s && s[0] ? json_string(s) : json_null();
+	return s && s[0] ? sanitize__json(s) : json_null();
 }
 
 json_t *container__json(const char *path, const char *pods_dir)
@@ -295,12 +295,12 @@ json_t *container__json(const char *path, const char *pods_dir)
 		return NULL;
 	named = !container__pod_names(pods_dir, c.pod_uid, c.id, &n);
 	if (c.id[0])
-		ctr = json_pack("{s:s, s:o, s:o, s:b}", "id", c.id,
+		ctr = json_pack("{s:o, s:o, s:o, s:b}", "id", sanitize__json(c.id),
 				"runtime", str_or_null(c.runtime),
 				"name", str_or_null(named ? n.container : NULL),
 				"conmon", c.conmon);
 	if (c.pod_uid[0])
-		pod = json_pack("{s:s, s:o, s:o, s:o, s:o}", "uid", c.pod_uid,
+		pod = json_pack("{s:o, s:o, s:o, s:o, s:o}", "uid", sanitize__json(c.pod_uid),
 				"qos", str_or_null(c.qos),
 				"namespace", str_or_null(named ? n.namespace : NULL),
 				"name", str_or_null(named ? n.pod : NULL),

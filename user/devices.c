@@ -16,6 +16,7 @@
 #include "kfeatures.h"
 #include "log.h"
 #include "proc.h"
+#include "sanitize.h"
 
 #define LAUNCH_MAX 8	/* launch functions one file may hold */
 
@@ -794,7 +795,7 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 			snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", sym, delta, m.path);
 		else
 			snprintf(text, sizeof(text), "%s+0x%" PRIx64, m.path, off);
-		return json_string(text);
+		return sanitize__json(text);
 	}
 	fclose(f);
 	/* in no mapping now: unmapped since (a library closed), or never code */

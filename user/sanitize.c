@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sanitize.h"
+
+static const char hex[] = "0123456789abcdef";
 
 /*
  * The length of the valid UTF-8 sequence of two to four bytes at S, or 0:
@@ -44,7 +47,6 @@ static size_t utf8_len(const unsigned char *s, uint32_t *cp)
  */
 static size_t shown(const unsigned char *s, char *out, size_t *used)
 {
-	static const char hex[] = "0123456789abcdef";
 	size_t n, i, o = 0;
 	uint32_t cp;
 
@@ -108,4 +110,41 @@ int sanitize__fputs(const char *s, FILE *f)
 		p += used;
 	}
 	return 0;
+}
+
+json_t *sanitize__json(const char *s)
+{
+	const unsigned char *p;
+	size_t n, o = 0;
+	uint32_t cp;
+	json_t *j;
+	char *out;
+
+	if (!s)
+		return json_null();
+	for (p = (const unsigned char *)s; *p; p += n)
+		if (!(n = *p < 0x80 ? 1 : utf8_len(p, &cp)))
+			break;
+	if (!*p)
+		return json_string(s);
+	out = malloc(4 * strlen(s) + 1);
+	if (!out)
+		return NULL;
+	for (p = (const unsigned char *)s; *p; p += n) {
+		n = *p < 0x80 ? 1 : utf8_len(p, &cp);
+		if (n) {
+			memcpy(out + o, p, n);
+			o += n;
+			continue;
+		}
+		n = 1;
+		out[o++] = '\\';
+		out[o++] = 'x';
+		out[o++] = hex[*p >> 4];
+		out[o++] = hex[*p & 0xf];
+	}
+	out[o] = '\0';
+	j = json_string(out);
+	free(out);
+	return j;
 }

@@ -9,6 +9,7 @@
 #ifndef MEMTRAIL_SANITIZE_H
 #define MEMTRAIL_SANITIZE_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -19,5 +20,12 @@
 const char *sanitize__str(char *buf, size_t len, const char *s);
 /* S (NULL: "?") sanitized to F, all of it; EOF on a write error. */
 int sanitize__fputs(const char *s, FILE *f);
+/*
+ * S as a JSON string (NULL: null): as it is when it is valid UTF-8 (JSON
+ * escapes its controls); otherwise each byte that is not part of a valid
+ * UTF-8 character written as \xNN, the rest as it is. JSON has no room for
+ * other bytes, and the kernel takes any for a name. NULL only out of memory.
+ */
+json_t *sanitize__json(const char *s);
 
 #endif

@@ -14,6 +14,7 @@
 #include "kinds.h"
 #include "log.h"
 #include "proc.h"
+#include "sanitize.h"
 #include "session.h"
 
 /* with no ring-buffer loss, /proc is still asked this often whether targets live */
@@ -271,8 +272,9 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	if (s->heap)
 		heap__scan(s->heap, tt->pid);
 	if (s->keep_events)
-		add_event(s, json_pack("{s:I, s:s, s:i, s:s}", "t_ms", (json_int_t)t_ms,
-				       "type", "exec", "pid", e->hdr.tgid, "comm", tt->comm));
+		add_event(s, json_pack("{s:I, s:s, s:i, s:o}", "t_ms", (json_int_t)t_ms,
+				       "type", "exec", "pid", e->hdr.tgid,
+				       "comm", sanitize__json(tt->comm)));
 }
 
 /*
@@ -418,9 +420,9 @@ static void on_signal_event(struct session *s, const struct memtrail_event_signa
 		f->sender_cmdline = proc__cmdline(e->sender_tgid);
 	}
 	if (s->keep_events)
-		add_event(s, json_pack("{s:I, s:s, s:i, s:i, s:i, s:s}", "t_ms", (json_int_t)t_ms,
+		add_event(s, json_pack("{s:I, s:s, s:i, s:i, s:i, s:o}", "t_ms", (json_int_t)t_ms,
 				       "type", "signal", "pid", e->hdr.tgid, "signal", e->sig,
-				       "sender", e->sender_tgid, "sender_comm", comm));
+				       "sender", e->sender_tgid, "sender_comm", sanitize__json(comm)));
 }
 
 /* Containers and pods of the cgroups a verdict names: the sender's, the OOM's. */
@@ -534,14 +536,14 @@ static json_t *live_allocations(struct session *s, const struct trail_target *tt
 	qsort(l.v, l.n, sizeof(*l.v), by_size_desc);
 	for (i = 0; i < l.n; i++) {
 		const struct memtrail_dev_alloc *a = &l.v[i].a;
-		const char *phase = session__phase_name(tt, a->phase, buf, sizeof(buf));
+		json_t *phase = sanitize__json(session__phase_name(tt, a->phase, buf, sizeof(buf)));
 		json_t *row = NULL;
 
 		bytes += a->size;
 		for (j = 0; j < json_array_size(by); j++) {
 			json_t *r = json_array_get(by, j);
 
-			if (!strcmp(json_string_value(json_object_get(r, "phase")), phase) &&
+			if (json_equal(json_object_get(r, "phase"), phase) &&
 			    !strcmp(json_string_value(json_object_get(r, "kind")),
 				    kind__name(a->kind))) {
 				row = r;
@@ -549,7 +551,7 @@ static json_t *live_allocations(struct session *s, const struct trail_target *tt
 			}
 		}
 		if (!row) {
-			row = json_pack("{s:s, s:s, s:I, s:I}", "phase", phase, "kind",
+			row = json_pack("{s:O, s:s, s:I, s:I}", "phase", phase, "kind",
 					kind__name(a->kind), "count", (json_int_t)0, "bytes",
 					(json_int_t)0);
 			json_array_append_new(by, row);
@@ -563,11 +565,12 @@ static json_t *live_allocations(struct session *s, const struct trail_target *tt
 
 			snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)l.v[i].addr);
 			json_array_append_new(largest, json_pack(
-				"{s:s, s:I, s:s, s:o, s:s, s:s}", "address", addr,
+				"{s:s, s:I, s:s, s:o, s:O, s:s}", "address", addr,
 				"size", (json_int_t)a->size, "kind", kind__name(a->kind),
 				"device", device_or_null(a->device), "phase", phase, "function",
 				a->name == UINT32_MAX ? "cuMemCreate" : devices__fn_name(a->name)));
 		}
+		json_decref(phase);
 	}
 	free(l.v);
 	o = json_pack("{s:I, s:I, s:o, s:o}", "count", (json_int_t)l.n, "bytes", (json_int_t)bytes,
@@ -601,12 +604,12 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 		json_array_append_new(site, frame);
 	}
 	truncated = i < e->n_frames;
-	ev = json_pack("{s:I, s:s, s:i, s:s, s:s, s:s, s:i, s:s?, s:s, s:o, s:I, s:s, s:o, s:b}",
+	ev = json_pack("{s:I, s:s, s:i, s:o, s:s, s:s, s:i, s:s?, s:s, s:o, s:I, s:o, s:o, s:b}",
 		       "t_ms", (json_int_t)t_ms, "type", oom ? "device_oom" : "device_error",
-		       "pid", tt->pid, "comm", tt->comm, "function", fn,
+		       "pid", tt->pid, "comm", sanitize__json(tt->comm), "function", fn,
 		       "runtime", devices__runtime_name(e->runtime), "code", e->rc, "error", err,
 		       "kind", kind__name(e->kind), "device", device_or_null(e->device),
-		       "size", (json_int_t)e->size, "phase", phase, "site", site,
+		       "size", (json_int_t)e->size, "phase", sanitize__json(phase), "site", site,
 		       "site_truncated", truncated);
 	if (!ev) {
 		s->err = -ENOMEM;

@@ -11,6 +11,7 @@
 
 #include "array.h"
 #include "kinds.h"
+#include "sanitize.h"
 #include "session.h"
 #include "sites.h"
 
@@ -514,7 +515,7 @@ static void frame_json(struct sites *s, const struct frame *fr, bool return_addr
 		return;
 	}
 	m = &s->modules[fr->module];
-	json_object_set_new(o, "module", json_string(m->name));
+	json_object_set_new(o, "module", sanitize__json(m->name));
 	json_object_set_new(o, "offset", json_sprintf("0x%" PRIx64, fr->offset));
 	if (m->build_id[0])
 		json_object_set_new(o, "build_id", json_string(m->build_id));
@@ -541,11 +542,17 @@ static void frame_json(struct sites *s, const struct frame *fr, bool return_addr
 	if (return_address)
 		lookup--;
 	fn = dwfl_module_addrinfo(m->mod, lookup, &sym_off, &sym, NULL, NULL, NULL);
-	json_object_set_new(o, "function", json_string(fn ? fn : "[unknown]"));
+	json_object_set_new(o, "function", sanitize__json(fn ? fn : "[unknown]"));
 	line = dwfl_module_getsrc(m->mod, lookup);
 	src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
-	if (src)
-		json_object_set_new(o, "source", json_sprintf("%s:%d", src, lineno));
+	if (src) {
+		char *where;
+
+		if (asprintf(&where, "%s:%d", src, lineno) >= 0) {
+			json_object_set_new(o, "source", sanitize__json(where));
+			free(where);
+		}
+	}
 }
 
 static json_t *frames_json(struct sites *s, uint32_t pid, const struct site *e)
@@ -609,12 +616,12 @@ json_t *sites__json(struct sites *s, const struct trail_target *tt)
 		json_object_set_new(o, "kind", json_string(site_kind_name(e->key.kind)));
 		if (e->key.phase & SITE_FOLDED) {
 			/* phases beyond the trail's lists, by name */
-			json_object_set_new(o, "phase", json_string(
+			json_object_set_new(o, "phase", sanitize__json(
 				tt->phases.aggs[e->key.phase & ~SITE_FOLDED].name));
 			json_object_set_new(o, "phase_seq", json_null());
 			json_object_set_new(o, "folded", json_true());
 		} else {
-			json_object_set_new(o, "phase", json_string(session__phase_name(
+			json_object_set_new(o, "phase", sanitize__json(session__phase_name(
 				tt, e->key.phase, buf, sizeof(buf))));
 			json_object_set_new(o, "phase_seq", json_integer(e->key.phase));
 		}

@@ -14,6 +14,7 @@
 #include "format.h"
 #include "kinds.h"
 #include "outfile.h"
+#include "sanitize.h"
 #include "schema.h"
 #include "trail.h"
 #include "trailstream.h"
@@ -196,7 +197,7 @@ static json_t *fields_to_json(const struct trail *t, const int64_t f[][PF_FIELDS
 
 json_t *trail__phase_json(const struct trail *t, const struct trail_phase *p)
 {
-	return json_pack("{s:s, s:I, s:I, s:o}", "name", p->name, "start", (json_int_t)p->start_ms,
+	return json_pack("{s:o, s:I, s:I, s:o}", "name", sanitize__json(p->name), "start", (json_int_t)p->start_ms,
 			 "end", (json_int_t)p->end_ms, "kinds", fields_to_json(t, p->f));
 }
 
@@ -233,7 +234,7 @@ static json_t *summary_to_json(const struct trail *t, const struct phase_log *l)
 						  "max", (json_int_t)a->max[k][f]));
 			json_object_set_new(kinds, kind__name(k), o);
 		}
-		json_array_append_new(arr, json_pack("{s:s, s:I, s:o}", "name", a->name,
+		json_array_append_new(arr, json_pack("{s:o, s:I, s:o}", "name", sanitize__json(a->name),
 						     "count", (json_int_t)a->count, "kinds", kinds));
 	}
 	return arr;
@@ -264,9 +265,9 @@ json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 
 	json_object_set_new(o, "pid", json_integer(tt->pid));
 	json_object_set_new(o, "ppid", json_integer(tt->ppid));
-	json_object_set_new(o, "comm", json_string(tt->comm));
-	json_object_set_new(o, "cmdline", tt->cmdline ? json_string(tt->cmdline) : json_null());
-	json_object_set_new(o, "cgroup", tt->cgroup ? json_string(tt->cgroup) : json_null());
+	json_object_set_new(o, "comm", sanitize__json(tt->comm));
+	json_object_set_new(o, "cmdline", sanitize__json(tt->cmdline));
+	json_object_set_new(o, "cgroup", sanitize__json(tt->cgroup));
 	json_object_set_new(o, "start_ms", json_integer(tt->start_ms));
 	json_object_set_new(o, "end_ms", json_integer(tt->end_ms));
 	if (tt->exited)
@@ -317,7 +318,7 @@ static json_t *head_json(const struct trail *t)
 	json_object_set_new(root, "started", json_string(t->started));
 	json_object_set_new(root, "duration_ms", json_integer(t->duration_ms));
 	json_object_set_new(root, "interval_ms", json_integer(t->interval_ms));
-	json_object_set_new(root, "command", t->command ? json_string(t->command) : json_null());
+	json_object_set_new(root, "command", sanitize__json(t->command));
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
 		if (t->kinds & (1U << k))
 			json_array_append_new(kinds, json_string(kind__name(k)));

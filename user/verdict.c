@@ -32,18 +32,13 @@ char *verdict__cgroup_up(const char *cgroup, int level)
 	return s;
 }
 
-static json_t *str_or_null(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
-
 json_t *verdict__decide(const struct verdict_facts *f, const char *cgroup)
 {
 	json_t *v;
 
 	if (f->oom) {
-		json_t *trigger = json_pack("{s:i, s:s}", "pid", f->trigger_pid,
-					    "comm", f->trigger_comm);
+		json_t *trigger = json_pack("{s:i, s:o}", "pid", f->trigger_pid,
+					    "comm", sanitize__json(f->trigger_comm));
 
 		if (f->memcg_level < 0)
 			return json_pack("{s:s, s:o}", "cause", "oom_global", "trigger", trigger);
@@ -54,7 +49,7 @@ json_t *verdict__decide(const struct verdict_facts *f, const char *cgroup)
 			char *path = f->oom_cgroup ? strdup(f->oom_cgroup)
 						   : verdict__cgroup_up(cgroup, f->memcg_level);
 
-			json_object_set_new(v, "cgroup", str_or_null(path));
+			json_object_set_new(v, "cgroup", sanitize__json(path));
 			free(path);
 		}
 		return v;
@@ -62,11 +57,11 @@ json_t *verdict__decide(const struct verdict_facts *f, const char *cgroup)
 	if (f->sigkill) {
 		bool term_first = f->sigterm && f->sigterm_ms <= f->sigkill_ms;
 
-		return json_pack("{s:s, s:{s:i, s:i, s:s, s:o, s:o}, s:b, s:o}",
+		return json_pack("{s:s, s:{s:i, s:i, s:o, s:o, s:o}, s:b, s:o}",
 				 "cause", "signal",
 				 "sender", "pid", f->sender_pid, "ppid", f->sender_ppid,
-				 "comm", f->sender_comm, "cgroup", str_or_null(f->sender_cgroup),
-				 "cmdline", str_or_null(f->sender_cmdline),
+				 "comm", sanitize__json(f->sender_comm), "cgroup", sanitize__json(f->sender_cgroup),
+				 "cmdline", sanitize__json(f->sender_cmdline),
 				 "sigterm_first", term_first,
 				 "sigterm_before_ms", term_first ?
 					json_integer(f->sigkill_ms - f->sigterm_ms) : json_null());

@@ -255,9 +255,9 @@ static json_t *top_processes(const char *path)
 		char *cmdline = proc__cmdline(v[i].pid);
 
 		proc__comm(v[i].pid, comm, sizeof(comm));
-		json_array_append_new(arr, json_pack("{s:i, s:s, s:o, s:I}", "pid", v[i].pid,
-						     "comm", comm,
-						     "cmdline", cmdline ? json_string(cmdline) : json_null(),
+		json_array_append_new(arr, json_pack("{s:i, s:o, s:o, s:I}", "pid", v[i].pid,
+						     "comm", sanitize__json(comm),
+						     "cmdline", sanitize__json(cmdline),
 						     "vm_rss", (json_int_t)v[i].rss));
 		free(cmdline);
 	}
@@ -311,8 +311,8 @@ static json_t *snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t
 	json_object_set_new(snap, "time", json_string(stamp));
 	json_object_set_new(snap, "t_ms", json_integer(t_ms));
 	json_object_set_new(snap, "pid", json_integer(tt->pid));
-	json_object_set_new(snap, "comm", json_string(tt->comm));
-	json_object_set_new(snap, "phase", json_string(tt->phase_name));
+	json_object_set_new(snap, "comm", sanitize__json(tt->comm));
+	json_object_set_new(snap, "phase", sanitize__json(tt->phase_name));
 	json_object_set_new(snap, "keep_ms", json_integer(w->s.keep_ms));
 	set_attribution(snap, tt->cgroup, w->o->pods_dir);
 	if (!json_object_get(snap, "proc"))
@@ -343,12 +343,12 @@ static void on_oom(struct session *s, struct trail_target *tt, const struct memt
 	/* the cgroup at its limit, or (global OOM) the victim's own */
 	cgroup = f->oom_cgroup ? f->oom_cgroup :
 		 f->memcg_level >= 0 ? verdict__cgroup_up(tt->cgroup, f->memcg_level) : NULL;
-	snap = json_pack("{s:s, s:{s:s, s:o, s:I, s:I, s:{s:i, s:s}, s:{s:I, s:I, s:I}}}",
+	snap = json_pack("{s:s, s:{s:s, s:o, s:I, s:I, s:{s:i, s:o}, s:{s:I, s:I, s:I}}}",
 			 "trigger", "oom_kill",
 			 "oom", "scope", f->memcg_level >= 0 ? "cgroup" : "global",
-			 "cgroup", cgroup ? json_string(cgroup) : json_null(),
+			 "cgroup", sanitize__json(cgroup),
 			 "usage", (json_int_t)f->usage, "limit", (json_int_t)f->limit,
-			 "trigger", "pid", f->trigger_pid, "comm", f->trigger_comm,
+			 "trigger", "pid", f->trigger_pid, "comm", sanitize__json(f->trigger_comm),
 			 "victim_rss", "anon", (json_int_t)e->rss_anon, "file", (json_int_t)e->rss_file,
 			 "shmem", (json_int_t)e->rss_shmem);
 	if (snap)
@@ -531,8 +531,8 @@ static void pressure_snapshot(struct watch *w, struct watched *c, struct trail_t
 	if (c->snapshot_ms && t_ms - c->snapshot_ms < w->o->pressure_every_s * 1000ULL)
 		return;
 	c->snapshot_ms = t_ms ? t_ms : 1;
-	snap = json_pack("{s:s, s:{s:s, s:s, s:I, s:o}}", "trigger", "pressure",
-			 "pressure", "reason", reason, "cgroup", c->path, "usage", (json_int_t)usage,
+	snap = json_pack("{s:s, s:{s:s, s:o, s:I, s:o}}", "trigger", "pressure",
+			 "pressure", "reason", reason, "cgroup", sanitize__json(c->path), "usage", (json_int_t)usage,
 			 "limit", limit >= 0 ? json_integer(limit) : json_null());
 	file_name(name, sizeof(name), "pressure", tt->pid);
 	emit(w, name, snapshot_doc(w, tt, t_ms, c->path, snap));
@@ -617,16 +617,16 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
 		if (w->s.trail.kinds & (1U << k))
 			json_object_set_new(peaks, kind__name(k), json_integer(tt->peak[k]));
-	doc = json_pack("{s:i, s:s, s:s, s:I, s:i, s:s, s:o, s:o, s:{s:i}, s:o, s:O, s:o, s:o}",
+	doc = json_pack("{s:i, s:s, s:s, s:I, s:i, s:o, s:o, s:o, s:{s:i}, s:o, s:O, s:o, s:o}",
 			"memtrail", MEMTRAIL_TRAIL_VERSION, "type", "verdict", "time", stamp,
-			"t_ms", (json_int_t)tt->end_ms, "pid", tt->pid, "comm", tt->comm,
-			"cmdline", tt->cmdline ? json_string(tt->cmdline) : json_null(),
-			"cgroup", tt->cgroup ? json_string(tt->cgroup) : json_null(),
+			"t_ms", (json_int_t)tt->end_ms, "pid", tt->pid, "comm", sanitize__json(tt->comm),
+			"cmdline", sanitize__json(tt->cmdline),
+			"cgroup", sanitize__json(tt->cgroup),
 			"exit", "signal", tt->exit_signal,
-			"phase", last ? json_string(last->name) : json_null(),
+			"phase", sanitize__json(last ? last->name : NULL),
 			"verdict", tt->verdict,
 			"peaks", peaks,
-			"snapshot", snapshot ? json_string(snapshot) : json_null());
+			"snapshot", sanitize__json(snapshot));
 	if (doc)
 		set_attribution(doc, tt->cgroup, w->o->pods_dir);
 	verdict__line(line, sizeof(line), tt->verdict);

@@ -27,7 +27,7 @@ ctypes.CDLL(None).prctl(15, os.fsencode(sys.argv[1]), 0, 0, 0)
 pid = os.fork()
 if pid == 0:
     hold = [bytearray(8 << 20)]
-    while len(sys.argv) > 2:
+    while sys.argv[2:3] == ["hog"]:
         hold.append(bytearray(4 << 20))
     os._exit(0)
 os.waitpid(pid, 0)
@@ -72,11 +72,22 @@ def test_record_and_report_escape_comm():
             rows = rows_of(text, pid)
             check_eq(len(rows), 1, f"{name!r}: {what}'s rows of {pid} in {text!r}")
             check(f"{pid}  {shown} " in rows[0], f"{name!r}: {shown!r} not in {rows[0]!r}")
-    # bytes that are not UTF-8 (the kernel takes any): escaped in the table
-    rec = run([MEMTRAIL, "record", "-o", os.path.join(tmpdir(), "t.json"), "--",
-               *named(os.fsdecode(b"a\xffb\xc3"))])
+    # bytes that are not UTF-8 (the kernel takes any, in names and arguments):
+    # escaped in the table; in the trail, which JSON keeps to UTF-8, as \xNN
+    out = os.path.join(tmpdir(), "t.json")
+    rec = run([MEMTRAIL, "record", "-o", out, "--",
+               *named(os.fsdecode(b"a\xffb\xc3")), os.fsdecode(b"arg\xfe")])
     check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
     check(re.search(r"^ +\d+  a\\xffb\\xc3 ", rec.stdout, re.M), f"a\\xffb\\xc3 in {rec.stdout!r}")
+    check("warning" not in rec.stderr, f"record's log: {rec.stderr!r}")
+    with open(out) as f:
+        trail = json.load(f)
+    pid = child_pid(trail)
+    check_eq([t["comm"] for t in trail["targets"] if t["pid"] == pid], ["a\\xffb\\xc3"],
+             "the child's name in the trail")
+    check(trail["command"].endswith(" a\\xffb\\xc3 arg\\xfe"), f"command {trail['command']!r}")
+    check_eq([e["type"] for e in trail["events"] if e["pid"] == pid], ["fork", "exit"],
+             "the child's events")
     no_programs_left()
 
 

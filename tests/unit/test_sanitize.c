@@ -75,12 +75,40 @@ static void cut_at_whole_characters(void **state)
 	assert_string_equal(sanitize__str(buf, 1, "abc"), "");
 }
 
+static void json_expect(const char *in, const char *want)
+{
+	json_t *j = sanitize__json(in);
+
+	assert_non_null(j);
+	assert_true(json_is_string(j));
+	assert_string_equal(json_string_value(j), want);
+	json_decref(j);
+}
+
+/* JSON holds only UTF-8: other bytes as \xNN, everything valid as it is */
+static void json_strings(void **state)
+{
+	json_t *j;
+
+	(void)state;
+	json_expect("plain", "plain");
+	json_expect("tab\tnl\n\x1b[2J\\", "tab\tnl\n\x1b[2J\\");
+	json_expect("caf\xc3\xa9\xc2\x85", "caf\xc3\xa9\xc2\x85");
+	json_expect("a\xff" "b\xc3", "a\\xffb\\xc3");
+	json_expect("\xe2\x82\xac\xe2\x82", "\xe2\x82\xac\\xe2\\x82");
+	json_expect("\xed\xa0\x80", "\\xed\\xa0\\x80");	/* a surrogate */
+	json_expect("\xc0\xaf", "\\xc0\\xaf");		/* overlong '/' */
+	j = sanitize__json(NULL);
+	assert_true(json_is_null(j));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(controls_escaped),
 		cmocka_unit_test(utf8_kept_or_escaped),
 		cmocka_unit_test(cut_at_whole_characters),
+		cmocka_unit_test(json_strings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
