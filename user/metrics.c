@@ -17,6 +17,7 @@
 #include "container.h"
 #include "kinds.h"
 #include "log.h"
+#include "sanitize.h"
 #include "metrics.h"
 
 #define LABELS_LEN 1024
@@ -221,28 +222,42 @@ void metrics__snapshot(struct metrics *m, const char *trigger)
 	count(m->snapshots, triggers, N_TRIGGERS, trigger);
 }
 
-/* A label value as the format wants it: backslash, quote and newline escaped. */
+/*
+ * A label value as the format wants it (backslash, quote and newline
+ * escaped) and safe for whoever reads the page (sanitize.h: other controls
+ * and bytes that are not UTF-8 as the text \xNN, its backslash escaped too),
+ * cut at a whole character.
+ */
 static void escape(char *dst, size_t len, const char *src)
 {
-	size_t o = 0;
+	char one[SANITIZE_CHAR_MAX + 1], *p;
+	size_t o = 0, n, used;
 
-	for (; src && *src && o + 3 < len; src++) {
-		if (*src == '\\' || *src == '"') {
-			dst[o++] = '\\';
-			dst[o++] = *src;
-		} else if (*src == '\n') {
-			dst[o++] = '\\';
-			dst[o++] = 'n';
+	for (; src && *src; src += used) {
+		p = one;
+		used = 1;
+		one[0] = '\\';
+		if (*src == '\\' || *src == '"' || *src == '\n') {
+			one[1] = *src == '\n' ? 'n' : *src;
+			n = 2;
 		} else {
-			dst[o++] = *src;
+			n = sanitize__char(src, one + 1, &used);
+			if (one[1] == '\\')	/* \xNN: the text, its backslash escaped */
+				n++;
+			else
+				p++;
 		}
+		if (o + n >= len)
+			break;
+		memcpy(dst + o, p, n);
+		o += n;
 	}
 	dst[o] = '\0';
 }
 
 static void who_labels(const struct metrics *m, const struct trail_target *tt, struct who *w)
 {
-	char comm[2 * MEMTRAIL_COMM_LEN], container[2 * POD_NAME_LEN], pod[4 * POD_NAME_LEN];
+	char comm[5 * MEMTRAIL_COMM_LEN], container[2 * POD_NAME_LEN], pod[4 * POD_NAME_LEN];
 	char raw[2 * POD_NAME_LEN + 2];
 	struct container_ref ref;
 	struct pod_names names;

@@ -41,10 +41,6 @@ static size_t utf8_len(const unsigned char *s, uint32_t *cp)
 	return n;
 }
 
-/*
- * The character at S (not at its end) as it is shown, in OUT (at most 16
- * bytes, not terminated): its length in OUT; *USED the bytes of S it took.
- */
 static size_t shown(const unsigned char *s, char *out, size_t *used)
 {
 	size_t n, i, o = 0;
@@ -77,11 +73,16 @@ static size_t shown(const unsigned char *s, char *out, size_t *used)
 	return o;
 }
 
+size_t sanitize__char(const char *s, char *out, size_t *used)
+{
+	return shown((const unsigned char *)s, out, used);
+}
+
 const char *sanitize__str(char *buf, size_t len, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)(s ? s : "?");
 	size_t o = 0, n, used;
-	char one[16];
+	char one[SANITIZE_CHAR_MAX];
 
 	if (!len)
 		return buf;
@@ -101,7 +102,7 @@ int sanitize__fputs(const char *s, FILE *f)
 {
 	const unsigned char *p = (const unsigned char *)(s ? s : "?");
 	size_t n, used;
-	char one[16];
+	char one[SANITIZE_CHAR_MAX];
 
 	while (*p) {
 		n = shown(p, one, &used);

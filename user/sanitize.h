@@ -16,6 +16,13 @@
 /* Bytes that hold N bytes of text, sanitized, and the NUL: \xNN is four per byte. */
 #define SANITIZE_LEN(n) (4 * (n) + 1)
 
+/*
+ * The character at S (not at its end) sanitized into OUT, at most
+ * SANITIZE_CHAR_MAX bytes and not terminated: its length; *USED the bytes of
+ * S it took.
+ */
+#define SANITIZE_CHAR_MAX 16
+size_t sanitize__char(const char *s, char *out, size_t *used);
 /* S (NULL: "?") sanitized into BUF of LEN bytes, cut at a whole character; returns BUF. */
 const char *sanitize__str(char *buf, size_t len, const char *s);
 /* S (NULL: "?") sanitized to F, all of it; EOF on a write error. */

@@ -231,12 +231,13 @@ def test_metrics_device_memory():
 
 def test_metrics_page_format_and_expiry():
     """GET /metrics follows the text format; a process whose comm holds a
-    quote and a backslash is labelled escaped; its series outlive it by
+    quote, a backslash, an escape and a byte that is not UTF-8 is labelled
+    escaped (the last two as the text \\xNN); its series outlive it by
     --metrics-expire and are gone after; other paths are 404."""
     port = free_port()
     w = Watch(["--metrics", f"127.0.0.1:{port}", "--metrics-expire", "3", "-i", "200"])
     d = tmpdir()
-    odd = os.path.join(d, 'ho"l\\der')
+    odd = os.path.join(d, os.fsdecode(b'ho"l\\der\x1b\xff'))
     os.symlink(workload("holder"), odd)
     h = None
     try:
@@ -259,7 +260,9 @@ def test_metrics_page_format_and_expiry():
         check(ctype.startswith("text/plain; version=0.0.4"), f"content type {ctype}")
         check_eq(value(series, "memtrail_target_phase", pid=pid, phase="keep"), 1,
                  "the holder's phase")
-        check(f'comm="ho\\"l\\\\der"' in text, "comm escaped as the format wants")
+        check('comm="ho\\"l\\\\der\\\\x1b\\\\xff"' in text,
+              "comm escaped as the format wants, no control or invalid byte in the page")
+        check(not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text), "no control in the page")
         check_within(value(series, "memtrail_bytes", pid=pid, kind="rss_anon"),
                      data["rss_anon"], 2, "rss_anon now against RssAnon")
         check_eq(value(series, "memtrail_targets") >= 1, True, "targets counted")
