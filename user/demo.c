@@ -149,7 +149,8 @@ int cmd_demo(int argc, char **argv)
 			       "Record a bundled synthetic workload (a stand-in for a model server:\n"
 			       "it maps and fills memory in announced steps and forks a worker)\n"
 			       "with 'memtrail record', then explain the table. Writes\n"
-			       "memtrail-demo.json in the current directory (or /tmp).\n");
+			       "memtrail-demo.json in the current directory or, where it cannot\n"
+			       "write, in a new private folder /tmp/memtrail-demo.XXXXXX.\n");
 			return 0;
 		}
 		log__error("demo takes no arguments");
@@ -161,8 +162,19 @@ int cmd_demo(int argc, char **argv)
 		return 1;
 	}
 	self[n] = '\0';
-	snprintf(out, sizeof(out), "%s", access(".", W_OK) ? "/tmp/memtrail-demo.json"
-							     : "memtrail-demo.json");
+	if (!access(".", W_OK)) {
+		snprintf(out, sizeof(out), "memtrail-demo.json");
+	} else {
+		/* not a fixed name in a shared folder: another user could hold it */
+		char dir[] = "/tmp/memtrail-demo.XXXXXX";
+
+		if (!mkdtemp(dir)) {
+			log__error("cannot create a folder in /tmp for the demo's trail: %s",
+				   strerror(errno));
+			return 1;
+		}
+		snprintf(out, sizeof(out), "%s/memtrail-demo.json", dir);
+	}
 	printf("memtrail demo: recording '%s demo-workload', a synthetic workload bundled with\n"
 	       "memtrail that maps and fills memory in steps, like a model server would.\n\n",
 	       self);

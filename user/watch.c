@@ -833,13 +833,23 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 	return 0;
 }
 
-/* The output directory exists (made 0700 when missing) and takes a file. */
+/*
+ * The output directory exists (made 0700 when missing) and takes a file. A
+ * symbolic link there is followed only when it is memtrail's user's or
+ * root's: one someone else planted (a folder shared with a container) would
+ * send root's files where they chose.
+ */
 static int check_dir(const char *dir)
 {
 	char probe[PATH_MAX];
 	struct stat st;
 	int err;
 
+	if (!lstat(dir, &st) && S_ISLNK(st.st_mode) && st.st_uid && st.st_uid != geteuid()) {
+		log__error("snapshot directory '%s' is a symbolic link of user %u, not followed: "
+			   "give the folder it names", dir, st.st_uid);
+		return -1;
+	}
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		log__error("cannot create snapshot directory '%s': %s", dir, strerror(errno));
 		return -1;

@@ -290,3 +290,51 @@ def test_watch_not_root_creates_nothing():
     one_line_error(p, "root")
     check(not os.path.exists(snaps), f"'{snaps}' was created")
     check_eq(os.listdir(d), [], "files created")
+
+
+def test_watch_does_not_follow_a_planted_link():
+    """-o DIR as a symbolic link someone else made (a folder shared with a
+    container): refused on one line, nothing written where it points."""
+    d = tmpdir()
+    os.chmod(d, 0o777)
+    target = os.path.join(tmpdir(), "elsewhere")
+    os.mkdir(target)
+    snaps = os.path.join(d, "snapshots")
+    os.symlink(target, snaps)
+    os.lchown(snaps, 65534, 65534)
+    p = run([MEMTRAIL, "watch", "-o", snaps], timeout=30)
+    one_line_error(p, f"snapshot directory '{snaps}' is a symbolic link of user 65534, "
+                   "not followed")
+    check_eq(os.listdir(target), [], "files written through the link")
+
+
+def test_demo_writes_a_private_folder_when_cwd_is_read_only():
+    """memtrail demo from a folder it cannot write: its trail goes to a new
+    0700 folder /tmp/memtrail-demo.XXXXXX, not to a name another user could
+    hold; the trail has the workload's own steps (192 MiB of weights, four
+    64 MiB requests)."""
+    ro = tmpdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "memtrail-test", ro], check=True)
+    try:
+        p = run([MEMTRAIL, "demo"], cwd=ro, timeout=120)
+    finally:
+        subprocess.run(["umount", ro], check=True)
+    check_eq(p.returncode, 0, f"demo's status ({p.stderr!r})")
+    m = re.search(r"trail written to '(/tmp/memtrail-demo\.[A-Za-z0-9]{6})/memtrail-demo\.json'",
+                  p.stderr)
+    check(m, f"the trail's name in {p.stderr!r}")
+    folder = m.group(1)
+    try:
+        st = os.lstat(folder)
+        check(stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and
+              st.st_uid == os.geteuid(), f"{folder}: mode {st.st_mode:o}, uid {st.st_uid}")
+        with open(os.path.join(folder, "memtrail-demo.json")) as f:
+            trail = json.load(f)
+        phases = trail["targets"][0]["phases"]
+        by = {}
+        for ph in phases:
+            by.setdefault(ph["name"], []).append(ph["kinds"]["mapped"]["allocations"])
+        check_eq(by.get("load_weights"), [192 << 20], f"load_weights in {by}")
+        check_eq(by.get("request"), [64 << 20] * 4, f"requests in {by}")
+    finally:
+        subprocess.run(["rm", "-rf", folder], check=True)
