@@ -133,6 +133,8 @@ struct dev_file {
 	dev_t dev;
 	ino_t ino;
 	char *name;	/* its path as first seen (names call sites after a process exits) */
+	int fd;		/* opened as mapped (proc.h), kept while launch probes may attach; -1 */
+	char path[32];	/* opens it from here: /proc/self/fd/FD */
 	struct tracer_probe_set probes;
 	/*
 	 * Launch functions fire often: probed only while a process that maps
@@ -152,12 +154,13 @@ struct dev_proc {
 	bool executed;		/* its launch probes are not wanted */
 	struct proc_file {
 		size_t file;	/* index in devices.files */
-		char *path;	/* through /proc/PID/root */
 	} *files;		/* files with launch functions it maps */
 	size_t n_files, cap_files;
 	/* its executable mappings at the last scan: call sites after it exits */
 	struct proc_map {
 		unsigned long long start, end, pgoff;
+		dev_t dev;
+		ino_t ino;
 		char *path;	/* as the kernel names it */
 	} *maps;
 	size_t n_maps, cap_maps;
@@ -307,12 +310,8 @@ static void proc_maps_free(struct dev_proc *p)
 
 static void proc_free(struct dev_proc *p)
 {
-	size_t i;
-
 	proc_maps_free(p);
 	free(p->maps);
-	for (i = 0; i < p->n_files; i++)
-		free(p->files[i].path);
 	free(p->files);
 }
 
@@ -360,7 +359,7 @@ struct probe_list {
 	bool ret[N_SPECS];
 	uint32_t spec[N_SPECS];
 	size_t n;
-	const char *path;
+	const char *name;	/* the file, for messages */
 };
 
 static void probe_list_add(struct probe_list *l, uint32_t spec, uint64_t off)
@@ -375,15 +374,10 @@ static void on_probe_fail(void *ctx, ssize_t i, int err)
 {
 	const struct probe_list *l = ctx;
 
-	/* reached through a process that has exited since: nothing to warn about */
-	if (err == -ENOENT && !strncmp(l->path, "/proc/", 6)) {
-		log__debug("cannot probe '%s': %s (its process is gone)", l->path, strerror(-err));
-		return;
-	}
 	if (i < 0)
-		log__warn("cannot probe '%s': %s", l->path, strerror(-err));
+		log__warn("cannot probe '%s': %s", l->name, strerror(-err));
 	else
-		log__warn("cannot probe '%s' in '%s': %s", specs[l->spec[i]].name, l->path,
+		log__warn("cannot probe '%s' in '%s': %s", specs[l->spec[i]].name, l->name,
 			  strerror(-err));
 }
 
@@ -393,23 +387,23 @@ static void launch_detach(struct dev_file *f)
 	f->launch_on = false;
 }
 
-static void launch_attach(struct devices *d, struct dev_file *f, const char *path)
+static void launch_attach(struct devices *d, struct dev_file *f)
 {
-	struct probe_list l = { .n = 0, .path = path };
+	struct probe_list l = { .n = 0, .name = f->name };
 	size_t i;
 
 	for (i = 0; i < f->n_launch; i++)
 		probe_list_add(&l, f->launch_spec[i], f->launch_off[i]);
-	tracer__attach_device_set(d->tracer, path, l.off, l.cookie, l.ret, l.n, &f->launch,
+	tracer__attach_device_set(d->tracer, f->path, l.off, l.cookie, l.ret, l.n, &f->launch,
 				  on_probe_fail, &l);
 	f->launch_on = true;
 }
 
 /*
  * Launch probes of file IDX wanted: while no process is known to map it, or
- * one that does has not started "execute". PATH opens it, NULL: a mapper's.
+ * one that does has not started "execute".
  */
-static void launch_update(struct devices *d, size_t idx, const char *path)
+static void launch_update(struct devices *d, size_t idx)
 {
 	struct dev_file *f = &d->files[idx];
 	bool mapped = false, waiting = false;
@@ -424,12 +418,10 @@ static void launch_update(struct devices *d, size_t idx, const char *path)
 			mapped = true;
 			if (!d->procs[i].executed)
 				waiting = true;
-			if (!path)
-				path = d->procs[i].files[j].path;
 		}
 	}
-	if ((waiting || !mapped) && !f->launch_on && path)
-		launch_attach(d, f, path);
+	if ((waiting || !mapped) && !f->launch_on)
+		launch_attach(d, f);
 	else if (mapped && !waiting && f->launch_on)
 		launch_detach(f);
 }
@@ -439,19 +431,19 @@ static void proc_launch_update(struct devices *d, struct dev_proc *p)
 	size_t i;
 
 	for (i = 0; i < p->n_files; i++)
-		launch_update(d, p->files[i].file, p->files[i].path);
+		launch_update(d, p->files[i].file);
 }
 
-/* Probe a newly seen file; PATH opens it from here. */
-static void probe_file(struct devices *d, struct dev_file *f, const char *path)
+/* Probe a newly seen file, open as f->path. */
+static void probe_file(struct devices *d, struct dev_file *f)
 {
-	struct probe_list l = { .n = 0, .path = path };
+	struct probe_list l = { .n = 0, .name = f->name };
 	struct matches m = { .n = 0 };
 	const char *what = NULL;
 	size_t i, shown;
 
 	f->probes.fd[0] = f->probes.fd[1] = f->launch.fd[0] = f->launch.fd[1] = -1;
-	if (elfsym__each(path, on_symbol, &m) || !m.n)
+	if (elfsym__each(f->path, on_symbol, &m) || !m.n)
 		return;
 	for (i = 0; i < m.n; i++) {
 		const struct dev_spec *s = &specs[m.spec[i]];
@@ -465,14 +457,14 @@ static void probe_file(struct devices *d, struct dev_file *f, const char *path)
 			f->launch_off[f->n_launch++] = m.off[i];
 		}
 	}
-	shown = tracer__attach_device_set(d->tracer, path, l.off, l.cookie, l.ret, l.n, &f->probes,
-					  on_probe_fail, &l);
+	shown = tracer__attach_device_set(d->tracer, f->path, l.off, l.cookie, l.ret, l.n,
+					  &f->probes, on_probe_fail, &l);
 	if (f->n_launch)
-		launch_attach(d, f, path);
+		launch_attach(d, f);
 	if (what && d->quiet)
-		log__debug("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
+		log__debug("probing %s '%s' (%zu functions)", what, f->name, shown + f->n_launch);
 	else if (what)
-		log__info("probing %s '%s' (%zu functions)", what, path, shown + f->n_launch);
+		log__info("probing %s '%s' (%zu functions)", what, f->name, shown + f->n_launch);
 	f->runtime = what != NULL;
 }
 
@@ -550,11 +542,15 @@ static int file_index(struct devices *d, size_t idx)
 	return 0;
 }
 
-/* The file (dev, ino), probed through PATH when new; NAME is its path as the process sees it. */
-static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, const char *path,
-				 const char *name, size_t *index)
+/*
+ * The file (DEV, INO), probed when new: opened as PID maps it at M
+ * (proc.h), else memtrail's own file HOST; NULL when it cannot be opened.
+ */
+static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32_t pid,
+				 const struct proc_map_line *m, const char *host, size_t *index)
 {
 	struct dev_file *f = file_find(d, dev, ino, index);
+	int fd;
 
 	if (f)
 		return f;
@@ -563,19 +559,32 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, const 
 	*index = d->n_files;
 	f = &d->files[d->n_files];
 	memset(f, 0, sizeof(*f));
+	fd = m ? proc__open_mapped(pid, m, f->path, sizeof(f->path))
+	       : proc__open_file(host, dev, ino, f->path, sizeof(f->path));
+	if (fd < 0)
+		return NULL;	/* not known: another process may open it */
 	f->dev = dev;
 	f->ino = ino;
-	if (file_index(d, *index))
+	f->fd = fd;
+	f->name = strdup(m ? m->path : host);
+	if (file_index(d, *index)) {
+		close(fd);
+		free(f->name);
 		return NULL;
+	}
 	d->n_files++;
-	probe_file(d, f, path);
-	f->name = strdup(name);
+	probe_file(d, f);
+	if (!f->n_launch) {
+		/* its probes are on: nothing opens it again */
+		close(fd);
+		f->fd = -1;
+	}
 	return &d->files[*index];
 }
 
 void devices__scan(struct devices *d, uint32_t pid)
 {
-	char name[64], line[4096 + 128], full[4096 + 64];
+	char name[64], line[4096 + 128];
 	struct dev_proc *p = NULL, seen = { .pid = pid };
 	FILE *f;
 
@@ -594,18 +603,13 @@ void devices__scan(struct devices *d, uint32_t pid)
 				 sizeof(*seen.maps))) {
 			struct proc_map *pm = &seen.maps[seen.n_maps];
 
-			*pm = (struct proc_map){ m.start, m.end, m.pgoff, strdup(m.path) };
+			*pm = (struct proc_map){ m.start, m.end, m.pgoff, m.dev, m.ino,
+						 strdup(m.path) };
 			if (pm->path)
 				seen.n_maps++;
 		}
-		/* a file seen before is not looked for again: no access() per mapping */
-		full[0] = '\0';
-		df = file_find(d, m.dev, m.ino, &idx);
-		if (!df) {
-			if (proc__mapped_path(pid, &m, full, sizeof(full)))
-				continue;
-			df = file_get(d, m.dev, m.ino, full, m.path, &idx);
-		}
+		/* a file seen before is not opened again */
+		df = file_get(d, m.dev, m.ino, pid, &m, NULL, &idx);
 		if (df && df->runtime && pid != (uint32_t)getpid())
 			say_kernel(d);
 		if (!df || !df->n_launch || pid == (uint32_t)getpid())
@@ -615,12 +619,10 @@ void devices__scan(struct devices *d, uint32_t pid)
 			break;
 		for (i = 0; i < p->n_files && p->files[i].file != idx; i++)
 			;
-		if (i < p->n_files || (!full[0] && proc__mapped_path(pid, &m, full, sizeof(full))) ||
+		if (i < p->n_files ||
 		    array__grow((void **)&p->files, &p->cap_files, p->n_files + 1, sizeof(*p->files)))
 			continue;
-		p->files[p->n_files].path = strdup(full);
-		if (p->files[p->n_files].path)
-			p->files[p->n_files++].file = idx;
+		p->files[p->n_files++].file = idx;
 	}
 	fclose(f);
 	p = p ? p : proc_get(d, pid, false);
@@ -711,13 +713,27 @@ static void prepare_lib(void *ctx, const char *lib)
 	size_t idx;
 
 	if (stat(lib, &st) == 0)
-		file_get(d, st.st_dev, st.st_ino, lib, lib, &idx);
+		file_get(d, st.st_dev, st.st_ino, 0, NULL, lib, &idx);
 }
 
 void devices__prepare_command(struct devices *d, const char *path)
 {
 	prepare_lib(d, path);	/* a runtime linked in */
 	elfsym__needed(path, prepare_lib, d);
+}
+
+/* elfsym__at of file PATH, only when it is (DEV, INO): never another file's symbol. */
+static int symbol_of(const char *path, dev_t dev, ino_t ino, uint64_t off, char *sym,
+		     size_t len, uint64_t *delta)
+{
+	char opened[32];
+	int fd = proc__open_file(path, dev, ino, opened, sizeof(opened)), err;
+
+	if (fd < 0)
+		return fd;
+	err = elfsym__at(opened, off, sym, len, delta);
+	close(fd);
+	return err;
 }
 
 /* A site from the mappings of PID's last scan (it has exited), or NULL. */
@@ -734,8 +750,8 @@ static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
 		if (addr < m->start || addr >= m->end)
 			continue;
 		off = addr - m->start + m->pgoff;
-		/* the name as the kernel gave it: memtrail's root reaches it, or not */
-		if (!elfsym__at(m->path, off, sym, sizeof(sym), &delta))
+		/* the name as the kernel gave it, where memtrail's root reaches that file */
+		if (!symbol_of(m->path, m->dev, m->ino, off, sym, sizeof(sym), &delta))
 			return json_sprintf("%s+0x%" PRIx64 " (%s)", sym, delta, m->path);
 		return json_sprintf("%s+0x%" PRIx64, m->path, off);
 	}
@@ -755,8 +771,9 @@ static json_t *site_from_file(struct devices *d, const struct memtrail_frame_fil
 	for (i = 0; d && i < d->n_files; i++) {
 		const struct dev_file *f = &d->files[i];
 
+		/* its name as the target saw it, where memtrail's root reaches that file */
 		if (f->dev == dev && f->ino == ff->ino && f->name &&
-		    !elfsym__at(f->name, (uint64_t)ff->off, sym, sizeof(sym), &delta))
+		    !symbol_of(f->name, dev, f->ino, (uint64_t)ff->off, sym, sizeof(sym), &delta))
 			return json_sprintf("%s+0x%" PRIx64 " (%s)", sym, delta, f->name);
 	}
 	snprintf(name, sizeof(name), "%s", ff->name);
@@ -766,11 +783,12 @@ static json_t *site_from_file(struct devices *d, const struct memtrail_frame_fil
 json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 		      const struct memtrail_frame_file *ff)
 {
-	char name[64], line[4096 + 128], full[4096 + 64], sym[256], text[4096 + 512];
+	char name[64], line[4096 + 128], full[32], sym[256], text[4096 + 512];
 	struct proc_map_line m;
 	uint64_t delta, off;
 	json_t *cached;
 	FILE *f;
+	int fd;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
@@ -788,13 +806,15 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 		if (!m.path)
 			return json_sprintf("[anon] 0x%" PRIx64, addr);
 		off = addr - m.start + m.pgoff;
-		/* through its root; an exiting process has none: the path as memtrail sees it */
-		if ((!proc__mapped_path(pid, &m, full, sizeof(full)) &&
-		     !elfsym__at(full, off, sym, sizeof(sym), &delta)) ||
-		    !elfsym__at(m.path, off, sym, sizeof(sym), &delta))
+		/* the file mapped; an exiting process has none: memtrail's, if the same file */
+		fd = proc__open_mapped(pid, &m, full, sizeof(full));
+		if ((fd >= 0 && !elfsym__at(full, off, sym, sizeof(sym), &delta)) ||
+		    (fd < 0 && !symbol_of(m.path, m.dev, m.ino, off, sym, sizeof(sym), &delta)))
 			snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", sym, delta, m.path);
 		else
 			snprintf(text, sizeof(text), "%s+0x%" PRIx64, m.path, off);
+		if (fd >= 0)
+			close(fd);
 		return sanitize__json(text);
 	}
 	fclose(f);
@@ -817,6 +837,8 @@ void devices__destroy(struct devices *d)
 		launch_detach(&d->files[i]);
 		tracer__detach_device_set(&d->files[i].probes);
 		free(d->files[i].name);
+		if (d->files[i].fd >= 0)
+			close(d->files[i].fd);
 	}
 	free(d->files);
 	free(d->file_slots);

@@ -119,6 +119,9 @@ static const struct heap_spec specs[] = {
 struct heap_file {
 	dev_t dev;
 	ino_t ino;
+	char *name;	/* as the first process that mapped it names it */
+	int fd;		/* an allocator's, opened as mapped (proc.h); else -1 */
+	char path[32];	/* opens it from here: /proc/self/fd/FD */
 	size_t n_entry, n_ret;
 	uint64_t entry_off[MATCH_MAX], entry_cookie[MATCH_MAX];
 	uint64_t ret_off[MATCH_MAX], ret_cookie[MATCH_MAX];
@@ -126,7 +129,6 @@ struct heap_file {
 
 struct heap_link {
 	size_t file;
-	char *path;	/* opens it: through the process's root */
 	int fd_entry, fd_ret;	/* -1: detached */
 	struct tracer_probe_set set;	/* kernels without uprobe_multi: a link per probe */
 };
@@ -256,13 +258,21 @@ static void file_probes(struct heap_file *f, const char *path)
 			f->ret_cookie[f->n_ret++] = cookie;
 		}
 	}
-	log__debug("'%s': %zu allocator functions", path, f->n_entry);
+	log__debug("'%s': %zu allocator functions", f->name, f->n_entry);
 }
 
-static ssize_t file_get(struct heap *h, dev_t dev, ino_t ino, const char *path)
+/*
+ * File (DEV, INO) as an index into h->files, -1 when it has no allocator or
+ * cannot be opened: the one PID maps at M (proc.h), else memtrail's own
+ * file HOST. A file seen before is not opened again; an allocator's stays
+ * open, so its probes go on that file whatever its path names later.
+ */
+static ssize_t file_get(struct heap *h, dev_t dev, ino_t ino, uint32_t pid,
+			const struct proc_map_line *m, const char *host)
 {
 	struct heap_file *f;
 	size_t i;
+	int fd;
 
 	for (i = 0; i < h->n_files; i++)
 		if (h->files[i].dev == dev && h->files[i].ino == ino)
@@ -271,9 +281,20 @@ static ssize_t file_get(struct heap *h, dev_t dev, ino_t ino, const char *path)
 		return -1;
 	f = &h->files[h->n_files];
 	memset(f, 0, sizeof(*f));
+	fd = m ? proc__open_mapped(pid, m, f->path, sizeof(f->path))
+	       : proc__open_file(host, dev, ino, f->path, sizeof(f->path));
+	if (fd < 0)
+		return -1;	/* not known: another process may open it */
 	f->dev = dev;
 	f->ino = ino;
-	file_probes(f, path);
+	f->fd = fd;
+	f->name = strdup(m ? m->path : host);
+	file_probes(f, f->path);
+	if (!f->n_entry || !f->name) {
+		close(fd);
+		f->fd = -1;
+		f->n_entry = 0;
+	}
 	h->n_files++;
 	return f->n_entry ? (ssize_t)(h->n_files - 1) : -1;
 }
@@ -317,17 +338,17 @@ static int link_attach(struct heap *h, uint32_t pid, struct heap_link *l)
 	int fd;
 
 	if (!tracer__heap_multi(h->tracer))
-		return tracer__attach_heap_each(h->tracer, pid, l->path, f->entry_off,
+		return tracer__attach_heap_each(h->tracer, pid, f->path, f->entry_off,
 						f->entry_cookie, f->n_entry, f->ret_off,
 						f->ret_cookie, f->n_ret, &l->set);
-	fd = tracer__attach_heap(h->tracer, false, pid, l->path, f->entry_off, f->entry_cookie,
+	fd = tracer__attach_heap(h->tracer, false, pid, f->path, f->entry_off, f->entry_cookie,
 				 f->n_entry);
 	if (fd < 0)
 		return fd;
 	l->fd_entry = fd;
 	if (!f->n_ret)
 		return 0;
-	fd = tracer__attach_heap(h->tracer, true, pid, l->path, f->ret_off, f->ret_cookie,
+	fd = tracer__attach_heap(h->tracer, true, pid, f->path, f->ret_off, f->ret_cookie,
 				 f->n_ret);
 	if (fd < 0) {
 		link_detach(l);
@@ -337,9 +358,10 @@ static int link_attach(struct heap *h, uint32_t pid, struct heap_link *l)
 	return 0;
 }
 
-/* Probe file IDX, opened as PATH, for P. */
-static void proc_add_file(struct heap *h, struct heap_proc *p, size_t idx, const char *path)
+/* Probe file IDX for P. */
+static void proc_add_file(struct heap *h, struct heap_proc *p, size_t idx)
 {
+	const struct heap_file *f = &h->files[idx];
 	struct heap_link *l;
 	size_t i;
 	int err;
@@ -350,18 +372,15 @@ static void proc_add_file(struct heap *h, struct heap_proc *p, size_t idx, const
 	if (array__grow((void **)&p->links, &p->cap_links, p->n_links + 1, sizeof(*p->links)))
 		return;
 	l = &p->links[p->n_links];
-	*l = (struct heap_link){ .file = idx, .path = strdup(path), .fd_entry = -1, .fd_ret = -1,
+	*l = (struct heap_link){ .file = idx, .fd_entry = -1, .fd_ret = -1,
 					 .set = { .fd = { -1, -1 } } };
-	if (!l->path)
-		return;
 	p->n_links++;
-	log__info("heap: probing '%s' for %u (%zu functions)", path, p->pid,
-		  h->files[idx].n_entry);
+	log__info("heap: probing '%s' for %u (%zu functions)", f->name, p->pid, f->n_entry);
 	if (!p->on)
 		return;
 	err = link_attach(h, p->pid, l);
 	if (err)
-		log__warn("heap: cannot probe '%s' for %u: %s", path, p->pid, strerror(-err));
+		log__warn("heap: cannot probe '%s' for %u: %s", f->name, p->pid, strerror(-err));
 }
 
 static void proc_switch(struct heap *h, struct heap_proc *p, bool on, uint64_t now_ms)
@@ -375,7 +394,8 @@ static void proc_switch(struct heap *h, struct heap_proc *p, bool on, uint64_t n
 		for (i = 0; i < p->n_links; i++) {
 			err = link_attach(h, p->pid, &p->links[i]);
 			if (err)
-				log__debug("heap: cannot probe '%s' for %u: %s", p->links[i].path,
+				log__debug("heap: cannot probe '%s' for %u: %s",
+					   h->files[p->links[i].file].name,
 					   p->pid, strerror(-err));
 		}
 		p->on_since_ms = mono_ms();	/* attached: from now on calls are seen */
@@ -400,9 +420,9 @@ static void prepare_lib(void *ctx, const char *lib)
 
 	if (stat(lib, &st))
 		return;
-	idx = file_get(c->h, st.st_dev, st.st_ino, lib);
+	idx = file_get(c->h, st.st_dev, st.st_ino, 0, NULL, lib);
 	if (idx >= 0)
-		proc_add_file(c->h, c->p, idx, lib);
+		proc_add_file(c->h, c->p, idx);
 }
 
 void heap__prepare_command(struct heap *h, uint32_t pid, const char *path)
@@ -417,7 +437,7 @@ void heap__prepare_command(struct heap *h, uint32_t pid, const char *path)
 
 void heap__scan(struct heap *h, uint32_t pid)
 {
-	char name[64], line[4096 + 128], full[4096 + 64];
+	char name[64], line[4096 + 128];
 	struct heap_proc *p = NULL;
 	struct proc_map_line m;
 	ssize_t idx;
@@ -428,16 +448,15 @@ void heap__scan(struct heap *h, uint32_t pid)
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		if (!proc__parse_map(line, &m) || !m.exec || !m.path ||
-		    proc__mapped_path(pid, &m, full, sizeof(full)))
+		if (!proc__parse_map(line, &m) || !m.exec || !m.path)
 			continue;
-		idx = file_get(h, m.dev, m.ino, full);
+		idx = file_get(h, m.dev, m.ino, pid, &m, NULL);
 		if (idx < 0)
 			continue;
 		p = p ? p : proc_get(h, pid, true);
 		if (!p)
 			break;
-		proc_add_file(h, p, idx, full);
+		proc_add_file(h, p, idx);
 	}
 	fclose(f);
 }
@@ -456,10 +475,8 @@ void heap__forget(struct heap *h, uint32_t pid)
 		h->done[h->n_done++] = (struct heap_done){ pid, sampling };
 	else
 		json_decref(sampling);
-	for (i = 0; i < p->n_links; i++) {
+	for (i = 0; i < p->n_links; i++)
 		link_detach(&p->links[i]);
-		free(p->links[i].path);
-	}
 	free(p->links);
 	tracer__heap_allow(h->tracer, pid, 0);
 	*p = h->procs[--h->n_procs];
@@ -726,8 +743,8 @@ static int calibrate_close(struct heap *h, struct heap_link *l, uint32_t child, 
 	return 0;
 }
 
-/* The first allocator PID maps, as an index into h->files and a path; -1 if none. */
-static ssize_t calibrate_file(struct heap *h, uint32_t pid, char *full, size_t len)
+/* The first allocator PID maps, as an index into h->files; -1 if none. */
+static ssize_t calibrate_file(struct heap *h, uint32_t pid)
 {
 	char name[64], line[4096 + 128];
 	struct proc_map_line m;
@@ -739,9 +756,8 @@ static ssize_t calibrate_file(struct heap *h, uint32_t pid, char *full, size_t l
 	if (!f)
 		return -1;
 	while (idx < 0 && fgets(line, sizeof(line), f))
-		if (proc__parse_map(line, &m) && m.exec && m.path &&
-		    !proc__mapped_path(pid, &m, full, len))
-			idx = file_get(h, m.dev, m.ino, full);
+		if (proc__parse_map(line, &m) && m.exec && m.path)
+			idx = file_get(h, m.dev, m.ino, pid, &m, NULL);
 	fclose(f);
 	return idx;
 }
@@ -759,7 +775,6 @@ static int calibrate(struct heap *h)
 	int cmd[2], result[2], err;
 	struct heap_link l = { .fd_entry = -1, .fd_ret = -1,
 			       .set = { .fd = { -1, -1 } } };
-	char path[4096 + 64];
 	uint64_t bare, probed, hits;
 	ssize_t idx;
 	pid_t child;
@@ -784,13 +799,12 @@ static int calibrate(struct heap *h)
 		err = -errno;
 		goto out;
 	}
-	idx = calibrate_file(h, child, path, sizeof(path));
+	idx = calibrate_file(h, child);
 	if (idx < 0) {
 		err = -ENOENT;	/* no allocator of the malloc family in memtrail */
 		goto out;
 	}
 	l.file = idx;
-	l.path = path;
 	err = tracer__calibration_target(h->tracer, child, true);
 	if (err)
 		goto out;
@@ -844,6 +858,8 @@ int heap__open(struct heap **out, struct tracer *t, const struct heap_config *cf
 
 void heap__destroy(struct heap *h)
 {
+	size_t i;
+
 	if (!h)
 		return;
 	while (h->n_procs)
@@ -852,6 +868,11 @@ void heap__destroy(struct heap *h)
 	while (h->n_done)
 		json_decref(h->done[--h->n_done].sampling);
 	free(h->done);
+	for (i = 0; i < h->n_files; i++) {
+		if (h->files[i].fd >= 0)
+			close(h->files[i].fd);
+		free(h->files[i].name);
+	}
 	free(h->files);
 	free(h);
 }

@@ -207,16 +207,39 @@ bool proc__parse_map(char *line, struct proc_map_line *m)
 	return true;
 }
 
-/*
- * A path that opens a file PID maps: through its root, where the path is the
- * target's own (a container's), else its map_files link (a chroot whose
- * files memtrail's root does not reach by that path). 0, or -ENOENT.
- */
-int proc__mapped_path(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len)
+/* PATH opened as a regular file (never a device's open), when ANY or it is (DEV, INO). */
+static int open_file(const char *path, bool any, dev_t dev, ino_t ino, char *buf, size_t len)
 {
-	snprintf(buf, len, "/proc/%u/root%s", pid, m->path);
-	if (!access(buf, R_OK))
-		return 0;
-	snprintf(buf, len, "/proc/%u/map_files/%llx-%llx", pid, m->start, m->end);
-	return access(buf, R_OK) ? -ENOENT : 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+
+	if (fd < 0)
+		return -ENOENT;
+	/* what was opened, not what the path names by now */
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (!any && (st.st_dev != dev || st.st_ino != ino))) {
+		close(fd);
+		return -ENOENT;
+	}
+	snprintf(buf, len, "/proc/self/fd/%d", fd);
+	return fd;
+}
+
+int proc__open_file(const char *path, dev_t dev, ino_t ino, char *buf, size_t len)
+{
+	return open_file(path, false, dev, ino, buf, len);
+}
+
+int proc__open_mapped(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len)
+{
+	char name[4096 + 64];
+	int fd;
+
+	/* the kernel's own reference to the mapped file: no path of the target's is walked */
+	snprintf(name, sizeof(name), "/proc/%u/map_files/%llx-%llx", pid, m->start, m->end);
+	fd = open_file(name, true, 0, 0, buf, len);
+	if (fd >= 0 || !m->path)
+		return fd;
+	snprintf(name, sizeof(name), "/proc/%u/root%s", pid, m->path);
+	return open_file(name, false, m->dev, m->ino, buf, len);
 }

@@ -42,9 +42,17 @@ struct proc_map_line {
 /* Parse LINE (its newline is cut); false when it does not parse. */
 bool proc__parse_map(char *line, struct proc_map_line *m);
 /*
- * A path that opens a file PID maps: through its root, where the path is the
- * target's own (a container's), else its map_files link. 0, or -ENOENT.
+ * The file PID maps at M, opened (O_RDONLY|O_CLOEXEC): the descriptor, its
+ * path from here ("/proc/self/fd/N", for libelf, libdw and uprobes) in BUF;
+ * or -ENOENT. Through its map_files link (needs CAP_SYS_ADMIN: the kernel's
+ * reference to the file mapped, so nothing the target controls, no path in
+ * a container and no link planted there, decides what is opened); without
+ * that, M's path through the target's root, kept only when the file opened
+ * is M's (device, inode): a file swapped in since, or a symbolic link that
+ * leaves the container's root, is refused. The caller closes it.
  */
-int proc__mapped_path(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len);
+int proc__open_mapped(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len);
+/* PATH opened as above, when the file opened is (DEV, INO); else -ENOENT. */
+int proc__open_file(const char *path, dev_t dev, ino_t ino, char *buf, size_t len);
 
 #endif

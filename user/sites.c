@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/sysmacros.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
 #include "array.h"
 #include "kinds.h"
+#include "proc.h"
 #include "sanitize.h"
 #include "session.h"
 #include "sites.h"
@@ -97,7 +99,19 @@ int sites__open(struct sites **out, struct tracer *t, struct session *session)
 	return 0;
 }
 
-static int32_t module_get(struct sites *s, const char *name, const char *open_path, uint64_t dev,
+static int32_t module_find(const struct sites *s, const char *name, uint64_t dev, uint64_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < s->n_modules; i++)
+		if (s->modules[i].dev == dev && s->modules[i].ino == ino &&
+		    !strcmp(s->modules[i].name, name))
+			return i;
+	return -1;
+}
+
+/* A new module NAME, its symbols read from OPEN_PATH ("": none). */
+static int32_t module_add(struct sites *s, const char *name, const char *open_path, uint64_t dev,
 			  uint64_t ino)
 {
 	const unsigned char *bits;
@@ -106,10 +120,6 @@ static int32_t module_get(struct sites *s, const char *name, const char *open_pa
 	size_t i;
 	int n;
 
-	for (i = 0; i < s->n_modules; i++)
-		if (s->modules[i].dev == dev && s->modules[i].ino == ino &&
-		    !strcmp(s->modules[i].name, name))
-			return i;
 	if (array__grow((void **)&s->modules, &s->cap_modules, s->n_modules + 1,
 			sizeof(*s->modules)))
 		return -2;
@@ -185,13 +195,14 @@ static void maps_keep_unmapped(struct pid_maps *p, size_t old)
 
 void sites__note_maps(struct sites *s, uint32_t pid)
 {
-	char name[64], line[4096 + 128], full[4096 + 64], perms[8];
+	char name[64], line[4096 + 128], full[32], perms[8];
 	unsigned long long start, end, pgoff, inode;
+	struct proc_map_line pm;
 	unsigned int maj, min;
 	struct pid_maps *p;
 	size_t old;
 	FILE *f;
-	int pos;
+	int pos, fd;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
@@ -218,10 +229,17 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		*m = (struct map){ start, end, pgoff, -1 };
 		if (!pos || line[pos] != '/' || !inode)
 			continue;	/* anonymous: JIT code, or [vdso] and the like */
-		snprintf(full, sizeof(full), "/proc/%u/root%s", pid, line + pos);
-		if (access(full, R_OK))
-			snprintf(full, sizeof(full), "/proc/%u/map_files/%llx-%llx", pid, start, end);
-		m->module = module_get(s, line + pos, full, ((uint64_t)maj << 32) | min, inode);
+		m->module = module_find(s, line + pos, ((uint64_t)maj << 32) | min, inode);
+		if (m->module >= 0)
+			continue;
+		/* opened as mapped: its symbols are never read from another file */
+		pm = (struct proc_map_line){ .start = start, .end = end, .dev = makedev(maj, min),
+					     .ino = inode, .path = line + pos };
+		fd = proc__open_mapped(pid, &pm, full, sizeof(full));
+		m->module = module_add(s, line + pos, fd >= 0 ? full : "",
+				       ((uint64_t)maj << 32) | min, inode);
+		if (fd >= 0)
+			close(fd);	/* libdw opened its own */
 	}
 	fclose(f);
 	if (p->n > old)

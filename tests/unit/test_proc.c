@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "proc.h"
@@ -127,12 +132,87 @@ static void stricter_than_sscanf(void **state)
 	assert_false(proc__parse_map(inode, &m));
 }
 
+static void temp_file(char *path, size_t len, const char *text, struct stat *st)
+{
+	int fd;
+
+	snprintf(path, len, "/tmp/memtrail-test-proc.XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	assert_int_equal(fstat(fd, st), 0);
+	close(fd);
+}
+
+/* The file descriptor FD opened (its /proc/self/fd path BUF) is the file A. */
+static void opened_is(int fd, const char *buf, const struct stat *a)
+{
+	char want[32];
+	struct stat st;
+
+	assert_true(fd >= 0);
+	snprintf(want, sizeof(want), "/proc/self/fd/%d", fd);
+	assert_string_equal(buf, want);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(st.st_dev == a->st_dev && st.st_ino == a->st_ino);
+	close(fd);
+}
+
+/*
+ * What proc__open_mapped opens is the file mapped, whatever the path the
+ * maps line gave names by then: a file swapped in at that path (a container
+ * racing its own filesystem) is never opened in its place.
+ */
+static void open_mapped_opens_the_mapped_file(void **state)
+{
+	char mapped[64], other[64], buf[32];
+	struct proc_map_line m;
+	struct stat a, b;
+	void *p;
+	int fd;
+
+	(void)state;
+	temp_file(mapped, sizeof(mapped), "the file mapped", &a);
+	temp_file(other, sizeof(other), "another file", &b);
+	fd = open(mapped, O_RDONLY);
+	assert_true(fd >= 0);
+	p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	assert_true(p != MAP_FAILED);
+	close(fd);
+	/* the mapping's line, its path now naming another file */
+	m = (struct proc_map_line){ .start = (uintptr_t)p, .end = (uintptr_t)p + 4096,
+				    .dev = a.st_dev, .ino = a.st_ino, .path = other };
+	fd = proc__open_mapped(getpid(), &m, buf, sizeof(buf));
+	if (geteuid() == 0)
+		opened_is(fd, buf, &a);		/* root reads map_files */
+	else
+		assert_int_equal(fd, -ENOENT);	/* and the path names another file */
+	/* no such mapping (map_files has none): the path, only when it is that file */
+	m.start = m.end = 4096;
+	assert_int_equal(proc__open_mapped(getpid(), &m, buf, sizeof(buf)), -ENOENT);
+	m.path = mapped;
+	opened_is(proc__open_mapped(getpid(), &m, buf, sizeof(buf)), buf, &a);
+	m.path = NULL;
+	assert_int_equal(proc__open_mapped(getpid(), &m, buf, sizeof(buf)), -ENOENT);
+	/* memtrail's own path: the same rule */
+	opened_is(proc__open_file(mapped, a.st_dev, a.st_ino, buf, sizeof(buf)), buf, &a);
+	assert_int_equal(proc__open_file(other, a.st_dev, a.st_ino, buf, sizeof(buf)), -ENOENT);
+	/* never a device's open, even the one named */
+	assert_int_equal(stat("/dev/null", &b), 0);
+	assert_int_equal(proc__open_file("/dev/null", b.st_dev, b.st_ino, buf, sizeof(buf)),
+			 -ENOENT);
+	munmap(p, 4096);
+	unlink(mapped);
+	unlink(other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(matches_sscanf_on_real_maps),
 		cmocka_unit_test(odd_lines),
 		cmocka_unit_test(stricter_than_sscanf),
+		cmocka_unit_test(open_mapped_opens_the_mapped_file),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
