@@ -13,6 +13,7 @@
 #include <linux/magic.h>
 
 #include "cgroup.h"
+#include "proc.h"
 
 static const char *const roots[] = {
 	"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified",
@@ -176,7 +177,7 @@ char *cgroup__parse_proc(const char *text)
 
 char *cgroup__of_pid(uint32_t pid)
 {
-	char path[64], buf[8192];
+	char path[64], buf[8192], *cg;
 	size_t n;
 	FILE *f;
 
@@ -187,7 +188,16 @@ char *cgroup__of_pid(uint32_t pid)
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	return cgroup__parse_proc(buf);
+	cg = cgroup__parse_proc(buf);
+	/*
+	 * The kernel shows a v1 hierarchy's path of a task that is exiting as
+	 * "/": not where it ran (a short process read at its exec), so unknown
+	 */
+	if (cg && !strcmp(cg, "/") && proc__exiting(pid)) {
+		free(cg);
+		return NULL;
+	}
+	return cg;
 }
 
 bool cgroup__unified(void)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -32,7 +33,24 @@ struct who {
 	uint32_t pid;
 	uint64_t start_ms;
 	char comm[MEMTRAIL_COMM_LEN];	/* an exec changes it: labels made again */
+	uint64_t cgroup;		/* its cgroup path's hash: a move, labels again */
 	char labels[LABELS_LEN];	/* pid="..",comm="..",container="..",pod=".." */
+};
+
+/*
+ * A pod's names by (pod UID, container ID): --pods-dir is read once for
+ * each, not for every process and exec in the pod (a node's can hold 100k
+ * entries). One not there yet (a pod just started) is read again after
+ * POD_RETRY_MS; past POD_CACHE_MAX pairs the cache starts over.
+ */
+#define POD_RETRY_MS 10000
+#define POD_CACHE_MAX 4096
+struct pod_seen {
+	char uid[POD_UID_LEN + 1];
+	char id[CONTAINER_ID_LEN + 1];
+	bool named;
+	uint64_t read_ms;
+	struct pod_names names;
 };
 
 /* An ended target, still exported until it expires. */
@@ -51,6 +69,8 @@ struct metrics {
 	size_t page_len;
 	/* the watch loop's own, not the server thread's */
 	void *whos;		/* tsearch tree of struct who by (pid, start_ms) */
+	void *pods;		/* tsearch tree of struct pod_seen by (uid, id) */
+	size_t n_pods;
 	struct gone *gone;
 	size_t n_gone, cap_gone;
 	uint64_t verdicts[N_CAUSES], snapshots[N_TRIGGERS];
@@ -199,6 +219,7 @@ void metrics__destroy(struct metrics *m)
 	pthread_mutex_destroy(&m->lock);
 	free(m->page);
 	tdestroy(m->whos, free);
+	tdestroy(m->pods, free);
 	free(m->gone);
 	free(m);
 }
@@ -255,24 +276,82 @@ static void escape(char *dst, size_t len, const char *src)
 	dst[o] = '\0';
 }
 
-static void who_labels(const struct metrics *m, const struct trail_target *tt, struct who *w)
+static int pod_cmp(const void *a, const void *b)
+{
+	const struct pod_seen *x = a, *y = b;
+	int c = strcmp(x->uid, y->uid);
+
+	return c ? c : strcmp(x->id, y->id);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The names of REF's pod and container (cached, above); NULL when not known. */
+static const struct pod_names *pod_names(struct metrics *m, const struct container_ref *ref)
+{
+	struct pod_seen probe, *p;
+	uint64_t now = mono_ms();
+	void *found;
+
+	snprintf(probe.uid, sizeof(probe.uid), "%s", ref->pod_uid);
+	snprintf(probe.id, sizeof(probe.id), "%s", ref->id);
+	found = tfind(&probe, &m->pods, pod_cmp);
+	p = found ? *(struct pod_seen **)found : NULL;
+	if (p && (p->named || now - p->read_ms < POD_RETRY_MS))
+		return p->named ? &p->names : NULL;
+	if (!p) {
+		if (m->n_pods >= POD_CACHE_MAX) {
+			tdestroy(m->pods, free);
+			m->pods = NULL;
+			m->n_pods = 0;
+		}
+		p = malloc(sizeof(*p));
+		if (!p)
+			return NULL;
+		*p = probe;
+		if (!tsearch(p, &m->pods, pod_cmp)) {
+			free(p);
+			return NULL;
+		}
+		m->n_pods++;
+	}
+	p->read_ms = now;
+	p->named = !container__pod_names(m->cfg.pods_dir, p->uid, p->id, &p->names);
+	return p->named ? &p->names : NULL;
+}
+
+/* FNV-1a of S ("" for NULL). */
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; s && *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+static void who_labels(struct metrics *m, const struct trail_target *tt, struct who *w)
 {
 	char comm[5 * MEMTRAIL_COMM_LEN], container[2 * POD_NAME_LEN], pod[4 * POD_NAME_LEN];
 	char raw[2 * POD_NAME_LEN + 2];
+	const struct pod_names *names;
 	struct container_ref ref;
-	struct pod_names names;
-	bool named;
 
 	container[0] = pod[0] = '\0';
 	if (tt->cgroup && !container__parse(tt->cgroup, &ref)) {
-		named = ref.pod_uid[0] &&
-			!container__pod_names(m->cfg.pods_dir, ref.pod_uid, ref.id, &names);
-		if (named && names.container[0])
-			escape(container, sizeof(container), names.container);
+		names = ref.pod_uid[0] ? pod_names(m, &ref) : NULL;
+		if (names && names->container[0])
+			escape(container, sizeof(container), names->container);
 		else
 			snprintf(container, sizeof(container), "%.12s", ref.id);
-		if (named) {
-			snprintf(raw, sizeof(raw), "%s/%s", names.namespace, names.pod);
+		if (names) {
+			snprintf(raw, sizeof(raw), "%s/%s", names->namespace, names->pod);
 			escape(pod, sizeof(pod), raw);
 		} else {
 			snprintf(pod, sizeof(pod), "%s", ref.pod_uid);
@@ -282,6 +361,7 @@ static void who_labels(const struct metrics *m, const struct trail_target *tt, s
 	w->pid = tt->pid;
 	w->start_ms = tt->start_ms;
 	memcpy(w->comm, tt->comm, sizeof(w->comm));
+	w->cgroup = hash_str(tt->cgroup);
 	snprintf(w->labels, sizeof(w->labels), "pid=\"%u\",comm=\"%s\",container=\"%s\",pod=\"%s\"",
 		 tt->pid, comm, container, pod);
 }
@@ -295,7 +375,7 @@ static int who_cmp(const void *a, const void *b)
 	return x->start_ms < y->start_ms ? -1 : x->start_ms > y->start_ms;
 }
 
-/* TT's labels, looked up once for the process (a pod's names need the disk). */
+/* TT's labels, made again only when its name or its cgroup changed. */
 static const char *labels_of(struct metrics *m, const struct trail_target *tt)
 {
 	struct who probe = { .pid = tt->pid, .start_ms = tt->start_ms }, *w;
@@ -303,7 +383,7 @@ static const char *labels_of(struct metrics *m, const struct trail_target *tt)
 
 	if (found) {
 		w = *(struct who **)found;
-		if (memcmp(w->comm, tt->comm, sizeof(w->comm)))
+		if (memcmp(w->comm, tt->comm, sizeof(w->comm)) || w->cgroup != hash_str(tt->cgroup))
 			who_labels(m, tt, w);	/* same key: its place in the tree holds */
 		return w->labels;
 	}

@@ -35,18 +35,28 @@ static ssize_t read_file(uint32_t pid, const char *name, char *buf, size_t len)
 }
 
 /* The state letter and ppid from /proc/PID/stat, whose comm may hold spaces. */
-static int read_stat(uint32_t pid, char *state, uint32_t *ppid)
+/* State, parent and the kernel's task flags (PF_*) from /proc/PID/stat. */
+static int read_stat_flags(uint32_t pid, char *state, uint32_t *ppid, unsigned int *flags)
 {
 	char buf[512], *p;
 	unsigned int pp;
+	int pgrp, session, tty, tpgid;
 
 	if (read_file(pid, "stat", buf, sizeof(buf)) <= 0)
 		return -ESRCH;
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1, " %c %u", state, &pp) != 2)
+	if (!p || sscanf(p + 1, " %c %u %d %d %d %d %u", state, &pp, &pgrp, &session, &tty,
+			 &tpgid, flags) != 7)
 		return -EINVAL;
 	*ppid = pp;
 	return 0;
+}
+
+static int read_stat(uint32_t pid, char *state, uint32_t *ppid)
+{
+	unsigned int flags;
+
+	return read_stat_flags(pid, state, ppid, &flags);
 }
 
 bool proc__alive(uint32_t pid)
@@ -57,6 +67,17 @@ bool proc__alive(uint32_t pid)
 	if (read_stat(pid, &state, &ppid))
 		return false;
 	return state != 'Z' && state != 'X';
+}
+
+bool proc__exiting(uint32_t pid)
+{
+	unsigned int flags;
+	uint32_t ppid;
+	char state;
+
+	if (read_stat_flags(pid, &state, &ppid, &flags))
+		return true;
+	return state == 'Z' || state == 'X' || (flags & 0x4);	/* PF_EXITING */
 }
 
 uint32_t proc__ppid(uint32_t pid)

@@ -10,6 +10,8 @@
 
 /* Running (not a zombie, not gone). */
 bool proc__alive(uint32_t pid);
+/* Exiting (PF_EXITING: its files and cgroups going), a zombie or gone. */
+bool proc__exiting(uint32_t pid);
 /* The file execvp would run for NAME (searching PATH), malloc'ed; NULL if none. */
 char *proc__which(const char *name);
 /* Parent's PID, or 0 when unknown. */

@@ -5,12 +5,14 @@ is OOM-killed; PromQL through Prometheus' HTTP API against the workload's own
 ledger and the cgroup's files. The page itself against the text format's
 rules; series of an ended process expire; bad addresses fail on one line."""
 
+import ctypes
 import json
 import os
 import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 import urllib.parse
@@ -147,6 +149,80 @@ def test_prometheus_scrapes_peaks_and_oom_verdicts():
             holder.wait()
         if prom:
             prom.stop()
+        rc, out, err = w.stop()
+        remove_tree(path)
+    check_eq(rc, 0, f"watch's status ({err!r})")
+    no_programs_left()
+
+
+class DirOpens:
+    """Opens of directory PATH itself from now on, as inotify counts them
+    (IN_OPEN, no name): how often a program read it, whatever it took."""
+    IN_OPEN, IN_NONBLOCK = 0x20, 0o4000
+
+    def __init__(self, path):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(self.IN_NONBLOCK)
+        check(self.fd >= 0, f"inotify_init1: errno {ctypes.get_errno()}")
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), self.IN_OPEN)
+        check(wd >= 0, f"inotify_add_watch: errno {ctypes.get_errno()}")
+        self.count = 0
+
+    def read(self):
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return self.count
+            off = 0
+            while off < len(buf):
+                _, mask, _, n = struct.unpack_from("iIII", buf, off)
+                self.count += n == 0 and bool(mask & self.IN_OPEN)
+                off += 16 + n
+
+    def close(self):
+        os.close(self.fd)
+
+
+def test_metrics_read_pods_dir_once_per_pod():
+    """Processes born, exec'ing and ending in one pod are labelled with its
+    names, read from --pods-dir once for the pod, not once per process (a
+    node's log directory can hold 100k entries): inotify counts the
+    directory's opens."""
+    ids = new_pod_ids()
+    path, rel, limit, uid, cid = kubelet_memcg(LIMIT, ids)
+    pods = pods_dir(ids[0])
+    for i in range(2000):      # other pods of the node
+        os.mkdir(os.path.join(pods, f"ns{i}_pod{i}_{new_pod_ids()[0]}"))
+    port = free_port()
+    w = Watch(["--pods-dir", pods, "--metrics", f"127.0.0.1:{port}", "--metrics-expire", "120",
+               "-c", path, "-i", "200"])
+    opens = None
+    try:
+        opens = DirOpens(pods)
+        p = subprocess.run(in_cgroup(path, ["sh", "-c", "for i in $(seq 40); do /bin/true; done;"
+                                            " echo $$"]), capture_output=True, text=True,
+                           timeout=60)
+        check_eq(p.returncode, 0, f"the workload's status ({p.stderr!r})")
+        url = f"http://127.0.0.1:{port}/metrics"
+        deadline = time.time() + 20
+        while True:
+            series = parse_page(get(url)[2])
+            pids = {dict(ls).get("pid"): dict(ls) for (n, ls) in series
+                    if n == "memtrail_peak_bytes"}
+            if len(pids) >= 41 or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        check(len(pids) >= 41, f"the shell and its 40 children exported: {sorted(pids)}")
+        check(p.stdout.strip() in pids, f"the shell {p.stdout.strip()} among {sorted(pids)}")
+        for pid, ls in pids.items():
+            check_eq((ls.get("pod"), ls.get("container")), ("serving/llama-7b", "model-server"),
+                     f"pid {pid}'s pod and container ({ls})")
+        n = opens.read()
+        check(1 <= n <= 2, f"--pods-dir read {n} times for 41 processes of one pod")
+    finally:
+        if opens:
+            opens.close()
         rc, out, err = w.stop()
         remove_tree(path)
     check_eq(rc, 0, f"watch's status ({err!r})")
