@@ -173,6 +173,18 @@ struct {
 	__type(value, __u32);
 } lib_files SEC(".maps") __weak;
 
+/*
+ * Processes lib_event() stopped and user space has not let go yet: if
+ * memtrail dies without doing so (SIGKILL), the guardian process it forked
+ * at start continues each. No hold without its entry here.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} held_tgids SEC(".maps") __weak;
+
 static __always_inline void count_lost(__u32 why)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &why);
@@ -264,8 +276,14 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 	if (!e)
 		return;
 	if (hold) {
+		__u32 one = 1;
+
 		t->lib_hold = 0;
-		held = !bpf_send_signal_thread(MT_SIGSTOP);
+		if (!bpf_map_update_elem(&held_tgids, &tgid, &one, BPF_ANY)) {
+			held = !bpf_send_signal_thread(MT_SIGSTOP);
+			if (!held)
+				bpf_map_delete_elem(&held_tgids, &tgid);
+		}
 	}
 	e->held = held;
 	e->pad = 0;

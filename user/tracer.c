@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "guard.h"
 #include "log.h"
 #include "reaper.h"
 #include "array.h"
@@ -44,6 +45,7 @@ struct tracer {
 	size_t n_lib_new, cap_lib_new;
 	uint64_t holds, hold_ns, hold_max_ns;	/* processes held, and how long */
 	uint64_t poll_gap_ns;	/* the longest time between two polls (holds stop beyond 3 s) */
+	struct guard guard;	/* continues those held if memtrail dies holding them */
 	struct kernel_features kf;
 };
 
@@ -114,6 +116,7 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 
 		lib_new_settle(t, h->tgid, true);
 		kill((pid_t)h->tgid, SIGCONT);
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.held_tgids), &h->tgid);
 		ns = mono_ns();
 		ns = ns > h->ts_ns ? ns - h->ts_ns : 0;
 		t->holds++;
@@ -488,6 +491,7 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	t->guard.fd = -1;
 	err = features__probe(&t->kf);
 	if (err) {
 		free(t);
@@ -533,6 +537,14 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	err = add_pids(t, cfg);
 	if (err)
 		goto fail;
+	/* before any program can hold a process: its guardian */
+	if (t->hold) {
+		err = guard__start(&t->guard, bpf_map__fd(t->skel->maps.held_tgids));
+		if (err) {
+			log__error("cannot start the process that guards holds: %s", strerror(-err));
+			goto fail;
+		}
+	}
 	err = memtrail_bpf__attach(t->skel);
 	if (err) {
 		log__error("cannot attach the BPF programs: %s%s", strerror(-err), perm_hint(err));
@@ -1193,6 +1205,7 @@ void tracer__destroy(struct tracer *t)
 		t->fn = NULL;
 		ring_buffer__consume(t->rb);
 	}
+	guard__stop(&t->guard);
 	ring_buffer__free(t->rb);
 	free(t->lib_new);
 	for (i = 0; i < MEMTRAIL_RULES_MAX; i++)

@@ -3,6 +3,7 @@
 runtimes with the real ABI, the real libcudart.so.13, a runtime linked
 statically, a container-like root and a library opened late."""
 
+import contextlib
 import glob
 import json
 import os
@@ -535,6 +536,59 @@ def test_dlopen_then_call_at_once_200_runs():
     script = (f'i=0; while [ $i -lt {runs} ]; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
               f'cp "{LIBCUDA}" "$lib" && "{workload("dlopen_late")}" "$lib"; rm -f "$lib"; done')
     check_ledgers(*record_runs(script, runs), final=True)
+    no_programs_left()
+
+
+def state(pid):
+    """PID's state letter (ps's), "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return ""
+
+
+def test_sigkill_while_holding_lets_the_process_go():
+    """memtrail killed with SIGKILL while it holds a process (stopped before
+    code memtrail has not probed runs): its guardian continues the process,
+    which ends as it would have, and then goes too; nothing of memtrail's is
+    left."""
+    if kernel_feature("lib_hold") != "yes":
+        return      # no process is held on this kernel: none can be left stopped
+    d = tmpdir()
+    lib = os.path.join(d, "libcuda-guard.so.1")
+    shutil.copy(LIBCUDA, lib)
+    m = Background(["record", "-o", os.path.join(d, "t.json"), "--", workload("dlopen_late"),
+                    "--wait", lib], stdin=subprocess.PIPE)
+    with open(f"/proc/{m.proc.pid}/task/{m.proc.pid}/children") as f:
+        kids = [int(x) for x in f.read().split()]
+    comms = {}
+    for k in kids:
+        with open(f"/proc/{k}/comm") as f:
+            comms[f.read().strip()] = k
+    check(set(comms) == {"dlopen_late", "memtrail-guard"}, f"memtrail's children: {comms}")
+    wl, guard = comms["dlopen_late"], comms["memtrail-guard"]
+    try:
+        os.kill(m.proc.pid, signal.SIGSTOP)
+        wait_stopped(m.proc.pid)
+        m.proc.stdin.write("g")      # the workload maps the new copy now
+        m.proc.stdin.flush()
+        wait_stopped(wl)             # held: memtrail is stopped, it cannot let go
+        os.kill(m.proc.pid, signal.SIGKILL)
+        m.proc.wait(timeout=10)
+        deadline = time.time() + 10
+        while time.time() < deadline and state(wl) not in ("", "Z"):
+            time.sleep(0.02)
+        check(state(wl) in ("", "Z"), f"the held workload ended (state {state(wl)!r})")
+        while time.time() < deadline and state(guard) not in ("", "Z"):
+            time.sleep(0.02)
+        check(state(guard) in ("", "Z"), f"the guardian ended (state {state(guard)!r})")
+    finally:
+        for pid in (wl, guard):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        m.proc.kill()
+        m.proc.communicate()
     no_programs_left()
 
 
