@@ -7,6 +7,7 @@
 #               6.1 under QEMU
 # make test-kernels  that core on every supported kernel: the kernel matrix
 # make bench    overhead against the untraced workloads, as ratios
+# make soak     watch for an hour beside OOM kills and a storm (SOAK_SECONDS)
 # make fuzz     fuzz 'memtrail report' (trail reader and renderers) for
 #               FUZZ_SECONDS (300) with libFuzzer; fails on any finding
 # make demo     build, then run 'memtrail demo'
@@ -246,6 +247,11 @@ $(OUT)/bench/floor: tests/bench/floor.c $(OUT)/bench/floor.skel.h
 
 bench: memtrail $(WORKLOADS) $(OUT)/bench/floor
 	$(Q)$(PYTHON) tests/bench/bench.py
+
+# watch for SOAK_SECONDS (3600) beside an OOM kill every 30 s and a process
+# storm: every kill gets its files, memory and descriptors stay flat
+soak: memtrail $(WORKLOADS)
+	$(Q)$(PYTHON) tests/bench/soak.py
 
 # BPF cost per event with 2 and 64 CPUs, in a guest kernel (KERNEL=6.17)
 bench-cpus: deps
