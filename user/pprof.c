@@ -18,6 +18,7 @@
 #include "pprof.h"
 #include "outfile.h"
 #include "profile.pb-c.h"
+#include "sanitize.h"
 
 typedef Perftools__Profiles__Profile Profile;
 typedef Perftools__Profiles__Sample Sample;
@@ -64,6 +65,7 @@ static size_t intern(struct builder *b, void **index, const char *key, size_t ne
 	return next;
 }
 
+/* S's index in the string table, added sanitized (sanitize.h: viewers print them raw). */
 static int64_t str(struct builder *b, const char *s)
 {
 	bool fresh;
@@ -72,7 +74,9 @@ static int64_t str(struct builder *b, const char *s)
 
 	if (!fresh)
 		return id;
-	copy = strdup(s);
+	copy = malloc(SANITIZE_LEN(strlen(s)));
+	if (copy)
+		sanitize__str(copy, SANITIZE_LEN(strlen(s)), s);
 	if (!copy || array__grow((void **)&b->p.string_table, &b->cap_strings,
 				 b->p.n_string_table + 1, sizeof(char *))) {
 		free(copy);

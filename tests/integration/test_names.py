@@ -4,6 +4,7 @@ holds) reach record's table, report and watch's verdict lines with every
 control character and every invalid UTF-8 byte shown as \\xNN: no escape
 sequence gets to the terminal, no name splits a line or forges one."""
 
+import gzip
 import json
 import os
 import re
@@ -46,6 +47,35 @@ def no_controls(text, what):
 
 def rows_of(text, pid):
     return [l for l in text.splitlines() if l.lstrip().startswith(f"{pid} ")]
+
+
+def varint(buf, i):
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return n, i
+
+
+def pprof_strings(buf):
+    """A pprof Profile's string_table (field 6), read from its protobuf by hand."""
+    out, i = [], 0
+    while i < len(buf):
+        tag, i = varint(buf, i)
+        kind = tag & 7
+        if kind == 0:
+            _, i = varint(buf, i)
+        elif kind == 2:
+            n, i = varint(buf, i)
+            if tag >> 3 == 6:
+                out.append(buf[i:i + n].decode())
+            i += n
+        else:
+            check(False, f"pprof: wire type {kind} not expected at {i}")
+    return out
 
 
 def child_pid(trail):
@@ -138,6 +168,15 @@ def test_report_escapes_a_hostile_trail():
     for what in (f"{t['pid']:>8}  {comm} ", f"phases of {t['pid']} ({comm})",
                  f"allocation sites of {t['pid']} ({comm})", f"verdict: {t['pid']} ({comm})"):
         check([l for l in lines if l.startswith(what)], f"no line starts {what!r}")
+    # pprof viewers print names as they are: its strings are escaped too
+    prof = os.path.join(d, "p.pb.gz")
+    rep = run([MEMTRAIL, "report", "--pprof", prof, path])
+    check_eq(rep.returncode, 0, f"report --pprof status ({rep.stderr!r})")
+    with gzip.open(prof) as f:
+        strings = pprof_strings(f.read())
+    for text in strings:
+        no_controls(text, "a pprof string")
+    check("f" + esc in strings, f"the frame's function, escaped, in {strings}")
 
 
 def test_watch_verdict_line_escapes_names():
