@@ -379,7 +379,10 @@ static void proc_add_file(struct heap *h, struct heap_proc *p, size_t idx)
 	if (!p->on)
 		return;
 	err = link_attach(h, p->pid, l);
-	if (err)
+	/* a process gone before its probes: nothing to warn about */
+	if (err == -ESRCH)
+		log__debug("heap: cannot probe '%s' for %u: %s", f->name, p->pid, strerror(-err));
+	else if (err)
 		log__warn("heap: cannot probe '%s' for %u: %s", f->name, p->pid, strerror(-err));
 }
 

@@ -9,7 +9,7 @@
 #include "array.h"
 #include "reaper.h"
 
-#define REAPERS 4
+#define REAPERS 32
 
 struct job {
 	int fd;			/* -1: a link */

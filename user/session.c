@@ -187,6 +187,16 @@ static void add_event(struct session *s, json_t *e)
 		s->err = -ENOMEM;
 }
 
+/*
+ * New probes are worth their cost (a link, its grace period) only while
+ * tracing goes on: once asked to stop, events still count, but nothing new
+ * is probed, so a backlog of new processes cannot delay the end.
+ */
+static bool probing(void)
+{
+	return !session__stop_signal;
+}
+
 static void on_target(struct session *s, const struct memtrail_event_target *e)
 {
 	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
@@ -200,7 +210,7 @@ static void on_target(struct session *s, const struct memtrail_event_target *e)
 				 e->reason == MEMTRAIL_REASON_FORK))
 		return;
 	/* a forked child maps what its parent did: its own probes, at once */
-	if (s->heap)
+	if (s->heap && probing())
 		heap__scan(s->heap, e->hdr.tgid);
 	if (s->sites)
 		sites__note_maps(s->sites, e->hdr.tgid);
@@ -221,7 +231,7 @@ static void rescan_schedule(struct session *s, uint32_t pid, uint64_t due_ms)
 /* A target's libraries changed, or may have: allocators to probe, code to name. */
 static void rescan(struct session *s, uint32_t pid)
 {
-	if (s->heap)
+	if (s->heap && probing())
 		heap__scan(s->heap, pid);
 	if (s->sites)
 		sites__note_maps(s->sites, pid);
@@ -255,7 +265,7 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 			tt->cgroup_id = e->cgroup_id;
 		}
 	}
-	if (s->devices) {
+	if (s->devices && probing()) {
 		/* a runtime linked in, then what its dynamic linker loads */
 		devices__scan(s->devices, tt->pid);
 		devices__schedule(s->devices, tt->pid, session__now_ms(s), EXEC_RESCAN_MS);
@@ -269,7 +279,7 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	 */
 	if (s->sites)
 		sites__note_maps(s->sites, tt->pid);
-	if (s->heap)
+	if (s->heap && probing())
 		heap__scan(s->heap, tt->pid);
 	if (s->keep_events)
 		add_event(s, json_pack("{s:I, s:s, s:i, s:o}", "t_ms", (json_int_t)t_ms,
@@ -658,7 +668,7 @@ static void on_libs(struct session *s, const struct memtrail_event_libs *e, bool
 {
 	if (!session__live(s, e->hdr.tgid))
 		return;
-	if (s->devices && held)
+	if (s->devices && held && probing())
 		devices__scan(s->devices, e->hdr.tgid);
 	else if (s->devices)
 		devices__schedule(s->devices, e->hdr.tgid, session__now_ms(s), 0);
