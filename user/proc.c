@@ -34,8 +34,7 @@ static ssize_t read_file(uint32_t pid, const char *name, char *buf, size_t len)
 	return total;
 }
 
-/* The state letter and ppid from /proc/PID/stat, whose comm may hold spaces. */
-/* State, parent and the kernel's task flags (PF_*) from /proc/PID/stat. */
+/* The state letter, ppid and task flags (PF_*) from /proc/PID/stat, whose comm may hold spaces. */
 static int read_stat_flags(uint32_t pid, char *state, uint32_t *ppid, unsigned int *flags)
 {
 	char buf[512], *p;
