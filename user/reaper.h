@@ -9,8 +9,8 @@ struct bpf_link;
  * milliseconds each on 6.x). The reaper's threads do it, so that the event
  * loop, and a process held for it, never wait on one; several at once share
  * their grace periods (up to 32 threads: at the end of `record --heap --all`
- * under a storm, hundreds of links wait to close). Without threads (pthread_create failing) it is done
- * at once, as before.
+ * under a storm, hundreds of links wait to close). Without threads
+ * (pthread_create failing) it is done at once, as before.
  */
 void reaper__close(int fd);
 void reaper__destroy_link(struct bpf_link *link);

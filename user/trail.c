@@ -197,7 +197,8 @@ static json_t *fields_to_json(const struct trail *t, const int64_t f[][PF_FIELDS
 
 json_t *trail__phase_json(const struct trail *t, const struct trail_phase *p)
 {
-	return json_pack("{s:o, s:I, s:I, s:o}", "name", sanitize__json(p->name), "start", (json_int_t)p->start_ms,
+	return json_pack("{s:o, s:I, s:I, s:o}", "name", sanitize__json(p->name),
+			 "start", (json_int_t)p->start_ms,
 			 "end", (json_int_t)p->end_ms, "kinds", fields_to_json(t, p->f));
 }
 
