@@ -31,6 +31,8 @@ if [ "$(id -u)" -ne 0 ]; then
 	command -v sudo >/dev/null 2>&1 || { echo "memtrail: installing$missing needs root" >&2; exit 1; }
 	SUDO=sudo
 fi
-echo "memtrail: installing$missing"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+echo "memtrail: installing$missing (waiting up to 10 minutes for another package manager's lock)"
+# another apt run (unattended upgrades on a fresh node) holds the lock: wait for it
+LOCK="-o DPkg::Lock::Timeout=600"
+$SUDO apt-get $LOCK update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get $LOCK install -y -qq --no-install-recommends $missing
