@@ -96,11 +96,51 @@ def one_line_error(p, *needles):
         check(n in lines[0], f"{n!r} not in {lines[0]!r}")
 
 
+def memtrail_pids():
+    """Processes of memtrail's running now (memtrail, its guardian)."""
+    pids = set()
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/comm") as f:
+                if f.read().strip() in ("memtrail", "memtrail-guard"):
+                    pids.add(int(d))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+# memtrails the suite found running (a DaemonSet's watch on a real node):
+# their programs are theirs, not leftovers of a test
+FOREIGN = memtrail_pids()
+
+
+def foreign_programs():
+    """IDs of the programs those memtrails hold, directly or by a link: the
+    prog_id lines of their descriptors' fdinfo."""
+    ids = set()
+    for pid in FOREIGN:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fdinfo")
+        except OSError:
+            continue        # ended since
+        for fd in fds:
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    ids.update(int(l.split()[1]) for l in f if l.startswith("prog_id:"))
+            except (OSError, ValueError, IndexError):
+                pass
+    return ids
+
+
 def loaded_programs():
+    """memtrail's programs on the machine, but those of memtrails that ran
+    before the suite started."""
     p = run(["bpftool", "-j", "prog", "show"])
     if p.returncode != 0:
         raise TestFailure(f"bpftool prog show failed: {p.stderr.strip()}")
-    return [x for x in json.loads(p.stdout or "[]") if x.get("name") in PROG_NAMES]
+    theirs = foreign_programs() if FOREIGN else set()
+    return [x for x in json.loads(p.stdout or "[]") if x.get("name") in PROG_NAMES and
+            x.get("id") not in theirs]
 
 
 def no_programs_left():

@@ -4,10 +4,11 @@
 import os
 import signal
 import subprocess
+import sys
 import time
 
-from harness import (MEMTRAIL, MiB, Background, check, check_eq, level, load_trail, record, target,
-                     workload, no_programs_left, tmpdir)
+from harness import (MEMTRAIL, MiB, Background, check, check_eq, level, load_trail, record, run,
+                     target, workload, no_programs_left, tmpdir)
 
 
 def test_children_followed_with_exit_status():
@@ -77,4 +78,21 @@ def test_sigterm_in_all_mode_writes_trail():
     trail = load_trail(out)
     check(len(trail["targets"]) > 1, "--all traced no processes")
     check(all(t["pid"] != m.pid for t in trail["targets"]), "memtrail traced itself")
+    no_programs_left()
+
+
+def test_suite_beside_another_memtrail():
+    """A node that runs memtrail already (a DaemonSet's watch): a suite
+    started beside it counts as left behind only what its own memtrails
+    loaded, so its tests pass there."""
+    w = Background(["watch", "-o", os.path.join(tmpdir(), "snapshots")])
+    try:
+        p = run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py"),
+                 "test_lifecycle.test_ctrl_c_stops_and_leaves_nothing"],
+                env=dict(os.environ, CI="true"), timeout=180)
+    finally:
+        rc, _, err = w.stop()
+    check_eq(p.returncode, 0, f"the suite beside watch ({p.stdout[-800:]!r})")
+    check("integration: 1 passed, 0 failed" in p.stdout, f"one test ran: {p.stdout[-800:]!r}")
+    check_eq(rc, 0, f"watch's status ({err[-500:]!r})")
     no_programs_left()
