@@ -62,10 +62,13 @@ static void guardian(int held_fd, int rd)
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_NAME, "memtrail-guard", 0, 0, 0);
-	/* none of memtrail's links or files: they go when memtrail goes */
+	/*
+	 * none of memtrail's links or files (they go when memtrail goes), nor
+	 * its terminal or pipes (a reader of memtrail's output sees its end)
+	 */
 	if (getrlimit(RLIMIT_NOFILE, &rl))
 		rl.rlim_cur = 1024;
-	close_fds(3, lo - 1);
+	close_fds(0, lo - 1);
 	close_fds(lo + 1, hi - 1);
 	close_fds(hi + 1, rl.rlim_cur < (1U << 30) ? (unsigned int)rl.rlim_cur : ~0U);
 	/* memtrail never writes: end of file is its end, however it came */
