@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "container.h"
 #include "format.h"
 #include "html.h"
 #include "log.h"
@@ -87,6 +88,78 @@ static int check_outputs(const char *trail, const char *pprof, const char *perfe
 	return 0;
 }
 
+/* The integer at KEY of O, or -1. */
+static long long int_or(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+/* "NAME at its limit L (usage U)" of a snapshot's "oom" or "pressure" object. */
+static void print_cgroup(const char *what, json_t *o)
+{
+	char cg[SANITIZE_LEN(256)], limit[32], usage[32];
+	long long l = int_or(o, "limit"), u = int_or(o, "usage");
+
+	sanitize__str(cg, sizeof(cg), json_string_value(json_object_get(o, "cgroup")));
+	printf("%s: cgroup %s, limit %s, usage %s\n", what, cg,
+	       l >= 0 ? format__bytes(limit, sizeof(limit), l) : "none",
+	       u >= 0 ? format__bytes(usage, sizeof(usage), u) : "?");
+}
+
+/*
+ * What the file is, first: a trail, a snapshot of watch's (why it was taken,
+ * of which process, its pod) or a verdict file of watch's.
+ */
+static void print_head(const struct trail *t, const char *file)
+{
+	static const char *const whys[][2] = {
+		{ "oom_kill", "the kernel OOM killer chose" },
+		{ "pressure", "memory pressure on" },
+		{ "device_oom", "device out of memory in" },
+	};
+	char path[SANITIZE_LEN(256)], command[SANITIZE_LEN(256)], who[1024];
+	char started[SANITIZE_LEN(sizeof(t->started))], comm[SANITIZE_LEN(32)];
+	json_t *snap = t->snapshot;
+	const char *trigger, *why = NULL;
+	size_t i;
+
+	sanitize__str(path, sizeof(path), file);
+	sanitize__str(started, sizeof(started), t->started);
+	if (t->verdict_doc) {
+		container__describe(who, sizeof(who), t->verdict_doc);
+		printf("verdict file %s: written %s%s%s\n", path, started, who[0] ? ", " : "", who);
+		return;
+	}
+	printf("%s %s: %s, started %s\n", snap ? "snapshot" : "trail", path,
+	       sanitize__str(command, sizeof(command), t->command), started);
+	if (!snap)
+		return;
+	trigger = json_string_value(json_object_get(snap, "trigger"));
+	for (i = 0; trigger && i < sizeof(whys) / sizeof(whys[0]); i++)
+		if (!strcmp(trigger, whys[i][0]))
+			why = whys[i][1];
+	container__describe(who, sizeof(who), snap);
+	sanitize__str(comm, sizeof(comm), json_string_value(json_object_get(snap, "comm")));
+	printf("snapshot: %s %lld (%s)%s%s\n",
+	       why ? why : sanitize__str(command, sizeof(command), trigger),
+	       int_or(snap, "pid"), comm, who[0] ? ", " : "", who);
+	if (trigger && !strcmp(trigger, "oom_kill") &&
+	    json_is_object(json_object_get(snap, "oom"))) {
+		json_t *oom = json_object_get(snap, "oom");
+
+		if (json_is_string(json_object_get(oom, "cgroup")) &&
+		    !strcmp(json_string_value(json_object_get(oom, "scope")) ?: "", "cgroup"))
+			print_cgroup("oom", oom);
+		else
+			printf("oom: the whole machine's memory (global)\n");
+	} else if (trigger && !strcmp(trigger, "pressure") &&
+		   json_is_object(json_object_get(snap, "pressure"))) {
+		print_cgroup("pressure", json_object_get(snap, "pressure"));
+	}
+}
+
 int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -159,13 +232,7 @@ int cmd_report(int argc, char **argv)
 			ret = 1;
 		json_decref(root);
 	} else {
-		char path[SANITIZE_LEN(256)], command[SANITIZE_LEN(256)];
-		char started[SANITIZE_LEN(sizeof(t.started))];
-
-		printf("trail %s: %s, started %s\n",
-		       sanitize__str(path, sizeof(path), argv[optind]),
-		       sanitize__str(command, sizeof(command), t.command),
-		       sanitize__str(started, sizeof(started), t.started));
+		print_head(&t, argv[optind]);
 		table__print_summary(stdout, &t);
 		table__print_phases(stdout, &t);
 		table__print_verdicts(stdout, &t);

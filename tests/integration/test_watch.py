@@ -127,10 +127,21 @@ def check_oom_snapshot(cmd, comm_prefix):
     check_eq(t["kinds"]["rss_anon"]["current"], last["kinds"]["rss_anon"]["cumulative_current"],
              "levels and the phase table agree")
     check(t["timeline"], "a timeline")
-    # memtrail report reads a snapshot as a trail
+    # memtrail report reads a snapshot as a trail, and says what it is
     r = run([MEMTRAIL, "report", snaps[0]])
     check_eq(r.returncode, 0, f"report of a snapshot ({r.stderr!r})")
     check("grow" in r.stdout, "report shows the phase")
+    head = r.stdout.splitlines()[:3]
+    check(head[0].startswith(f"snapshot {snaps[0]}: "), f"first line {head[0]!r}")
+    check(head[1].startswith(f"snapshot: the kernel OOM killer chose {pid} (") and
+          head[1].endswith(", pod serving/llama-7b container model-server"),
+          f"why, who and where: {head[1]!r}")
+    check(head[2].startswith(f"oom: cgroup {rel}, limit "), f"the cgroup at its limit: {head[2]!r}")
+    r = run([MEMTRAIL, "report", verdicts[0]])
+    check_eq(r.returncode, 0, f"report of a verdict file ({r.stderr!r})")
+    check(r.stdout.startswith(f"verdict file {verdicts[0]}: written ") and
+          ", pod serving/llama-7b container model-server\n" in r.stdout.split("\n", 1)[0] + "\n",
+          f"a verdict file, named so: {r.stdout[:300]!r}")
     no_programs_left()
 
 
