@@ -12,6 +12,7 @@ status 1 when a kill went without its files or something grew."""
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,8 +66,9 @@ def main():
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while "tracing" not in (watch.stderr.readline() or "tracing"):
         pass
+    # a group of its own: the storm's spawning loops go with it
     storm = subprocess.Popen([workload("storm"), str(STORM), str(SECONDS + 60)],
-                             stdout=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, start_new_session=True)
     first = last = None
     kills = 0
     failures = []
@@ -92,7 +94,7 @@ def main():
                   f"BPF progs/maps/links {'/'.join(map(str, last['bpf']))}", flush=True)
             time.sleep(max(0.0, OOM_EVERY - (time.monotonic() - t0)))
     finally:
-        storm.kill()
+        os.killpg(storm.pid, signal.SIGKILL)
         storm.wait()
         watch.send_signal(2)
         _, err = watch.communicate(timeout=60)
