@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -20,6 +19,7 @@
 #include "log.h"
 #include "sanitize.h"
 #include "metrics.h"
+#include "session.h"
 
 #define LABELS_LEN 1024
 
@@ -284,19 +284,11 @@ static int pod_cmp(const void *a, const void *b)
 	return c ? c : strcmp(x->id, y->id);
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The names of REF's pod and container (cached, above); NULL when not known. */
 static const struct pod_names *pod_names(struct metrics *m, const struct container_ref *ref)
 {
 	struct pod_seen probe, *p;
-	uint64_t now = mono_ms();
+	uint64_t now = session__mono_ns() / 1000000;
 	void *found;
 
 	snprintf(probe.uid, sizeof(probe.uid), "%s", ref->pod_uid);
