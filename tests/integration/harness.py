@@ -154,13 +154,23 @@ def no_programs_left():
     raise TestFailure(f"BPF programs left behind: {left}")
 
 
+def proc_state(pid):
+    """PID's state letter (ps's), "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return ""
+
+
 def wait_stopped(pid, timeout=10):
     """Until process PID is stopped (state T), as a SIGSTOP leaves it."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] in "Tt":
-                return
+        st = proc_state(pid)
+        check(st, f"process {pid} is gone")
+        if st in ("T", "t"):
+            return
         time.sleep(0.01)
     raise TestFailure(f"process {pid} did not stop")
 

@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from harness import (MEMTRAIL, ROOT, Background, wait_stopped, MiB, check, check_eq, load_trail, no_programs_left,
+from harness import (MEMTRAIL, ROOT, Background, proc_state, wait_stopped, MiB, check, check_eq, load_trail, no_programs_left,
                      record, run, target, tmpdir, workload)
 
 STANDINS = os.path.join(ROOT, "build", "standins")
@@ -539,15 +539,6 @@ def test_dlopen_then_call_at_once_200_runs():
     no_programs_left()
 
 
-def state(pid):
-    """PID's state letter (ps's), "" once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return ""
-
-
 def test_sigkill_while_holding_lets_the_process_go():
     """memtrail killed with SIGKILL while it holds a process (stopped before
     code memtrail has not probed runs): its guardian continues the process,
@@ -577,12 +568,12 @@ def test_sigkill_while_holding_lets_the_process_go():
         os.kill(m.proc.pid, signal.SIGKILL)
         m.proc.wait(timeout=10)
         deadline = time.time() + 10
-        while time.time() < deadline and state(wl) not in ("", "Z"):
+        while time.time() < deadline and proc_state(wl) not in ("", "Z"):
             time.sleep(0.02)
-        check(state(wl) in ("", "Z"), f"the held workload ended (state {state(wl)!r})")
-        while time.time() < deadline and state(guard) not in ("", "Z"):
+        check(proc_state(wl) in ("", "Z"), f"the held workload ended (state {proc_state(wl)!r})")
+        while time.time() < deadline and proc_state(guard) not in ("", "Z"):
             time.sleep(0.02)
-        check(state(guard) in ("", "Z"), f"the guardian ended (state {state(guard)!r})")
+        check(proc_state(guard) in ("", "Z"), f"the guardian ended (state {proc_state(guard)!r})")
     finally:
         for pid in (wl, guard):
             with contextlib.suppress(ProcessLookupError):
