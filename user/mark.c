@@ -22,7 +22,8 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: memtrail mark PID NAME\n"
 "\n"
-"Start phase NAME now in process PID, which a running 'memtrail record' traces.\n"
+"Start phase NAME now in process PID in every running memtrail that traces it\n"
+"('memtrail record', or a node's 'memtrail watch').\n"
 "NAME: printable characters, at most 63 bytes. Needs root.\n");
 }
 
@@ -58,7 +59,7 @@ static int try_program(uint32_t id, const struct memtrail_mark_args *args)
 int cmd_mark(int argc, char **argv)
 {
 	struct memtrail_mark_args args = { 0 };
-	uint32_t id = 0;
+	uint32_t id = 0, marked = 0;
 	char why[128];
 	uint64_t pid;
 	int ret;
@@ -86,6 +87,7 @@ int cmd_mark(int argc, char **argv)
 	}
 	args.tgid = pid;
 	snprintf(args.name, sizeof(args.name), "%s", argv[2]);
+	/* every memtrail that traces it: a node's watch and a user's record alike */
 	for (;;) {
 		if (bpf_prog_get_next_id(id, &id)) {
 			if (errno == ENOENT)
@@ -99,11 +101,15 @@ int cmd_mark(int argc, char **argv)
 			log__error("cannot run memtrail's mark program: %s", strerror(-ret));
 			return 1;
 		}
-		if (ret == 1) {
-			log__info("process %llu entered phase '%s'", (unsigned long long)pid, args.name);
-			return 0;
-		}
+		marked += ret;
 	}
+	if (marked == 1)
+		log__info("process %llu entered phase '%s'", (unsigned long long)pid, args.name);
+	if (marked > 1)
+		log__info("process %llu entered phase '%s' in the %u memtrails that trace it",
+			  (unsigned long long)pid, args.name, marked);
+	if (marked)
+		return 0;
 	log__error("no running memtrail traces PID %llu", (unsigned long long)pid);
 	return 1;
 }

@@ -313,7 +313,7 @@ def in_cgroup(path, cmd):
 
 
 def free_pid():
-    """A PID that no process has: one just reaped."""
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
+    """A PID that no process can have: one past the kernel's pid_max (one
+    just reaped is the next fork's on a busy node)."""
+    with open("/proc/sys/kernel/pid_max") as f:
+        return int(f.read()) + 1
