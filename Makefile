@@ -30,7 +30,7 @@ WARNINGS := -Wall -Wextra -Werror
 USER_CFLAGS := $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE -Iinclude -I$(OUT) -MMD -MP
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	-Iinclude -I$(OUT) -MMD -MP
-LIBS := -lbpf -ldw -lelf -lz -ljansson -lyajl -lprotobuf-c -lmicrohttpd -lpthread -lm
+LIBS := -lbpf -ldw -lelf -lz -ljansson -lyajl -lprotobuf-c -lmicrohttpd -liberty -lpthread -lm
 
 ifeq ($(V),1)
 Q :=
@@ -55,7 +55,7 @@ COMPAT_SKEL := $(OUT)/memtrail_compat.skel.h
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
 UNIT_MODULES := user/trail.c user/pidmap.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
-	user/sanitize.c user/schema.c \
+	user/sanitize.c user/schema.c user/demangle.c \
 	user/table.c user/log.c user/topview.c user/html.c user/perfetto.c user/pprof.c \
 	$(OUT)/profile.pb-c.c
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -152,7 +152,7 @@ $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES) $(OUT)/profile.pb-c.h
 	$(call msg,TEST,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARNINGS) $(SAN_FLAGS) -D_GNU_SOURCE -Iinclude -Iuser -I$(OUT) -MMD -MP \
-		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lyajl -lbpf -lprotobuf-c -lz -lm
+		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lyajl -lbpf -lprotobuf-c -liberty -lz -lm
 
 # one compiler run of many sources: every header is a prerequisite
 $(FUZZER): tests/fuzz/fuzz_report.c $(FUZZ_MODULES) $(OUT)/profile.pb-c.h $(wildcard user/*.h include/*.h)

@@ -4,14 +4,14 @@
 set -e
 
 # libclang-rt-dev: clang's runtime, with libFuzzer (libclang_rt.fuzzer-*.a) for make fuzz
-PKGS="make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libjansson-dev libyajl-dev
+PKGS="make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libiberty-dev zlib1g-dev libjansson-dev libyajl-dev
 libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linux mount procps
 golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd-dev prometheus
 python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev"
 
 if [ ! -r /etc/debian_version ] || ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "memtrail: 'make deps' knows Debian and its derivatives only; install by hand:" \
-	     "make, gcc, clang, llvm, libbpf >= 1.1 headers, bpftool, libelf, libdw, zlib," \
+	     "make, gcc, clang, llvm, libbpf >= 1.1 headers, bpftool, libelf, libdw, libiberty (the demangler), zlib," \
 	     "jansson, yajl, protobuf-c (and protoc-c), cmocka, python3; for the tests: go (pprof)," \
 	     "jemalloc, tcmalloc, tmux, chromium; for the kernel matrix: qemu-system-x86, busybox," \
 	     "cpio, xz, zstd; for make fuzz: clang's libFuzzer (compiler-rt)" >&2

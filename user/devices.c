@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "array.h"
+#include "demangle.h"
 #include "devices.h"
 #include "elfsym.h"
 #include "kfeatures.h"
@@ -736,11 +737,30 @@ static int symbol_of(const char *path, dev_t dev, ino_t ino, uint64_t off, char 
 	return err;
 }
 
+/* A call site in a file: "function+0xDELTA (path)", the function demangled. */
+static json_t *named_site(const char *sym, uint64_t delta, const char *path)
+{
+	char name[1024], text[sizeof(name) + 4096 + 32];
+
+	snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", demangle__str(name, sizeof(name), sym),
+		 delta, path);
+	return sanitize__json(text);
+}
+
+/* A call site in a file without symbols there: "path+0xOFFSET". */
+static json_t *file_site(const char *path, uint64_t off)
+{
+	char text[4096 + 32];
+
+	snprintf(text, sizeof(text), "%s+0x%" PRIx64, path, off);
+	return sanitize__json(text);
+}
+
 /* A site from the mappings of PID's last scan (it has exited), or NULL. */
 static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
 {
 	struct dev_proc *p = d ? proc_get(d, pid, false) : NULL;
-	char sym[256];
+	char sym[1024];
 	uint64_t delta, off;
 	size_t i;
 
@@ -752,8 +772,8 @@ static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
 		off = addr - m->start + m->pgoff;
 		/* the name as the kernel gave it, where memtrail's root reaches that file */
 		if (!symbol_of(m->path, m->dev, m->ino, off, sym, sizeof(sym), &delta))
-			return json_sprintf("%s+0x%" PRIx64 " (%s)", sym, delta, m->path);
-		return json_sprintf("%s+0x%" PRIx64, m->path, off);
+			return named_site(sym, delta, m->path);
+		return file_site(m->path, off);
 	}
 	return NULL;
 }
@@ -762,7 +782,7 @@ static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
 static json_t *site_from_file(struct devices *d, const struct memtrail_frame_file *ff)
 {
 	dev_t dev = ff ? makedev(ff->dev >> 20, ff->dev & 0xfffff) : 0;
-	char sym[256], name[MEMTRAIL_FRAME_NAME_LEN];
+	char sym[1024], name[MEMTRAIL_FRAME_NAME_LEN];
 	uint64_t delta;
 	size_t i;
 
@@ -774,17 +794,18 @@ static json_t *site_from_file(struct devices *d, const struct memtrail_frame_fil
 		/* its name as the target saw it, where memtrail's root reaches that file */
 		if (f->dev == dev && f->ino == ff->ino && f->name &&
 		    !symbol_of(f->name, dev, f->ino, (uint64_t)ff->off, sym, sizeof(sym), &delta))
-			return json_sprintf("%s+0x%" PRIx64 " (%s)", sym, delta, f->name);
+			return named_site(sym, delta, f->name);
 	}
 	snprintf(name, sizeof(name), "%s", ff->name);
-	return name[0] ? json_sprintf("%s+0x%" PRIx64, name, (uint64_t)ff->off) : NULL;
+	return name[0] ? file_site(name, (uint64_t)ff->off) : NULL;
 }
 
 json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 		      const struct memtrail_frame_file *ff)
 {
-	char name[64], line[4096 + 128], full[32], sym[256], text[4096 + 512];
+	char name[64], line[4096 + 128], full[32], sym[1024];
 	struct proc_map_line m;
+	bool found;
 	uint64_t delta, off;
 	json_t *cached;
 	FILE *f;
@@ -808,14 +829,11 @@ json_t *devices__site(struct devices *d, uint32_t pid, uint64_t addr,
 		off = addr - m.start + m.pgoff;
 		/* the file mapped; an exiting process has none: memtrail's, if the same file */
 		fd = proc__open_mapped(pid, &m, full, sizeof(full));
-		if ((fd >= 0 && !elfsym__at(full, off, sym, sizeof(sym), &delta)) ||
-		    (fd < 0 && !symbol_of(m.path, m.dev, m.ino, off, sym, sizeof(sym), &delta)))
-			snprintf(text, sizeof(text), "%s+0x%" PRIx64 " (%s)", sym, delta, m.path);
-		else
-			snprintf(text, sizeof(text), "%s+0x%" PRIx64, m.path, off);
+		found = (fd >= 0 && !elfsym__at(full, off, sym, sizeof(sym), &delta)) ||
+			(fd < 0 && !symbol_of(m.path, m.dev, m.ino, off, sym, sizeof(sym), &delta));
 		if (fd >= 0)
 			close(fd);
-		return sanitize__json(text);
+		return found ? named_site(sym, delta, m.path) : file_site(m.path, off);
 	}
 	fclose(f);
 	/* in no mapping now: unmapped since (a library closed), or never code */

@@ -110,7 +110,9 @@ static uint64_t mapping(struct builder *b, const char *module, const char *build
 	return id;
 }
 
-static uint64_t function(struct builder *b, const char *name, const char *file)
+/* NAME as people read it, SYSTEM as the file has it (NULL: the same). */
+static uint64_t function(struct builder *b, const char *name, const char *system,
+			 const char *file)
 {
 	char key[4096 + 512];
 	bool fresh;
@@ -128,7 +130,8 @@ static uint64_t function(struct builder *b, const char *name, const char *file)
 	}
 	perftools__profiles__function__init(f);
 	f->id = id;
-	f->name = f->system_name = str(b, name);
+	f->name = str(b, name);
+	f->system_name = system ? str(b, system) : f->name;
 	f->filename = file ? str(b, file) : 0;
 	b->p.function[b->p.n_function++] = f;
 	return id;
@@ -138,6 +141,7 @@ static uint64_t function(struct builder *b, const char *name, const char *file)
 static uint64_t location(struct builder *b, json_int_t pid, json_t *fr)
 {
 	const char *fn = json_string_value(json_object_get(fr, "function"));
+	const char *sym = json_string_value(json_object_get(fr, "symbol"));
 	const char *addr = json_string_value(json_object_get(fr, "address"));
 	const char *module = json_string_value(json_object_get(fr, "module"));
 	const char *src = json_string_value(json_object_get(fr, "source"));
@@ -183,7 +187,7 @@ static uint64_t location(struct builder *b, json_int_t pid, json_t *fr)
 			line_no = strtol(colon + 1, NULL, 10);
 		}
 	}
-	line->function_id = function(b, fn ? fn : "[unknown]", file[0] ? file : NULL);
+	line->function_id = function(b, fn ? fn : "[unknown]", sym, file[0] ? file : NULL);
 	line->line = line_no;
 	l->line[0] = line;
 	l->n_line = 1;

@@ -151,25 +151,54 @@ int proc__status(uint32_t pid, struct proc_status *st)
 	return 0;
 }
 
-char *proc__which(const char *name)
+/* NAME in the first of the ':'-separated DIRS that has it as a regular file (executable: EXEC). */
+static char *search_dirs(const char *name, const char *dirs, bool exec)
 {
-	const char *path = getenv("PATH"), *p, *end;
+	const char *p, *end;
 	char buf[4096];
 	struct stat st;
 
-	if (strchr(name, '/'))
-		return strdup(name);
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (p = path; *p; p = *end ? end + 1 : end) {
+	for (p = dirs; *p; p = *end ? end + 1 : end) {
 		end = strchrnul(p, ':');
-		snprintf(buf, sizeof(buf), "%.*s/%s", (int)(end - p), end == p ? "." : p, name);
 		if (end == p)
 			snprintf(buf, sizeof(buf), "./%s", name);
-		if (!stat(buf, &st) && S_ISREG(st.st_mode) && !access(buf, X_OK))
+		else
+			snprintf(buf, sizeof(buf), "%.*s/%s", (int)(end - p), p, name);
+		if (!stat(buf, &st) && S_ISREG(st.st_mode) && (!exec || !access(buf, X_OK)))
 			return strdup(buf);
 	}
 	return NULL;
+}
+
+char *proc__which(const char *name)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(name, '/'))
+		return strdup(name);
+	return search_dirs(name, path ? path : "/usr/local/bin:/usr/bin:/bin", true);
+}
+
+#if defined(__x86_64__)
+#define MULTIARCH "x86_64-linux-gnu"
+#elif defined(__aarch64__)
+#define MULTIARCH "aarch64-linux-gnu"
+#else
+#define MULTIARCH "."
+#endif
+
+char *proc__find_file(const char *name)
+{
+	const char *env = getenv("LD_LIBRARY_PATH");
+	char *found;
+
+	if (strchr(name, '/'))
+		return strdup(name);
+	if (!strstr(name, ".so"))
+		return proc__which(name);
+	found = env && *env ? search_dirs(name, env, false) : NULL;
+	return found ? found : search_dirs(name, "/usr/lib64:/usr/lib:/lib64:/lib:/usr/lib/" MULTIARCH
+					   ":/lib/" MULTIARCH, false);
 }
 
 /* One line of /proc/PID/maps; false when it does not parse. */

@@ -14,6 +14,12 @@ bool proc__alive(uint32_t pid);
 bool proc__exiting(uint32_t pid);
 /* The file execvp would run for NAME (searching PATH), malloc'ed; NULL if none. */
 char *proc__which(const char *name);
+/*
+ * The file a uprobe on NAME attaches to, as libbpf looks for it: a path as it
+ * is; a library ("*.so*") in LD_LIBRARY_PATH, then the system's library
+ * folders; else a program in PATH. malloc'ed; NULL if none.
+ */
+char *proc__find_file(const char *name);
 /* Parent's PID, or 0 when unknown. */
 uint32_t proc__ppid(uint32_t pid);
 /* 0 and the comm in buf, or -errno. */

@@ -174,7 +174,9 @@ static void usage(FILE *f)
 "  -P, --phase NAME=BINARY:SYMBOL\n"
 "                        start phase NAME whenever a target enters SYMBOL in\n"
 "                        BINARY (an executable or library, path or name);\n"
-"                        repeatable, at most %d\n"
+"                        SYMBOL as in the ELF file or demangled, with or\n"
+"                        without its parameters ('lib.so:ns::f', quoted:\n"
+"                        'lib.so:ns::f(int)'); repeatable, at most %d\n"
 "      --phase-history N phases listed per target, the first N/2 and the latest\n"
 "                        N/2, 2..1000000 (default %d); all are in the summary\n"
 "                        by name\n"
@@ -220,10 +222,23 @@ static void usage(FILE *f)
 		DEFAULT_INTERVAL_MS, SESSION_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT);
 }
 
-/* NAME=BINARY:SYMBOL; the symbol is after the last colon. */
+/* The colon that ends a rule's BINARY: the first one that is not half of a "::". */
+static char *rule_colon(char *s)
+{
+	char *c;
+
+	for (c = strchr(s, ':'); c; c = strchr(c, ':')) {
+		if (c[1] != ':')
+			return c;
+		c += 2 + strspn(c + 2, ":");
+	}
+	return NULL;
+}
+
+/* NAME=BINARY:SYMBOL; the symbol is after BINARY's colon and may hold "::" (C++, Rust). */
 static int parse_rule(char *arg, struct phase_rule *rule)
 {
-	char *eq = strchr(arg, '='), *colon = strrchr(arg, ':'), why[128];
+	char *eq = strchr(arg, '='), *colon = eq ? rule_colon(eq + 1) : NULL, why[128];
 
 	if (!eq || !colon || colon < eq || colon == eq + 1 || !colon[1]) {
 		log__error("invalid --phase '%s': give NAME=BINARY:SYMBOL", arg);

@@ -11,6 +11,7 @@
 #include <gelf.h>
 
 #include "array.h"
+#include "demangle.h"
 #include "kinds.h"
 #include "proc.h"
 #include "sanitize.h"
@@ -521,6 +522,7 @@ static void frame_json(struct sites *s, const struct frame *fr, bool return_addr
 	GElf_Off sym_off;
 	GElf_Sym sym;
 	const char *fn = NULL, *src;
+	char *readable;
 	Dwfl_Line *line;
 	size_t i, nph;
 	int lineno;
@@ -560,7 +562,12 @@ static void frame_json(struct sites *s, const struct frame *fr, bool return_addr
 	if (return_address)
 		lookup--;
 	fn = dwfl_module_addrinfo(m->mod, lookup, &sym_off, &sym, NULL, NULL, NULL);
-	json_object_set_new(o, "function", sanitize__json(fn ? fn : "[unknown]"));
+	readable = demangle__name(fn, true);
+	json_object_set_new(o, "function", sanitize__json(readable ? readable : fn ? fn : "[unknown]"));
+	/* the name in the file, where the one people read differs (pprof's system name) */
+	if (readable)
+		json_object_set_new(o, "symbol", sanitize__json(fn));
+	free(readable);
 	line = dwfl_module_getsrc(m->mod, lookup);
 	src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
 	if (src) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,12 +13,15 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "demangle.h"
+#include "elfsym.h"
 #include "guard.h"
 #include "log.h"
 #include "reaper.h"
 #include "array.h"
 #include "tracer.h"
 #include "kfeatures.h"
+#include "proc.h"
 #include "devices.h"
 #include "memtrail.skel.h"
 #include "memtrail_compat.skel.h"
@@ -415,6 +419,71 @@ static struct bpf_program *rule_prog(struct tracer *t, uint32_t i)
 	return i < MEMTRAIL_RULE_PROGS ? each[i] : NULL;
 }
 
+/* The functions of a file whose symbol a demangled name names (distinct entry points). */
+#define RULE_MATCHES 3
+struct rule_match {
+	const char *name;
+	size_t n;
+	uint64_t off[RULE_MATCHES];
+	char sym[RULE_MATCHES][512];
+};
+
+static int rule_match_one(void *ctx, const char *sym, uint64_t off)
+{
+	struct rule_match *m = ctx;
+	size_t i;
+
+	if (!demangle__is(sym, m->name))
+		return 0;
+	for (i = 0; i < m->n && i < RULE_MATCHES; i++)
+		if (m->off[i] == off)
+			return 0;	/* an alias (a C1/C2 constructor pair) */
+	if (m->n < RULE_MATCHES) {
+		m->off[m->n] = off;
+		snprintf(m->sym[m->n], sizeof(m->sym[0]), "%s", sym);
+	}
+	m->n++;
+	return 0;
+}
+
+/*
+ * Where a rule with a demangled SYMBOL attaches: the file BINARY names
+ * (found as libbpf finds it) into *PATH, the one function's offset into
+ * *OFF. 0, or -1 with the reason in WHY.
+ */
+static int rule_resolve(const struct phase_rule *r, char **path, uint64_t *off, char *why,
+			size_t len)
+{
+	struct rule_match m = { .name = r->symbol };
+	char a[160], b[160];
+	int err;
+
+	*path = proc__find_file(r->binary);
+	if (!*path) {
+		snprintf(why, len, "no file '%s'", r->binary);
+		return -1;
+	}
+	err = elfsym__each(*path, rule_match_one, &m);
+	if (err) {
+		snprintf(why, len, "cannot read '%s': %s", *path, strerror(-err));
+		return -1;
+	}
+	if (!m.n) {
+		snprintf(why, len, "no function '%s' in '%s'", r->symbol, *path);
+		return -1;
+	}
+	if (m.n > 1) {
+		snprintf(why, len, "'%s' names %zu functions in '%s' (%s, %s%s): give its parameters",
+			 r->symbol, m.n, *path, demangle__str(a, sizeof(a), m.sym[0]),
+			 demangle__str(b, sizeof(b), m.sym[1]), m.n > 2 ? ", ..." : "");
+		return -1;
+	}
+	*off = m.off[0];
+	log__debug("phase rule '%s': '%s' is %s at 0x%" PRIx64 " in '%s'", r->name, r->symbol,
+		   m.sym[0], *off, *path);
+	return 0;
+}
+
 /* A rule that cannot attach is reported and skipped; the others still work. */
 static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 {
@@ -423,10 +492,13 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 
 	for (i = 0; i < cfg->n_rules && i < MEMTRAIL_RULES_MAX; i++) {
 		const struct phase_rule *r = &cfg->rules[i];
+		bool readable = demangle__readable(r->symbol);
 		/* a cookie the kernel cannot take (before 5.15) would refuse the attach */
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = r->symbol,
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = readable ? NULL : r->symbol,
 			    .bpf_cookie = t->kf.attach_cookie ? i : 0);
 		struct bpf_link *link;
+		char *path = NULL, why[768];
+		uint64_t off = 0;
 
 		if (bpf_map_update_elem(names, &i, r->name, BPF_ANY)) {
 			log__warn("cannot set up phase rule '%s': %s", r->name, strerror(errno));
@@ -437,15 +509,24 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 				  t->kf.f[FEAT_RULES].note);
 			continue;
 		}
-		link = bpf_program__attach_uprobe_opts(rule_prog(t, i), -1, r->binary, 0, &opts);
+		/* a demangled name: memtrail finds the function, libbpf knows ELF names only */
+		if (readable && rule_resolve(r, &path, &off, why, sizeof(why))) {
+			log__warn("phase rule '%s' not set: %s", r->name, why);
+			free(path);
+			continue;
+		}
+		link = bpf_program__attach_uprobe_opts(rule_prog(t, i), -1, path ? path : r->binary,
+						       off, &opts);
 		if (!link) {
 			int err = errno;
 
 			log__warn("phase rule '%s' not set: cannot attach to '%s' in '%s': %s",
-				  r->name, r->symbol, r->binary,
+				  r->name, r->symbol, path ? path : r->binary,
 				  err == ENOENT ? "no such symbol or file" : strerror(err));
+			free(path);
 			continue;
 		}
+		free(path);
 		t->rule_links[i] = link;
 		log__debug("phase rule '%s' attached to '%s' in '%s'", r->name, r->symbol, r->binary);
 	}

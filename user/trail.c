@@ -817,7 +817,7 @@ static int check_verdict(struct schema *s, json_t *v)
 /* A frame of a site or of a device failure: strings, each may be absent. */
 static int check_frame(struct schema *s, json_t *fr)
 {
-	static const char *const keys[] = { "address", "function", "module", "offset",
+	static const char *const keys[] = { "address", "function", "symbol", "module", "offset",
 					     "build_id", "source" };
 	size_t i;
 

@@ -122,6 +122,38 @@ def test_pprof_read_by_go_pprof():
     check_eq(inuse["map_cache"][1], data["map_cache"]["inuse_bytes"], "pprof map_cache in use")
 
 
+def test_cxx_and_rust_names_read_as_written():
+    """Sites name C++ and Rust functions demangled (the file's symbol beside
+    it), and --phase takes those names: with or without parameters, and an
+    overloaded name is refused with the candidates."""
+    binary = workload("mangled")
+    p, trail, data, out = recorded(["--heap", "-P", f"forward={binary}:model::forward()",
+                                    "-P", f"stepped={binary}:model::step",
+                                    "-P", f"long={binary}:model::step(long)",
+                                    "-P", f"handled={binary}:serve::handle"], cmd=[binary])
+    t = trail["targets"][0]
+    check("'model::step' names 2 functions" in p.stderr and "model::step(int)" in p.stderr
+          and "model::step(long)" in p.stderr, f"the overload named: {p.stderr}")
+    names = [ph["name"] for ph in t["phases"]]
+    check_eq(names, ["start", "long", "forward", "handled"], "phases opened by the rules")
+    check_eq(phase(t, "forward")["kinds"]["heap"]["allocations"],
+             data["model::forward()"]["alloc_bytes"], "heap allocated in 'forward'")
+    check_eq(phase(t, "handled")["kinds"]["heap"]["allocations"],
+             data["serve::handle"]["alloc_bytes"], "heap allocated in 'handled'")
+    for fn, ph, sym in (("weights::load(unsigned long)", "start", "_ZN7weights4loadEm"),
+                        ("model::forward()", "forward", "_ZN5model7forwardEv"),
+                        ("serve::handle", "handled", "_ZN5serve6handle17h0123456789abcdefE")):
+        want = dict(data[fn], phase=ph)
+        for field in ("alloc_bytes", "inuse_bytes", "alloc_objects"):
+            check_eq(site_total(t, fn, want, field), want[field], f"{fn} {field}")
+        frames = [f for s in sites_of(t, fn, "heap", ph) for f in s["frames"]
+                  if f.get("function") == fn]
+        check(frames and all(f.get("symbol") == sym for f in frames), f"{fn}'s symbol: {frames}")
+    r = run([MEMTRAIL, "report", "--top", "3", out])
+    check(re.search(r"heap\s+3\.81 MiB\s+3\.81 MiB\s+weights::load\(unsigned long\) \(mangled\.c:\d+\)",
+                    r.stdout), f"report names weights::load: {r.stdout[-1500:]}")
+
+
 def preloaded(lib):
     check(os.path.exists(lib), f"{lib} is installed")
     env = dict(os.environ, LD_PRELOAD=lib)
