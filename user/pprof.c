@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
- * A trail's allocation sites as a gzip-compressed pprof profile: sample
- * types alloc_objects, alloc_space, inuse_objects, inuse_space; one sample
- * per site with labels pid, comm, phase and kind; functions, source lines
- * and mappings with build IDs from memtrail's own symbolization.
+ * A trail's allocation sites as a gzip-compressed pprof profile. Kinds are
+ * never added together (heap bytes inside mapped bytes would count twice):
+ * each kind of site has its own four sample types, KIND_alloc_objects,
+ * KIND_alloc_space, KIND_inuse_objects and KIND_inuse_space, and a sample
+ * (one per site, labels pid, comm, phase and kind) has values only in its
+ * own kind's. Functions, source lines and mappings with build IDs come from
+ * memtrail's own symbolization.
  */
 #include <errno.h>
 #include <math.h>
@@ -34,8 +37,13 @@ struct interned {
 	size_t id;
 };
 
+#define PPROF_KINDS (MEMTRAIL_KIND_MAX + 1)	/* the kinds and "faults" (trail.c checks) */
+#define PPROF_VALUES 4	/* alloc_objects, alloc_space, inuse_objects, inuse_space */
+
 struct builder {
 	Profile p;
+	const char *kinds[PPROF_KINDS];	/* the kinds of sites, in sample type order */
+	size_t n_kinds;
 	size_t cap_strings, cap_samples, cap_locations, cap_functions, cap_mappings;
 	void *strings_index, *locations_index, *functions_index, *mappings_index;
 	int err;
@@ -226,15 +234,56 @@ static ValueType *value_type(struct builder *b, const char *type, const char *un
 	return v;
 }
 
+/* The index of KIND among the profile's kinds ("?" for a site without one). */
+static size_t kind_index(const struct builder *b, const char *kind)
+{
+	size_t i;
+
+	for (i = 0; i < b->n_kinds; i++)
+		if (!strcmp(b->kinds[i], kind ? kind : "?"))
+			return i;
+	return 0;	/* not reached: every site's kind was listed first */
+}
+
+/* Note a site's kind: heap first, then mapped, then the rest as found (the last of them shared). */
+static void add_kind(struct builder *b, const char *kind)
+{
+	static const char *const first[] = { "heap", "mapped" };
+	size_t i, at;
+
+	kind = kind ? kind : "?";
+	for (i = 0; i < b->n_kinds; i++)
+		if (!strcmp(b->kinds[i], kind))
+			return;
+	if (b->n_kinds == PPROF_KINDS) {
+		b->err = -E2BIG;
+		return;
+	}
+	for (at = b->n_kinds; at > 0; at--) {
+		size_t rank_new = 2, rank_old = 2;
+
+		for (i = 0; i < 2; i++) {
+			rank_new = !strcmp(kind, first[i]) ? i : rank_new;
+			rank_old = !strcmp(b->kinds[at - 1], first[i]) ? i : rank_old;
+		}
+		if (rank_old <= rank_new)
+			break;
+		b->kinds[at] = b->kinds[at - 1];
+	}
+	b->kinds[at] = kind;
+	b->n_kinds++;
+}
+
 static void add_site(struct builder *b, const struct trail_target *tt, json_t *site, bool inuse)
 {
 	json_t *frames = json_object_get(site, "frames"), *fr;
 	Sample *s = calloc(1, sizeof(*s));
+	int64_t *v;
 	size_t i;
 
 	if (s)
 		perftools__profiles__sample__init(s);
-	if (!s || !(s->value = calloc(4, sizeof(int64_t))) ||
+	if (!s || !(s->value = calloc(b->n_kinds * PPROF_VALUES, sizeof(int64_t))) ||
 	    !(s->location_id = calloc(json_array_size(frames) + 1, sizeof(uint64_t))) ||
 	    !(s->label = calloc(4, sizeof(Label *))) ||
 	    array__grow((void **)&b->p.sample, &b->cap_samples, b->p.n_sample + 1,
@@ -250,12 +299,14 @@ static void add_site(struct builder *b, const struct trail_target *tt, json_t *s
 	}
 	json_array_foreach(frames, i, fr)
 		s->location_id[s->n_location_id++] = location(b, tt->pid, fr);
-	s->n_value = 4;
-	s->value[0] = llround(json_number_value(json_object_get(site, "alloc_objects")));
-	s->value[1] = json_integer_value(json_object_get(site, "alloc_bytes"));
+	s->n_value = b->n_kinds * PPROF_VALUES;
+	v = s->value + kind_index(b, json_string_value(json_object_get(site, "kind"))) *
+		PPROF_VALUES;
+	v[0] = llround(json_number_value(json_object_get(site, "alloc_objects")));
+	v[1] = json_integer_value(json_object_get(site, "alloc_bytes"));
 	if (inuse) {
-		s->value[2] = llround(json_number_value(json_object_get(site, "inuse_objects")));
-		s->value[3] = json_integer_value(json_object_get(site, "inuse_bytes"));
+		v[2] = llround(json_number_value(json_object_get(site, "inuse_objects")));
+		v[3] = json_integer_value(json_object_get(site, "inuse_bytes"));
 	}
 	s->label[s->n_label++] = label(b, "pid", NULL, tt->pid);
 	s->label[s->n_label++] = label(b, "comm", tt->comm, 0);
@@ -358,6 +409,7 @@ int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
 {
 	struct builder b = { 0 };
 	bool inuse = true;
+	char def[128];
 	uint8_t *buf;
 	size_t i, j, len;
 	json_t *site;
@@ -368,16 +420,35 @@ int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
 	for (i = 0; i < t->n_targets; i++)
 		if (t->targets[i].sites && !inuse_sound(t->targets[i].sites))
 			inuse = false;
-	b.p.sample_type = calloc(4, sizeof(ValueType *));
-	if (!b.p.sample_type) {
-		builder_free(&b);
-		return -ENOMEM;
+	for (i = 0; i < t->n_targets; i++) {
+		json_t *list = t->targets[i].sites ? json_object_get(t->targets[i].sites, "list")
+						   : NULL;
+
+		json_array_foreach(list, j, site)
+			add_kind(&b, json_string_value(json_object_get(site, "kind")));
 	}
-	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "alloc_objects", "count");
-	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "alloc_space", "bytes");
-	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "inuse_objects", "count");
-	b.p.sample_type[b.p.n_sample_type++] = value_type(&b, "inuse_space", "bytes");
-	b.p.default_sample_type = str(&b, inuse ? "inuse_space" : "alloc_space");
+	if (!b.n_kinds)
+		add_kind(&b, "heap");	/* no sites: an empty profile of the usual kind */
+	b.p.sample_type = calloc(b.n_kinds * PPROF_VALUES, sizeof(ValueType *));
+	if (b.err || !b.p.sample_type) {
+		builder_free(&b);
+		return b.err ? b.err : -ENOMEM;
+	}
+	for (i = 0; i < b.n_kinds; i++) {
+		static const char *const values[PPROF_VALUES][2] = {
+			{ "alloc_objects", "count" }, { "alloc_space", "bytes" },
+			{ "inuse_objects", "count" }, { "inuse_space", "bytes" },
+		};
+		char name[128];
+
+		for (j = 0; j < PPROF_VALUES; j++) {
+			snprintf(name, sizeof(name), "%s_%s", b.kinds[i], values[j][0]);
+			b.p.sample_type[b.p.n_sample_type++] = value_type(&b, name, values[j][1]);
+		}
+	}
+	/* the first kind's (heap where there is heap): never a sum of kinds */
+	snprintf(def, sizeof(def), "%s_%s", b.kinds[0], inuse ? "inuse_space" : "alloc_space");
+	b.p.default_sample_type = str(&b, def);
 	if (t->duration_ms > INT64_MAX / 1000000) {	/* only a made-up file has it */
 		builder_free(&b);
 		return -ERANGE;

@@ -849,12 +849,13 @@ static int check_sites(struct schema *s, json_t *v)
 	}
 	at = schema__key(s, "list");
 	json_array_foreach(list, i, site) {
+		const char *kind = NULL;
 		bool folded = false;
 
 		in = schema__index(s, i);
 		/* a folded site's phase is kept by name, a listed one's by its number */
 		if (schema__is_object(s, site) < 0 ||
-		    schema__str(s, site, "kind", NEED, ANY_LEN, NULL) < 0 ||
+		    schema__str(s, site, "kind", NEED, ANY_LEN, &kind) < 0 ||
 		    schema__bool(s, site, "folded", 0, &folded) < 0 ||
 		    schema__str(s, site, "phase", 0, ANY_LEN, NULL) < 0 ||
 		    schema__int(s, site, "phase_seq", folded ? OR_NULL : NEED, 0, UINT32_MAX,
@@ -866,6 +867,10 @@ static int check_sites(struct schema *s, json_t *v)
 		    schema__int(s, site, "samples", 0, 0, INT64_MAX, NULL) < 0 ||
 		    schema__array(s, site, "frames", 0, &frames) < 0)
 			return -1;
+		if (strcmp(kind, "faults") && kind__from_name(kind) < 0) {
+			schema__key(s, "kind");
+			return schema__fail(s, "not a kind of site ('%s')", kind);
+		}
 		schema__key(s, "frames");
 		json_array_foreach(frames, j, fr) {
 			fi = schema__index(s, j);

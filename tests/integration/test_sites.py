@@ -93,20 +93,29 @@ def test_heap_sites_sampled():
     check_eq(phase(t, "load")["kinds"]["heap"]["allocations"], 4000000, "heap level exact")
 
 
-def pprof_top(path, index):
+def pprof_top(path, index=None):
+    """go tool pprof -top of sample type INDEX (None: the profile's default):
+    {function: (flat, cum)} and the total it shows."""
     p = run(["go", "tool", "pprof", "-top", "-unit=B", "-nodefraction=0",
-             f"-sample_index={index}", path], timeout=300,
+             *([f"-sample_index={index}"] if index else []), path], timeout=300,
             env=dict(os.environ, HOME=tmpdir(), GOCACHE=tmpdir(), GOFLAGS="-mod=mod"))
     check_eq(p.returncode, 0, f"go tool pprof ({p.stderr.strip()[-300:]})")
-    rows = {}
+    rows, total = {}, None
     for line in p.stdout.splitlines():
         m = re.match(r"\s*(\d+)B?\s+\S+%\s+\S+%\s+(\d+)B?\s+\S+%\s+(\S+)", line)
         if m:
             rows[m.group(3)] = (int(m.group(1)), int(m.group(2)))
-    return rows
+        m = re.search(r"of (\d+)B total", line)
+        if m:
+            total = int(m.group(1))
+    check(total is not None, f"a total in pprof's output: {p.stdout[:500]!r}")
+    return rows, total
 
 
 def test_pprof_read_by_go_pprof():
+    """Each kind has its own sample types: pprof's default view is heap in
+    use, never heap and mapped added together, and each kind's total is the
+    trail's bytes of that kind."""
     check(shutil.which("go"), "go (golang-go) is installed")
     p, trail, data, out = recorded(["--heap"])
     prof = os.path.join(tmpdir(), "sites.pb.gz")
@@ -114,12 +123,26 @@ def test_pprof_read_by_go_pprof():
     check_eq(r.returncode, 0, f"report --pprof ({r.stderr.strip()})")
     with open(prof, "rb") as f:
         check_eq(f.read(2), b"\x1f\x8b", "gzip magic")
-    alloc, inuse = pprof_top(prof, "alloc_space"), pprof_top(prof, "inuse_space")
+    sites = trail["targets"][0]["sites"]["list"]
+    for kind in ("heap", "mapped"):
+        for field in ("alloc", "inuse"):
+            _, total = pprof_top(prof, f"{kind}_{field}_space")
+            check_eq(total, sum(s[f"{field}_bytes"] for s in sites if s["kind"] == kind),
+                     f"pprof total of {kind}_{field}_space")
+    _, total = pprof_top(prof)
+    check_eq(total, sum(s["inuse_bytes"] for s in sites if s["kind"] == "heap"),
+             "pprof's default view: heap in use")
+    (alloc, _), (inuse, _) = (pprof_top(prof, "heap_alloc_space"),
+                              pprof_top(prof, "heap_inuse_space"))
     for fn in ("load_weights", "serve_requests", "grow_buffer", "aligned_blocks"):
         check_eq(alloc[fn][0], data[fn]["alloc_bytes"], f"pprof alloc_space flat {fn}")
         check_eq(inuse.get(fn, (0, 0))[0], data[fn]["inuse_bytes"], f"pprof inuse_space {fn}")
+    (alloc, _), (inuse, _) = (pprof_top(prof, "mapped_alloc_space"),
+                              pprof_top(prof, "mapped_inuse_space"))
     check_eq(alloc["map_cache"][1], data["map_cache"]["alloc_bytes"], "pprof map_cache cum")
     check_eq(inuse["map_cache"][1], data["map_cache"]["inuse_bytes"], "pprof map_cache in use")
+    (alloc, _) = pprof_top(prof, "heap_alloc_space")
+    check("map_cache" not in alloc, "no mapped bytes among heap's")
 
 
 def test_cxx_and_rust_names_read_as_written():
@@ -150,8 +173,9 @@ def test_cxx_and_rust_names_read_as_written():
                   if f.get("function") == fn]
         check(frames and all(f.get("symbol") == sym for f in frames), f"{fn}'s symbol: {frames}")
     r = run([MEMTRAIL, "report", "--top", "3", out])
-    check(re.search(r"heap\s+3\.81 MiB\s+3\.81 MiB\s+weights::load\(unsigned long\) \(mangled\.c:\d+\)",
-                    r.stdout), f"report names weights::load: {r.stdout[-1500:]}")
+    check(re.search(r"heap\s+3\.81 MiB\s+3\.81 MiB\s+"
+                    r"weights::load\(unsigned long\) \(mangled\.c:\d+\)", r.stdout),
+          f"report names weights::load: {r.stdout[-1500:]}")
 
 
 def preloaded(lib):

@@ -272,6 +272,10 @@ static void rejects_nonsense(void **state)
 		      "targets[0].sites.list[0].kind: not a string");
 	expect_reject(SITE("{\"kind\": \"heap\", \"phase\": \"a\", \"alloc_bytes\": 8}"),
 		      "targets[0].sites.list[0].phase_seq: missing");
+	/* pprof gives each kind of site its own sample types: only known kinds */
+	expect_reject(SITE("{\"kind\": \"swap\", \"phase\": \"a\", \"phase_seq\": 0, "
+			   "\"alloc_bytes\": 8}"),
+		      "targets[0].sites.list[0].kind: not a kind of site ('swap')");
 	expect_reject(SITE("{\"kind\": \"heap\", \"phase\": \"a\", \"phase_seq\": 0, "
 			   "\"alloc_bytes\": 8, \"frames\": [{\"function\": 3}]}"),
 		      "targets[0].sites.list[0].frames[0].function: not a string");
