@@ -602,10 +602,11 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	struct watch *w = s->ctx;
 	const struct trail_phase *last;
 	char name[128], stamp[40], line[1024], who[600], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)];
+	char text[sizeof(line) + sizeof(who) + sizeof(comm) + 32];
 	const char *snapshot;
 	json_t *doc, *peaks;
 	size_t n;
-	int k;
+	int k, len;
 
 	if (!tt->verdict)
 		return;
@@ -631,13 +632,14 @@ static void on_ended(struct session *s, struct trail_target *tt)
 		set_attribution(doc, tt->cgroup, w->o->pods_dir);
 	verdict__line(line, sizeof(line), tt->verdict);
 	container__describe(who, sizeof(who), doc ? doc : tt->verdict);
-	statusline__clear();
-	/* one line whatever the names: verdict__line and container__describe sanitize theirs */
-	printf("verdict: %u (%s)%s%s: %s\n", tt->pid, sanitize__str(comm, sizeof(comm), tt->comm),
-	       who[0] ? " " : "", who, line);
-	fflush(stdout);
+	/* the file first: a stdout nobody reads must not keep it from the disk */
 	file_name(name, sizeof(name), "verdict", tt->pid);
 	emit(w, name, doc);
+	statusline__clear();
+	/* one line whatever the names: verdict__line and container__describe sanitize theirs */
+	len = snprintf(text, sizeof(text), "verdict: %u (%s)%s%s: %s\n", tt->pid,
+		       sanitize__str(comm, sizeof(comm), tt->comm), who[0] ? " " : "", who, line);
+	log__line(STDOUT_FILENO, text, len < (int)sizeof(text) ? (size_t)len : sizeof(text) - 1);
 	w->verdicts++;
 	if (w->metrics)
 		metrics__verdict(w->metrics, json_string_value(json_object_get(tt->verdict, "cause")));

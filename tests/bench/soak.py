@@ -62,10 +62,17 @@ def main():
     path, rel, limit, uid, cid = kubelet_memcg(LIMIT, ids)
     pods = pods_dir(ids[0])
     out = tempfile.mkdtemp(prefix="memtrail-soak-")
+    # its output to files, as a DaemonSet's goes to the node's log: read at the end
+    logs = tempfile.mkdtemp(prefix="memtrail-soak-log-")
+    out_log, err_log = (open(os.path.join(logs, name), "w+") for name in ("stdout", "stderr"))
     watch = subprocess.Popen([MEMTRAIL, "watch", "-o", out, "--pods-dir", pods],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while "tracing" not in (watch.stderr.readline() or "tracing"):
-        pass
+                             stdout=out_log, stderr=err_log)
+    deadline = time.monotonic() + 60
+    while watch.poll() is None and time.monotonic() < deadline:
+        err_log.seek(0)
+        if "tracing" in err_log.read():
+            break
+        time.sleep(0.1)
     # a group of its own: the storm's spawning loops go with it
     storm = subprocess.Popen([workload("storm"), str(STORM), str(SECONDS + 60)],
                              stdout=subprocess.DEVNULL, start_new_session=True)
@@ -97,7 +104,12 @@ def main():
         os.killpg(storm.pid, signal.SIGKILL)
         storm.wait()
         watch.send_signal(2)
-        _, err = watch.communicate(timeout=60)
+        watch.wait(timeout=60)
+        err_log.seek(0)
+        err = err_log.read()
+        out_log.close()
+        err_log.close()
+        subprocess.run(["rm", "-rf", logs])
         remove_tree(path)
     verdicts = []
     for name in sorted(glob.glob(os.path.join(out, "verdict-*.json"))):

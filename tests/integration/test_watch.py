@@ -3,6 +3,7 @@
 kubelet pod log directory, real senders, a full disk; snapshots and verdicts
 checked against the workloads' arithmetic and the cgroup files."""
 
+import fcntl
 import glob
 import json
 import os
@@ -142,6 +143,88 @@ def check_oom_snapshot(cmd, comm_prefix):
     check(r.stdout.startswith(f"verdict file {verdicts[0]}: written ") and
           ", pod serving/llama-7b container model-server\n" in r.stdout.split("\n", 1)[0] + "\n",
           f"a verdict file, named so: {r.stdout[:300]!r}")
+    no_programs_left()
+
+
+def full_pipe():
+    """A pipe of one page, filled: its reader has stopped reading."""
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"x" * 512)
+    except BlockingIOError:
+        pass
+    os.set_blocking(w, True)
+    return r, w
+
+
+def drain(fd):
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except BlockingIOError:
+        pass
+    return data.decode(errors="replace")
+
+
+def test_unread_output_does_not_stop_watch():
+    """A supervisor that stopped reading watch's stdout and stderr (both
+    pipes full): two OOM kills still get their snapshots and verdicts; the
+    lines nothing read are dropped, and counted once output flows again."""
+    ids = new_pod_ids()
+    d = os.path.join(tmpdir(), "snapshots")
+    path, rel, limit, uid, cid = kubelet_memcg(LIMIT, ids)
+    (out_r, out_w), (err_r, err_w) = full_pipe(), full_pipe()
+    w = None
+    try:
+        w = subprocess.Popen([MEMTRAIL, "watch", "-o", d, "--pods-dir", pods_dir(ids[0])],
+                             stdout=out_w, stderr=err_w)
+        os.close(out_w)
+        os.close(err_w)
+        # its start-up lines wait for room: make some, then fill the pipe again
+        started = ""
+        while "tracing" not in started:
+            check(w.poll() is None, "watch runs")
+            started += drain(err_r)
+            time.sleep(0.05)
+        fd = os.open(f"/proc/{w.pid}/fd/2", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            while True:
+                os.write(fd, b"x" * 512)
+        except BlockingIOError:
+            pass
+        os.close(fd)
+        for _ in range(2):
+            p = subprocess.run(in_cgroup(path, [workload("hog")]), capture_output=True,
+                               timeout=60)
+            check_eq(p.returncode, -signal.SIGKILL, "the workload's end")
+        verdicts = wait_files(d, "verdict-*.json", 2)
+        snapshots = glob.glob(os.path.join(d, "oom-*.json"))
+        check(w.poll() is None, "watch runs")
+        out, err = drain(out_r), drain(err_r)
+        w.send_signal(signal.SIGINT)
+        w.wait(timeout=30)
+        err += drain(err_r)
+    finally:
+        if w and w.poll() is None:
+            w.kill()
+            w.wait()
+        remove_tree(path)
+        os.close(out_r)
+        os.close(err_r)
+    check_eq(len(verdicts), 2, "verdict files while nothing read watch's output")
+    check_eq(len(snapshots), 2, "OOM snapshots while nothing read watch's output")
+    check_eq(w.returncode, 0, f"watch's status ({err[-500:]!r})")
+    check("verdict:" not in out.replace("x", ""), f"no verdict line got through: {out[-300:]!r}")
+    check("memtrail: warning: 2 lines dropped from stdout: nothing read it" in err,
+          f"the dropped verdict lines counted: {err[-800:]!r}")
+    check(re.search(r"memtrail: warning: \d+ lines? dropped from stderr: nothing read it", err),
+          f"the dropped messages counted: {err[-800:]!r}")
+    check(", 2 verdicts; 0 not written, 0 dropped" in err, f"watch's last line: {err[-500:]!r}")
     no_programs_left()
 
 
