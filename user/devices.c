@@ -147,6 +147,13 @@ struct dev_file {
 	struct tracer_probe_set launch;
 	bool launch_on;
 	bool runtime;	/* CUDA or Neuron (not the loader's hook) */
+	bool pinned;	/* memtrail's own file, probed before its command ran: kept */
+	/*
+	 * No process memtrail knows maps it any more: probes removed and the
+	 * file closed (a deleted image layer is not kept on disk). The entry
+	 * stays, for its name; the next process that maps it probes it again.
+	 */
+	bool released;
 };
 
 struct dev_proc {
@@ -155,7 +162,7 @@ struct dev_proc {
 	bool executed;		/* its launch probes are not wanted */
 	struct proc_file {
 		size_t file;	/* index in devices.files */
-	} *files;		/* files with launch functions it maps */
+	} *files;		/* probed files it maps (at a scan, or its parent's at fork) */
 	size_t n_files, cap_files;
 	/* its executable mappings at the last scan: call sites after it exits */
 	struct proc_map {
@@ -551,29 +558,43 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 				 const struct proc_map_line *m, const char *host, size_t *index)
 {
 	struct dev_file *f = file_find(d, dev, ino, index);
+	char *name;
 	int fd;
 
-	if (f)
+	if (f && !f->released)
 		return f;
-	if (array__grow((void **)&d->files, &d->cap_files, d->n_files + 1, sizeof(*d->files)))
+	if (!f && array__grow((void **)&d->files, &d->cap_files, d->n_files + 1,
+			      sizeof(*d->files)))
 		return NULL;
-	*index = d->n_files;
-	f = &d->files[d->n_files];
-	memset(f, 0, sizeof(*f));
+	name = strdup(m ? m->path : host);
+	if (!name)
+		return NULL;
+	if (!f) {
+		*index = d->n_files;
+		f = &d->files[d->n_files];
+		memset(f, 0, sizeof(*f));
+	}
 	fd = m ? proc__open_mapped(pid, m, f->path, sizeof(f->path))
 	       : proc__open_file(host, dev, ino, f->path, sizeof(f->path));
-	if (fd < 0)
+	if (fd < 0) {
+		free(name);
 		return NULL;	/* not known: another process may open it */
-	f->dev = dev;
-	f->ino = ino;
-	f->fd = fd;
-	f->name = strdup(m ? m->path : host);
-	if (file_index(d, *index)) {
-		close(fd);
-		free(f->name);
-		return NULL;
 	}
-	d->n_files++;
+	if (!f->released) {
+		f->dev = dev;
+		f->ino = ino;
+		if (file_index(d, *index)) {
+			close(fd);
+			free(name);
+			return NULL;
+		}
+		d->n_files++;
+	}
+	free(f->name);
+	f->name = name;
+	f->fd = fd;
+	f->released = false;
+	f->n_launch = 0;
 	probe_file(d, f);
 	if (!f->n_launch) {
 		/* its probes are on: nothing opens it again */
@@ -581,6 +602,42 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 		f->fd = -1;
 	}
 	return &d->files[*index];
+}
+
+/* Whether F has probes (a runtime, the loader's hook): the processes that map it are counted. */
+static bool file_probed(const struct dev_file *f)
+{
+	return f->n_launch || f->probes.n_links || f->probes.fd[0] >= 0 || f->probes.fd[1] >= 0;
+}
+
+/* Whether a process memtrail knows maps file IDX. */
+static bool file_used(const struct devices *d, size_t idx)
+{
+	size_t i, j;
+
+	for (i = 0; i < d->n_procs; i++)
+		for (j = 0; j < d->procs[i].n_files; j++)
+			if (d->procs[i].files[j].file == idx)
+				return true;
+	return false;
+}
+
+/* The last process that mapped file IDX is gone: its probes and descriptor go too. */
+static void file_release(struct devices *d, size_t idx)
+{
+	struct dev_file *f = &d->files[idx];
+
+	tracer__detach_device_set(&f->probes);
+	if (f->launch_on)
+		launch_detach(f);
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+	f->n_launch = 0;
+	f->released = true;
+	/* the next process that maps it is held until it is probed again */
+	tracer__lib_forget(d->tracer, f->dev, f->ino);
+	log__debug("no process maps '%s' any more: its probes removed", f->name);
 }
 
 void devices__scan(struct devices *d, uint32_t pid)
@@ -613,7 +670,7 @@ void devices__scan(struct devices *d, uint32_t pid)
 		df = file_get(d, m.dev, m.ino, pid, &m, NULL, &idx);
 		if (df && df->runtime && pid != (uint32_t)getpid())
 			say_kernel(d);
-		if (!df || !df->n_launch || pid == (uint32_t)getpid())
+		if (!df || !file_probed(df) || df->pinned || pid == (uint32_t)getpid())
 			continue;
 		p = p ? p : proc_get(d, pid, true);
 		if (!p)
@@ -686,20 +743,49 @@ void devices__on_phase(struct devices *d, uint32_t pid, const char *name)
 void devices__forget(struct devices *d, uint32_t pid, bool purge)
 {
 	struct dev_proc *p = proc_get(d, pid, false);
-
-	size_t i;
+	struct proc_file *files;
+	size_t i, n;
 
 	if (purge)
 		tracer__device_forget(d->tracer, pid);
 	if (!p)
 		return;
-	/* its files' launch probes: wanted still by another process? */
-	p->executed = true;
-	proc_launch_update(d, p);
-	for (i = 0; i < p->n_files; i++)
-		p->files[i].file = SIZE_MAX;
+	files = p->files;
+	n = p->n_files;
+	p->files = NULL;
 	proc_free(p);
 	*p = d->procs[--d->n_procs];
+	/* its files: wanted still by another process (launch probes too)? */
+	for (i = 0; i < n; i++) {
+		if (file_used(d, files[i].file))
+			launch_update(d, files[i].file);
+		else if (!d->files[files[i].file].released)
+			file_release(d, files[i].file);
+	}
+	free(files);
+}
+
+void devices__fork(struct devices *d, uint32_t parent, uint32_t child)
+{
+	struct dev_proc *pp = proc_get(d, parent, false), *c;
+	size_t n = pp ? pp->n_files : 0;
+	struct proc_file *files;
+
+	if (!n)
+		return;
+	files = malloc(n * sizeof(*files));
+	c = files ? proc_get(d, child, true) : NULL;	/* may move pp */
+	if (!c) {
+		free(files);
+		return;
+	}
+	pp = proc_get(d, parent, false);
+	memcpy(files, pp->files, n * sizeof(*files));
+	free(c->files);
+	c->files = files;
+	c->n_files = c->cap_files = n;
+	/* a fork does not take its parent's CUDA context: launches as its parent's */
+	c->executed = pp->executed;
 }
 
 size_t devices__files(const struct devices *d)
@@ -710,11 +796,12 @@ size_t devices__files(const struct devices *d)
 static void prepare_lib(void *ctx, const char *lib)
 {
 	struct devices *d = ctx;
+	struct dev_file *f;
 	struct stat st;
 	size_t idx;
 
-	if (stat(lib, &st) == 0)
-		file_get(d, st.st_dev, st.st_ino, 0, NULL, lib, &idx);
+	if (stat(lib, &st) == 0 && (f = file_get(d, st.st_dev, st.st_ino, 0, NULL, lib, &idx)))
+		f->pinned = true;
 }
 
 void devices__prepare_command(struct devices *d, const char *path)

@@ -34,8 +34,14 @@ void devices__tick(struct devices *d, uint64_t now_ms);
 void devices__scan(struct devices *d, uint32_t pid);
 /* PID started a phase: its launch probes go at "execute", return at "model_load". */
 void devices__on_phase(struct devices *d, uint32_t pid, const char *name);
-/* PID ended: its probes go, and with PURGE the kernel's records of its device memory. */
+/*
+ * PID ended: its probes go, and with PURGE the kernel's records of its device
+ * memory. A runtime file no known process maps any more has its probes
+ * removed and is closed; the next process that maps it probes it again.
+ */
 void devices__forget(struct devices *d, uint32_t pid, bool purge);
+/* CHILD was forked by PARENT: it maps PARENT's files (no /proc read). */
+void devices__fork(struct devices *d, uint32_t parent, uint32_t child);
 /* Files probed so far. */
 size_t devices__files(const struct devices *d);
 

@@ -210,6 +210,8 @@ static void on_target(struct session *s, const struct memtrail_event_target *e)
 				 e->reason == MEMTRAIL_REASON_FORK))
 		return;
 	/* a forked child maps what its parent did: its own probes, at once */
+	if (s->devices && e->reason == MEMTRAIL_REASON_FORK)
+		devices__fork(s->devices, e->ppid, e->hdr.tgid);
 	if (s->heap && probing())
 		heap__scan(s->heap, e->hdr.tgid);
 	if (s->sites)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -962,6 +963,15 @@ void tracer__detach_device_set(struct tracer_probe_set *set)
 	free(set->links);
 	set->links = NULL;
 	set->n_links = 0;
+}
+
+void tracer__lib_forget(struct tracer *t, dev_t dev, ino_t ino)
+{
+	/* the kernel's s_dev: major << 20 | minor */
+	struct memtrail_lib_key key = { .dev = (uint64_t)major(dev) << 20 | minor(dev),
+					.ino = ino };
+
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.lib_files), &key);
 }
 
 /* Keys of one (tgid, address) map that belong to TGID, into a new array. */

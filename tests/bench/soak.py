@@ -58,6 +58,10 @@ def sample(pid):
 
 
 def main():
+    # stopped early (SIGTERM, or Ctrl-C where a background start ignored it):
+    # the storm, watch and the cgroup still go
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     ids = new_pod_ids()
     path, rel, limit, uid, cid = kubelet_memcg(LIMIT, ids)
     pods = pods_dir(ids[0])

@@ -55,7 +55,8 @@ CHECKS = [
                 "test_verdicts.test_oom_cgroup_systemd_driver"], None),
     ("device", ["test_devices.test_cuda_phases_exact"], "device"),
     ("lib hold", ["test_devices.test_dlopen_then_call_at_once_200_runs",
-                  "test_devices.test_sigkill_while_holding_lets_the_process_go"], "lib_hold"),
+                  "test_devices.test_sigkill_while_holding_lets_the_process_go",
+                  "test_devices.test_runtime_released_when_its_last_user_exits"], "lib_hold"),
     ("no leftovers", ["test_lifecycle.test_ctrl_c_stops_and_leaves_nothing"], None),
 ]
 
