@@ -40,10 +40,19 @@ struct out {
 	char tmp[PATH_MAX];	/* the temporary name; "" while the file has none */
 };
 
+static volatile sig_atomic_t *cancel;
+
+void outfile__set_cancel(volatile sig_atomic_t *flag)
+{
+	cancel = flag;
+}
+
 int outfile__put(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 
+	if (cancel && *cancel)
+		return -ECANCELED;
 	while (len) {
 		ssize_t n = write(fd, p, len);
 

@@ -7,6 +7,7 @@
 #ifndef MEMTRAIL_OUTFILE_H
 #define MEMTRAIL_OUTFILE_H
 
+#include <signal.h>
 #include <stddef.h>
 
 /*
@@ -26,7 +27,12 @@ int outfile__write(const char *path, int (*fill)(int fd, void *ctx), void *ctx);
 int outfile__write_new(char *path, size_t size, int (*fill)(int fd, void *ctx), void *ctx);
 /* A file could be written at PATH (its directory takes a new one); nothing is left. */
 int outfile__probe(const char *path);
-/* Write all of BUF to FD, again after EINTR; 0 or -errno. */
+/*
+ * Write all of BUF to FD, again after EINTR; 0 or -errno: -ECANCELED once the
+ * flag outfile__set_cancel() named is set (the file is then not written).
+ */
 int outfile__put(int fd, const void *buf, size_t len);
+/* A flag a signal handler sets to give up files being written (a second Ctrl-C); NULL: none. */
+void outfile__set_cancel(volatile sig_atomic_t *flag);
 
 #endif

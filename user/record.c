@@ -581,19 +581,33 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 	uint64_t now = session__now_ms(&r->s), holds, hold_ns, hold_max_ns;
 	int err;
 
+	/* stopped by a signal: a second one leaves without the trail, at once */
+	if (session__stop_signal)
+		log__info("writing trail '%s' (%zu target%s); %s again to leave without it", output,
+			  t->n_targets, t->n_targets == 1 ? "" : "s",
+			  session__stop_signal == SIGINT ? "Ctrl-C" : "the signal");
+	outfile__set_cancel(&session__stop_again);
 	session__close_all(&r->s, now);
 	session__finish_sites(&r->s);
 	tracer__lost(r->s.tracer, t->lost);
 	t->duration_ms = now;
-	if (!o->quiet) {
+	if (!o->quiet && !session__stop_again) {
 		table__print_summary(stdout, t);
 		table__print_phases(stdout, t);
 	}
-	table__print_verdicts(stdout, t);
-	table__print_device_failures(stdout, t);
+	if (!session__stop_again) {
+		table__print_verdicts(stdout, t);
+		table__print_device_failures(stdout, t);
+	}
 	fflush(stdout);
 	/* a default name is another record's too when pids repeat: not replaced */
-	err = o->output ? trail__write(t, output) : trail__write_new(t, output, PATH_MAX);
+	err = session__stop_again ? -ECANCELED :
+	      o->output ? trail__write(t, output) : trail__write_new(t, output, PATH_MAX);
+	outfile__set_cancel(NULL);
+	if (err == -ECANCELED) {
+		log__error("trail '%s' not written: stopped again", output);
+		return err;
+	}
 	if (err) {
 		log__error("cannot write trail '%s': %s", output, strerror(-err));
 		return err;
@@ -717,7 +731,10 @@ int cmd_record(int argc, char **argv)
 		ret = w == child.pid ? exit_status_of(wstatus) : 128 + session__stop_signal;
 		child.pid = 0;
 	}
-	if (finish(&r, &o, output))
+	err = finish(&r, &o, output);
+	if (err == -ECANCELED)
+		ret = 128 + session__stop_again;
+	else if (err)
 		ret = ret ? ret : 1;
 	goto out;
 

@@ -26,9 +26,12 @@
 #define DEVICE_LARGEST 32
 
 volatile sig_atomic_t session__stop_signal;
+volatile sig_atomic_t session__stop_again;
 
 static void on_stop_signal(int sig)
 {
+	if (session__stop_signal)
+		session__stop_again = sig;
 	session__stop_signal = sig;
 }
 
@@ -703,7 +706,8 @@ void session__finish_sites(struct session *s)
 	if (!s->sites)
 		return;
 	sites__harvest(s->sites);
-	for (i = 0; i < s->trail.n_targets; i++) {
+	/* a second Ctrl-C gives the trail up: no more symbolizing for it */
+	for (i = 0; i < s->trail.n_targets && !session__stop_again; i++) {
 		struct trail_target *tt = &s->trail.targets[i];
 		json_t *j = sites__json(s->sites, tt);
 

@@ -81,6 +81,8 @@ struct session {
 
 /* The signal (INT, TERM, HUP) that asked to stop, 0 until one did. */
 extern volatile sig_atomic_t session__stop_signal;
+/* A second stop signal: what the first one left to finish is given up. */
+extern volatile sig_atomic_t session__stop_again;
 /* Stop on SIGINT, SIGTERM and SIGHUP (session__stop_signal); ignore SIGPIPE. */
 void session__install_signals(void);
 

@@ -81,6 +81,25 @@ def test_sigterm_in_all_mode_writes_trail():
     no_programs_left()
 
 
+def test_second_stop_signal_leaves_without_the_trail():
+    """A stop signal while the trail is still to be written, then another
+    (SIGINT and SIGTERM, so that neither merges into the other): memtrail
+    leaves without writing it, says so, and leaves no file and no program."""
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    m = subprocess.Popen([MEMTRAIL, "record", "-o", out, "--all"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while "tracing" not in (m.stderr.readline() or "tracing"):
+        pass
+    m.send_signal(signal.SIGINT)
+    m.send_signal(signal.SIGTERM)
+    _, err = m.communicate(timeout=30)
+    check_eq(m.returncode, 128 + signal.SIGTERM, f"status after two signals ({err!r})")
+    check("not written: stopped again" in err, f"says the trail is not written: {err!r}")
+    check_eq(os.listdir(d), [], "no trail, no temporary file")
+    no_programs_left()
+
+
 def test_suite_beside_another_memtrail():
     """A node that runs memtrail already (a DaemonSet's watch): a suite
     started beside it counts as left behind only what its own memtrails
