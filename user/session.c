@@ -207,6 +207,9 @@ static void on_target(struct session *s, const struct memtrail_event_target *e)
 
 	if (session__live(s, e->hdr.tgid))
 		return;
+	/* memtrail's guardian, forked before the programs attached: memtrail's own */
+	if (e->hdr.tgid == tracer__guard_pid(s->tracer))
+		return;
 	memcpy(comm, e->comm, sizeof(comm));
 	comm[sizeof(comm) - 1] = '\0';
 	if (!session__new_target(s, e->hdr.tgid, e->ppid, comm, t_ms,

@@ -965,6 +965,11 @@ void tracer__detach_device_set(struct tracer_probe_set *set)
 	set->n_links = 0;
 }
 
+uint32_t tracer__guard_pid(const struct tracer *t)
+{
+	return t && t->guard.pid > 0 ? (uint32_t)t->guard.pid : 0;
+}
+
 void tracer__lib_forget(struct tracer *t, dev_t dev, ino_t ino)
 {
 	/* the kernel's s_dev: major << 20 | minor */

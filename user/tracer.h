@@ -120,6 +120,8 @@ size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint6
 				 struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx);
 /* Remove them all (any probe set). */
 void tracer__detach_device_set(struct tracer_probe_set *set);
+/* The PID of memtrail's guardian (guard.h), which is never a target; 0: none. */
+uint32_t tracer__guard_pid(const struct tracer *t);
 /* File (DEV, INO) is not scanned any more: the next target that maps it is held and scanned. */
 void tracer__lib_forget(struct tracer *t, dev_t dev, ino_t ino);
 typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a);
