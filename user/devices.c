@@ -130,6 +130,8 @@ size_t devices__cookies(uint64_t *cookie, size_t max)
 	return i;
 }
 
+#define DEV_KEYS 8
+
 struct dev_file {
 	dev_t dev;
 	ino_t ino;
@@ -148,6 +150,14 @@ struct dev_file {
 	bool launch_on;
 	bool runtime;	/* CUDA or Neuron (not the loader's hook) */
 	bool pinned;	/* memtrail's own file, probed before its command ran: kept */
+	/*
+	 * The kernel's keys (lib_files) of what the processes held for it had
+	 * mapped first: its own among them, as the hook saw it (overlayfs shows
+	 * the hook another inode than maps), maybe another new file's too (an
+	 * extra hold later, no harm). Dropped at release, with maps' own key.
+	 */
+	struct memtrail_lib_key keys[DEV_KEYS];
+	size_t n_keys, next_key;
 	/*
 	 * No process memtrail knows maps it any more: probes removed and the
 	 * file closed (a deleted image layer is not kept on disk). The entry
@@ -626,6 +636,10 @@ static bool file_used(const struct devices *d, size_t idx)
 static void file_release(struct devices *d, size_t idx)
 {
 	struct dev_file *f = &d->files[idx];
+	/* the kernel's s_dev: major << 20 | minor */
+	struct memtrail_lib_key own = { .dev = (uint64_t)major(f->dev) << 20 | minor(f->dev),
+					.ino = f->ino };
+	size_t i;
 
 	tracer__detach_device_set(&f->probes);
 	if (f->launch_on)
@@ -636,8 +650,36 @@ static void file_release(struct devices *d, size_t idx)
 	f->n_launch = 0;
 	f->released = true;
 	/* the next process that maps it is held until it is probed again */
-	tracer__lib_forget(d->tracer, f->dev, f->ino);
+	tracer__lib_forget(d->tracer, &own);
 	log__debug("no process maps '%s' any more: its probes removed", f->name);
+	for (i = 0; i < f->n_keys; i++)
+		tracer__lib_forget(d->tracer, &f->keys[i]);
+	f->n_keys = f->next_key = 0;
+}
+
+/* The keys of what P was first to map and is held for, noted on the runtimes it maps. */
+static void note_keys(struct devices *d, const struct dev_proc *p)
+{
+	struct memtrail_lib_key keys[DEV_KEYS];
+	size_t n = tracer__lib_pending(d->tracer, p->pid, keys, DEV_KEYS), i, j, k;
+
+	for (i = 0; n && i < p->n_files; i++) {
+		struct dev_file *f = &d->files[p->files[i].file];
+
+		if (!f->runtime)
+			continue;
+		for (k = 0; k < n; k++) {
+			for (j = 0; j < f->n_keys && memcmp(&f->keys[j], &keys[k], sizeof(keys[k])); j++)
+				;
+			if (j < f->n_keys)
+				continue;
+			/* full: the oldest goes (a key lost costs a missed hold, as before) */
+			f->keys[f->next_key] = keys[k];
+			f->next_key = (f->next_key + 1) % DEV_KEYS;
+			if (f->n_keys < DEV_KEYS)
+				f->n_keys++;
+		}
+	}
 }
 
 void devices__scan(struct devices *d, uint32_t pid)
@@ -684,6 +726,8 @@ void devices__scan(struct devices *d, uint32_t pid)
 	}
 	fclose(f);
 	p = p ? p : proc_get(d, pid, false);
+	if (p)
+		note_keys(d, p);
 	if (p) {
 		/* a runtime's user: its mappings name call sites even after it exits */
 		proc_maps_free(p);

@@ -970,13 +970,20 @@ uint32_t tracer__guard_pid(const struct tracer *t)
 	return t && t->guard.pid > 0 ? (uint32_t)t->guard.pid : 0;
 }
 
-void tracer__lib_forget(struct tracer *t, dev_t dev, ino_t ino)
+size_t tracer__lib_pending(const struct tracer *t, uint32_t pid, struct memtrail_lib_key *keys,
+			   size_t max)
 {
-	/* the kernel's s_dev: major << 20 | minor */
-	struct memtrail_lib_key key = { .dev = (uint64_t)major(dev) << 20 | minor(dev),
-					.ino = ino };
+	size_t i, n = 0;
 
-	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.lib_files), &key);
+	for (i = 0; i < t->n_lib_new && n < max; i++)
+		if (t->lib_new[i].pid == pid)
+			keys[n++] = t->lib_new[i].key;
+	return n;
+}
+
+void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key)
+{
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.lib_files), key);
 }
 
 /* Keys of one (tgid, address) map that belong to TGID, into a new array. */

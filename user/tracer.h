@@ -122,8 +122,15 @@ size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint6
 void tracer__detach_device_set(struct tracer_probe_set *set);
 /* The PID of memtrail's guardian (guard.h), which is never a target; 0: none. */
 uint32_t tracer__guard_pid(const struct tracer *t);
-/* File (DEV, INO) is not scanned any more: the next target that maps it is held and scanned. */
-void tracer__lib_forget(struct tracer *t, dev_t dev, ino_t ino);
+/*
+ * The files PID was first to map and is held for, as the kernel's hook saw
+ * them (lib_files keys: on overlayfs, the overlay's inode, not the one
+ * /proc/PID/maps shows); at most MAX into KEYS, their number.
+ */
+size_t tracer__lib_pending(const struct tracer *t, uint32_t pid, struct memtrail_lib_key *keys,
+			   size_t max);
+/* The file of KEY is not scanned any more: the next target that maps it is held and scanned. */
+void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key);
 typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a);
 /*
  * Each device allocation of TGID live at its device OOM number EPOCH (0: live
