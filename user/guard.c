@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,31 @@
 #include <bpf/bpf.h>
 
 #include "guard.h"
+
+bool guard__held_elsewhere(int own_fd, uint32_t tgid)
+{
+	struct bpf_map_info own = { 0 }, info;
+	uint32_t id = 0, len = sizeof(own), v;
+	bool held = false;
+	int fd;
+
+	if (bpf_obj_get_info_by_fd(own_fd, &own, &len))
+		return false;
+	while (!held && !bpf_map_get_next_id(id, &id)) {
+		if (id == own.id)
+			continue;
+		fd = bpf_map_get_fd_by_id(id);
+		if (fd < 0)
+			continue;	/* gone meanwhile */
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		held = !bpf_obj_get_info_by_fd(fd, &info, &len) &&
+		       !strcmp(info.name, "held_tgids") && info.key_size == sizeof(tgid) &&
+		       !bpf_map_lookup_elem(fd, &tgid, &v);
+		close(fd);
+	}
+	return held;
+}
 
 /* Descriptors FROM..TO closed (close_range where the kernel has it, 5.9). */
 static void close_fds(unsigned int from, unsigned int to)
@@ -51,7 +77,7 @@ static int stopped(uint32_t pid)
 static void guardian(int held_fd, int rd)
 {
 	int lo = held_fd < rd ? held_fd : rd, hi = held_fd < rd ? rd : held_fd;
-	uint32_t key, *prev = NULL;
+	uint32_t key;
 	struct rlimit rl;
 	ssize_t n;
 	char c;
@@ -75,10 +101,12 @@ static void guardian(int held_fd, int rd)
 	do
 		n = read(rd, &c, 1);
 	while (n > 0 || (n < 0 && errno == EINTR));
-	while (!bpf_map_get_next_key(held_fd, prev, &key)) {
-		if (stopped(key))
+	/* each entry deleted before asking about the others (guard.h), first to last */
+	while (!bpf_map_get_next_key(held_fd, NULL, &key)) {
+		if (bpf_map_delete_elem(held_fd, &key))
+			break;
+		if (stopped(key) && !guard__held_elsewhere(held_fd, key))
 			kill((pid_t)key, SIGCONT);
-		prev = &key;
 	}
 	_exit(0);
 }

@@ -120,8 +120,10 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 		uint64_t ns;
 
 		lib_new_settle(t, h->tgid, true);
-		kill((pid_t)h->tgid, SIGCONT);
+		/* ours let go first: of two memtrails holding it, the last to finish continues it */
 		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.held_tgids), &h->tgid);
+		if (!guard__held_elsewhere(bpf_map__fd(t->skel->maps.held_tgids), h->tgid))
+			kill((pid_t)h->tgid, SIGCONT);
 		ns = mono_ns();
 		ns = ns > h->ts_ns ? ns - h->ts_ns : 0;
 		t->holds++;
