@@ -15,7 +15,17 @@
 
 #include "guard.h"
 
-bool guard__held_elsewhere(int own_fd, uint32_t tgid)
+static bool held_elsewhere(int own_fd, uint32_t tgid);
+
+bool guard__let_go(int own_fd, uint32_t tgid)
+{
+	uint32_t releasing = GUARD_RELEASING;
+
+	bpf_map_update_elem(own_fd, &tgid, &releasing, BPF_EXIST);
+	return held_elsewhere(own_fd, tgid);
+}
+
+static bool held_elsewhere(int own_fd, uint32_t tgid)
 {
 	struct bpf_map_info own = { 0 }, info;
 	uint32_t id = 0, len = sizeof(own), v;
@@ -34,7 +44,8 @@ bool guard__held_elsewhere(int own_fd, uint32_t tgid)
 		len = sizeof(info);
 		held = !bpf_obj_get_info_by_fd(fd, &info, &len) &&
 		       !strcmp(info.name, "held_tgids") && info.key_size == sizeof(tgid) &&
-		       !bpf_map_lookup_elem(fd, &tgid, &v);
+		       info.value_size == sizeof(v) && !bpf_map_lookup_elem(fd, &tgid, &v) &&
+		       v == GUARD_HOLDING;
 		close(fd);
 	}
 	return held;
@@ -77,7 +88,7 @@ static int stopped(uint32_t pid)
 static void guardian(int held_fd, int rd)
 {
 	int lo = held_fd < rd ? held_fd : rd, hi = held_fd < rd ? rd : held_fd;
-	uint32_t key;
+	uint32_t key, *prev = NULL;
 	struct rlimit rl;
 	ssize_t n;
 	char c;
@@ -101,12 +112,10 @@ static void guardian(int held_fd, int rd)
 	do
 		n = read(rd, &c, 1);
 	while (n > 0 || (n < 0 && errno == EINTR));
-	/* each entry deleted before asking about the others (guard.h), first to last */
-	while (!bpf_map_get_next_key(held_fd, NULL, &key)) {
-		if (bpf_map_delete_elem(held_fd, &key))
-			break;
-		if (stopped(key) && !guard__held_elsewhere(held_fd, key))
+	while (!bpf_map_get_next_key(held_fd, prev, &key)) {
+		if (stopped(key) && !guard__let_go(held_fd, key))
 			kill((pid_t)key, SIGCONT);
+		prev = &key;
 	}
 	_exit(0);
 }

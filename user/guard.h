@@ -20,15 +20,23 @@ struct guard {
 
 /* Start the guardian of HELD_FD (a map of tgid keys). 0, or -errno. */
 int guard__start(struct guard *g, int held_fd);
+/* held_tgids values: the BPF side holds with 1; memtrail marks 2 as it lets go */
+#define GUARD_HOLDING 1
+#define GUARD_RELEASING 2
+
 /*
- * Whether another memtrail (a node's watch beside a user's record) holds
- * TGID too, in its own held_tgids map found among the node's BPF maps: then
- * that one continues it when its own probing is done. Each deletes its own
- * entry (OWN_FD's) before asking, so the last to finish always continues
- * it; a stop signal is not counted, and the first SIGCONT would let the
- * process run unprobed by the other.
+ * memtrail (or its guardian) is done with TGID, held in map OWN_FD: its
+ * entry marked releasing, then whether another memtrail (a node's watch
+ * beside a user's record) still holds it in its own held_tgids map, found
+ * among the node's BPF maps. False: continue it now (SIGCONT), then delete
+ * the entry. True: leave it to that one, which continues it when its own
+ * probing is done (a stop signal is not counted: the first SIGCONT would
+ * let the process run unprobed by the other). Each marks its entry before
+ * asking, so the last to finish continues it, and the entry stays until the
+ * process is continued or left to another: a memtrail that dies meanwhile
+ * leaves it to its guardian.
  */
-bool guard__held_elsewhere(int own_fd, uint32_t tgid);
+bool guard__let_go(int own_fd, uint32_t tgid);
 /* memtrail ends its holds itself: the guardian ends (and is reaped). */
 void guard__stop(struct guard *g);
 

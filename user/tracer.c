@@ -120,10 +120,10 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 		uint64_t ns;
 
 		lib_new_settle(t, h->tgid, true);
-		/* ours let go first: of two memtrails holding it, the last to finish continues it */
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.held_tgids), &h->tgid);
-		if (!guard__held_elsewhere(bpf_map__fd(t->skel->maps.held_tgids), h->tgid))
+		/* of two memtrails holding it, the last to finish continues it (guard.h) */
+		if (!guard__let_go(bpf_map__fd(t->skel->maps.held_tgids), h->tgid))
 			kill((pid_t)h->tgid, SIGCONT);
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.held_tgids), &h->tgid);
 		ns = mono_ns();
 		ns = ns > h->ts_ns ? ns - h->ts_ns : 0;
 		t->holds++;
