@@ -98,21 +98,6 @@ const char *sanitize__str(char *buf, size_t len, const char *s)
 	return buf;
 }
 
-int sanitize__fputs(const char *s, FILE *f)
-{
-	const unsigned char *p = (const unsigned char *)(s ? s : "?");
-	size_t n, used;
-	char one[SANITIZE_CHAR_MAX];
-
-	while (*p) {
-		n = shown(p, one, &used);
-		if (fwrite(one, 1, n, f) != n)
-			return EOF;
-		p += used;
-	}
-	return 0;
-}
-
 json_t *sanitize__json(const char *s)
 {
 	const unsigned char *p;

@@ -11,7 +11,6 @@
 
 #include <jansson.h>
 #include <stddef.h>
-#include <stdio.h>
 
 /* Bytes that hold N bytes of text, sanitized, and the NUL: \xNN is four per byte. */
 #define SANITIZE_LEN(n) (4 * (n) + 1)
@@ -25,8 +24,6 @@
 size_t sanitize__char(const char *s, char *out, size_t *used);
 /* S (NULL: "?") sanitized into BUF of LEN bytes, cut at a whole character; returns BUF. */
 const char *sanitize__str(char *buf, size_t len, const char *s);
-/* S (NULL: "?") sanitized to F, all of it; EOF on a write error. */
-int sanitize__fputs(const char *s, FILE *f);
 /*
  * S as a JSON string (NULL: null): as it is when it is valid UTF-8 (JSON
  * escapes its controls); otherwise each byte that is not part of a valid
