@@ -192,6 +192,7 @@ $(PLUGIN): tests/workloads/lib/plugin.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O1 -g -fPIC -shared -fno-omit-frame-pointer $(WARNINGS) -o $@ $<
 $(OUT)/workloads/unload: private CFLAGS_EXTRA := -fno-omit-frame-pointer
+$(OUT)/workloads/stacks: private CFLAGS_EXTRA := -fno-omit-frame-pointer -fno-optimize-sibling-calls
 $(OUT)/workloads/unload: | $(PLUGIN)
 
 # nvcc's static cudart leaves cudaMalloc and friends as local symbols of the

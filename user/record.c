@@ -139,6 +139,7 @@ struct record_opts {
 	bool heap;
 	bool faults;
 	uint32_t fault_sample;
+	uint32_t stacks;
 	struct heap_config heap_cfg;
 	struct phase_rule rules[MEMTRAIL_RULES_MAX];
 	size_t n_rules;
@@ -200,7 +201,10 @@ static void usage(FILE *f)
 "                        figures are then not measured; coverage is reported)\n"
 "      --faults          fault sites: stacks of user page faults\n"
 "      --fault-sample N  one fault in N, 1..1000000 (default 1)\n"
-"  -q, --quiet           no summary table on stdout\n"
+"      --stacks N        distinct stacks kept, 1024..4194304 (default %u, with\n"
+"                        --heap %u); about 300 bytes of kernel memory each.\n"
+"                        Stacks beyond it are lost, counted, and said\n"
+"  -q, --quiet           no summary table on stdout (losses are still said)\n"
 "  -v, --verbose         debug messages\n"
 "  -h, --help            this help\n"
 "\n"
@@ -219,7 +223,8 @@ static void usage(FILE *f)
 "memtrail_marker.py) start named phases. Names: printable, at most 63 bytes.\n"
 "Accelerator runtimes start 'runtime_init' (first call), 'model_load' (nrt_load,\n"
 "cuModuleLoad*, cuLibraryLoad*) and 'execute' (first launch after a load).\n",
-		DEFAULT_INTERVAL_MS, SESSION_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT);
+		DEFAULT_INTERVAL_MS, SESSION_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT,
+		TRACER_STACKS, TRACER_STACKS_HEAP);
 }
 
 /* The colon that ends a rule's BINARY: the first one that is not half of a "::". */
@@ -277,6 +282,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "overhead-budget", required_argument, NULL, 'B' },
 		{ "faults", no_argument, NULL, 'F' },
 		{ "fault-sample", required_argument, NULL, 'f' },
+		{ "stacks", required_argument, NULL, 'K' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -334,6 +340,13 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			}
 			o->fault_sample = v;
 			o->faults = true;
+			break;
+		case 'K':
+			if (format__parse_u64(optarg, 1024, 4194304, &v)) {
+				log__error("invalid --stacks '%s': give 1024 to 4194304", optarg);
+				return -EINVAL;
+			}
+			o->stacks = v;
 			break;
 		case 'i':
 			if (format__parse_u64(optarg, 10, 60000, &v)) {
@@ -493,6 +506,7 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg,
 		.mapping = !o->no_sites,
 		.faults = o->faults,
 		.fault_sample = o->fault_sample ? o->fault_sample : 1,
+		.stacks = o->stacks,
 		.heap = o->heap,
 		/* with a budget the probes come and go: frees would go unseen */
 		.heap_track = o->heap && o->heap_cfg.budget_pct <= 0,
@@ -591,6 +605,17 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 	session__finish_sites(&r->s);
 	tracer__lost(r->s.tracer, t->lost);
 	t->duration_ms = now;
+	/* said whatever -q: sites without a stack are what a user looks at first */
+	if (t->lost[MEMTRAIL_LOST_STACKS]) {
+		uint32_t had = o->stacks ? o->stacks : o->heap ? TRACER_STACKS_HEAP : TRACER_STACKS;
+		uint64_t more = (uint64_t)had * 4 > 4194304 ? 4194304 : (uint64_t)had * 4;
+
+		log__warn("%llu stack%s lost (listed as '[no stack]' sites): the table of %u distinct "
+			  "stacks filled, or two shared a slot; --stacks %llu makes room (about "
+			  "%llu MiB of kernel memory)", (unsigned long long)t->lost[MEMTRAIL_LOST_STACKS],
+			  t->lost[MEMTRAIL_LOST_STACKS] == 1 ? "" : "s", had, (unsigned long long)more,
+			  (unsigned long long)(more * 300 >> 20));
+	}
 	if (!o->quiet && !session__stop_again) {
 		table__print_summary(stdout, t);
 		table__print_phases(stdout, t);

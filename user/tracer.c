@@ -382,12 +382,22 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	}
 	/* no heap probes, no live heap allocations: a million-bucket table is 16 MiB */
 	if ((!heap && bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
+	    bpf_map__set_max_entries(s->maps.site_stacks, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.targets, n) ||
 	    bpf_map__set_max_entries(s->maps.cells, n < CELLS_MIN ? CELLS_MIN : n) ||
 	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n) ||
 	    bpf_map__set_max_entries(s->maps.rss_local, 2 * n))
 		return -EINVAL;
 	return 0;
+}
+
+uint32_t tracer__stacks(const struct tracer_config *cfg)
+{
+	const struct tracer_sites *st = &cfg->sites;
+
+	if (!st->mapping && !st->faults && !st->heap)
+		return 1;	/* no sites: no stacks */
+	return st->stacks ? st->stacks : st->heap ? TRACER_STACKS_HEAP : TRACER_STACKS;
 }
 
 static int add_pids(struct tracer *t, const struct tracer_config *cfg)

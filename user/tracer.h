@@ -31,7 +31,12 @@ struct tracer_sites {
 	bool heap_track;	/* keep every live allocation: exact heap levels and in-use */
 	uint64_t heap_sample;	/* sampling rate in bytes, 0: every allocation */
 	bool heap_budget;	/* an overhead budget: tell user space when a window is spent */
+	uint32_t stacks;	/* distinct stacks kept; 0: TRACER_STACKS (with heap _HEAP) */
 };
+
+/* Distinct stacks kept by default: a malloc-heavy program (import torch) has tens of thousands */
+#define TRACER_STACKS 16384
+#define TRACER_STACKS_HEAP 131072
 
 struct tracer_config {
 	enum memtrail_filter mode;
@@ -120,6 +125,8 @@ size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint6
 				 struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx);
 /* Remove them all (any probe set). */
 void tracer__detach_device_set(struct tracer_probe_set *set);
+/* The distinct stacks CFG keeps (the size of the stack table). */
+uint32_t tracer__stacks(const struct tracer_config *cfg);
 /* The PID of memtrail's guardian (guard.h), which is never a target; 0: none. */
 uint32_t tracer__guard_pid(const struct tracer *t);
 /*

@@ -178,6 +178,33 @@ def test_cxx_and_rust_names_read_as_written():
           f"report names weights::load: {r.stdout[-1500:]}")
 
 
+def test_stacks_lost_said_and_sized():
+    """4,096 distinct allocation stacks: a table of 1,024 loses some, and
+    record says how many and which option makes room, under -q; the bytes
+    stay exact (a lost stack's bytes are a '[no stack]' site's). The default
+    table with --heap (131,072) keeps all but the few that share a slot."""
+    for stacks in (["--stacks", "1024"], []):
+        p, trail, data, _ = recorded(["--heap", *stacks], cmd=[workload("stacks"), "4096"])
+        t = trail["targets"][0]
+        heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
+        check_eq(sum(s["alloc_bytes"] for s in heap), data["heap_bytes"], "heap bytes in sites")
+        check_eq(phase(t, "start")["kinds"]["heap"]["allocations"], data["heap_bytes"],
+                 "heap allocated")
+        lost = trail["lost"].get("stacks", 0)
+        leaves = [s for s in heap if s["frames"][0].get("function") == "leaf"]
+        # each path allocates once: a kept stack is a site, a lost one a count (main's calloc too)
+        check(len(leaves) + lost in (4096, 4097), f"{len(leaves)} leaf sites, {lost} lost")
+        warned = [l for l in p.stderr.splitlines() if " lost (listed as '[no stack]'" in l]
+        if stacks:
+            check(lost > 0, f"1,024 slots for 4,096 stacks: some lost ({trail['lost']})")
+            check(len(warned) == 1 and f"{lost} stacks lost" in warned[0] and
+                  "--stacks 4096 makes room" in warned[0], f"the loss said under -q: {p.stderr!r}")
+        else:
+            # shared slots: about 4096^2 / (2 * 131072) = 64 expected
+            check(lost < 192, f"the default table keeps nearly all: {lost} lost")
+            check_eq(len(warned), 1 if lost else 0, f"the loss said when there is one: {p.stderr!r}")
+
+
 def preloaded(lib):
     check(os.path.exists(lib), f"{lib} is installed")
     env = dict(os.environ, LD_PRELOAD=lib)
