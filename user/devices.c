@@ -164,7 +164,16 @@ struct dev_file {
 	 * stays, for its name; the next process that maps it probes it again.
 	 */
 	bool released;
+	uint64_t release_ms;	/* a release is due then (0: none) */
 };
+
+/*
+ * A file's last known user is gone: its release waits this long, so that a
+ * process that mapped it meanwhile (not held: the file was probed) is
+ * scanned first and keeps it. Its lib_files keys go at once: whoever maps it
+ * from then on is held and scanned.
+ */
+#define RELEASE_DELAY_MS 1000
 
 struct dev_proc {
 	uint32_t pid;
@@ -193,6 +202,10 @@ struct devices {
 	size_t n_slots;		/* a power of two */
 	struct dev_proc *procs;
 	size_t n_procs, cap_procs;
+	/* files whose last known user is gone: released at release_ms unless mapped again */
+	size_t *dropped;
+	size_t n_dropped, cap_dropped;
+	uint64_t now_ms;	/* the session's clock at the last tick */
 	bool quiet;	/* probing what the loader cache names: debug messages only */
 	bool said;	/* what this kernel cannot do with device memory, said once */
 };
@@ -632,14 +645,38 @@ static bool file_used(const struct devices *d, size_t idx)
 	return false;
 }
 
-/* The last process that mapped file IDX is gone: its probes and descriptor go too. */
-static void file_release(struct devices *d, size_t idx)
+/* The next process that maps file IDX is held until it is scanned (and the file probed). */
+static void file_unscanned(struct devices *d, size_t idx)
 {
 	struct dev_file *f = &d->files[idx];
 	/* the kernel's s_dev: major << 20 | minor */
 	struct memtrail_lib_key own = { .dev = (uint64_t)major(f->dev) << 20 | minor(f->dev),
 					.ino = f->ino };
 	size_t i;
+
+	tracer__lib_forget(d->tracer, &own);
+	for (i = 0; i < f->n_keys; i++)
+		tracer__lib_forget(d->tracer, &f->keys[i]);
+	f->n_keys = f->next_key = 0;
+}
+
+/* File IDX's last known user is gone: released after RELEASE_DELAY_MS unless mapped again. */
+static void file_drop(struct devices *d, size_t idx)
+{
+	struct dev_file *f = &d->files[idx];
+
+	if (f->release_ms || array__grow((void **)&d->dropped, &d->cap_dropped, d->n_dropped + 1,
+					 sizeof(*d->dropped)))
+		return;
+	file_unscanned(d, idx);
+	f->release_ms = d->now_ms + RELEASE_DELAY_MS;
+	d->dropped[d->n_dropped++] = idx;
+}
+
+/* The last process that mapped file IDX is gone: its probes and descriptor go too. */
+static void file_release(struct devices *d, size_t idx)
+{
+	struct dev_file *f = &d->files[idx];
 
 	tracer__detach_device_set(&f->probes);
 	if (f->launch_on)
@@ -649,12 +686,9 @@ static void file_release(struct devices *d, size_t idx)
 	f->fd = -1;
 	f->n_launch = 0;
 	f->released = true;
-	/* the next process that maps it is held until it is probed again */
-	tracer__lib_forget(d->tracer, &own);
+
+	f->release_ms = 0;
 	log__debug("no process maps '%s' any more: its probes removed", f->name);
-	for (i = 0; i < f->n_keys; i++)
-		tracer__lib_forget(d->tracer, &f->keys[i]);
-	f->n_keys = f->next_key = 0;
 }
 
 /* The keys of what P was first to map and is held for, noted on the runtimes it maps. */
@@ -759,6 +793,7 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 {
 	size_t i;
 
+	d->now_ms = now_ms;
 	for (i = 0; i < d->n_procs; i++) {
 		struct dev_proc *p = &d->procs[i];
 
@@ -766,6 +801,20 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 			continue;
 		p->due_ms = 0;
 		devices__scan(d, p->pid);	/* may grow procs: index again */
+	}
+	/* after the scans: a process that mapped a dropped file meanwhile keeps it */
+	for (i = 0; i < d->n_dropped;) {
+		struct dev_file *f = &d->files[d->dropped[i]];
+
+		if (f->release_ms > now_ms) {
+			i++;
+			continue;
+		}
+		if (f->released || file_used(d, d->dropped[i]))
+			f->release_ms = 0;
+		else
+			file_release(d, d->dropped[i]);
+		d->dropped[i] = d->dropped[--d->n_dropped];
 	}
 }
 
@@ -784,29 +833,43 @@ void devices__on_phase(struct devices *d, uint32_t pid, const char *name)
 	proc_launch_update(d, p);
 }
 
-void devices__forget(struct devices *d, uint32_t pid, bool purge)
+/* P maps none of its files any more: each is released unless another process maps it. */
+static void drop_files(struct devices *d, struct dev_proc *p)
 {
-	struct dev_proc *p = proc_get(d, pid, false);
-	struct proc_file *files;
-	size_t i, n;
+	struct proc_file *files = p->files;
+	size_t i, n = p->n_files;
 
-	if (purge)
-		tracer__device_forget(d->tracer, pid);
-	if (!p)
-		return;
-	files = p->files;
-	n = p->n_files;
 	p->files = NULL;
-	proc_free(p);
-	*p = d->procs[--d->n_procs];
+	p->n_files = p->cap_files = 0;
 	/* its files: wanted still by another process (launch probes too)? */
 	for (i = 0; i < n; i++) {
 		if (file_used(d, files[i].file))
 			launch_update(d, files[i].file);
 		else if (!d->files[files[i].file].released)
-			file_release(d, files[i].file);
+			file_drop(d, files[i].file);
 	}
 	free(files);
+}
+
+void devices__forget(struct devices *d, uint32_t pid, bool purge)
+{
+	struct dev_proc *p = proc_get(d, pid, false);
+
+	if (purge)
+		tracer__device_forget(d->tracer, pid);
+	if (!p)
+		return;
+	drop_files(d, p);
+	proc_free(p);
+	*p = d->procs[--d->n_procs];
+}
+
+void devices__exec(struct devices *d, uint32_t pid)
+{
+	struct dev_proc *p = proc_get(d, pid, false);
+
+	if (p && p->n_files)
+		drop_files(d, p);
 }
 
 void devices__fork(struct devices *d, uint32_t parent, uint32_t child)
@@ -990,6 +1053,7 @@ void devices__destroy(struct devices *d)
 			close(d->files[i].fd);
 	}
 	free(d->files);
+	free(d->dropped);
 	free(d->file_slots);
 	free(d);
 }

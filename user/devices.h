@@ -40,6 +40,8 @@ void devices__on_phase(struct devices *d, uint32_t pid, const char *name);
  * removed and is closed; the next process that maps it probes it again.
  */
 void devices__forget(struct devices *d, uint32_t pid, bool purge);
+/* PID exec'd: the files of its old image are not its any more (released if no one's). */
+void devices__exec(struct devices *d, uint32_t pid);
 /* CHILD was forked by PARENT: it maps PARENT's files (no /proc read). */
 void devices__fork(struct devices *d, uint32_t parent, uint32_t child);
 /* Files probed so far. */

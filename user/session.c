@@ -275,6 +275,7 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	}
 	if (s->devices && probing()) {
 		/* a runtime linked in, then what its dynamic linker loads */
+		devices__exec(s->devices, tt->pid);
 		devices__scan(s->devices, tt->pid);
 		devices__schedule(s->devices, tt->pid, session__now_ms(s), EXEC_RESCAN_MS);
 	}

@@ -560,7 +560,8 @@ def test_runtime_released_when_its_last_user_exits():
     """A node runs containers that bring their own runtime copies, day after
     day: once the last process that mapped a copy has exited, its probes and
     its descriptor go (a deleted image layer is not kept on disk), and a
-    process that maps it later is probed again, its calls exact."""
+    process that maps it later is probed again, its calls exact; so is one
+    that maps it the moment the last user exits."""
     d = tmpdir()
     lib = os.path.join(d, "libcuda-layer.so.1")
     shutil.copy(LIBCUDA, lib)
@@ -569,10 +570,14 @@ def test_runtime_released_when_its_last_user_exits():
     try:
         base, _ = probe_fds(m.proc.pid)
         datas = []
-        for i in range(2):
+        for i in range(3):
             p = run([workload("dlopen_late"), lib])
             check_eq(p.returncode, 0, f"workload {i} ({p.stderr!r})")
             datas.append(json.loads(p.stdout.strip().splitlines()[-1]))
+            if i == 1:
+                # the next user at once, before memtrail has read this one's exit: its
+                # mapping of the still probed copy is not held, and must not lose the probes
+                continue
             # released once memtrail has read the exit: bounded, not a sleep
             deadline = time.time() + 10
             while time.time() < deadline:
@@ -585,8 +590,8 @@ def test_runtime_released_when_its_last_user_exits():
     finally:
         rc, _, err = m.stop()
     check_eq(rc, 0, f"record's status ({err[-500:]!r})")
-    check_eq(len([x for x in err.splitlines() if "probing CUDA runtime" in x and lib in x]), 2,
-             f"probed for each run: {err[-1500:]!r}")
+    probed = len([x for x in err.splitlines() if "probing CUDA runtime" in x and lib in x])
+    check(probed in (2, 3), f"probed again after the release: {err[-1500:]!r}")
     trail = load_trail(out)
     for data in datas:
         t = target(trail, data["pid"])
