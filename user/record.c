@@ -599,7 +599,8 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 	if (session__stop_signal)
 		log__info("writing trail '%s' (%zu target%s); %s again to leave without it", output,
 			  t->n_targets, t->n_targets == 1 ? "" : "s",
-			  session__stop_signal == SIGINT ? "Ctrl-C" : "the signal");
+			  session__stop_signal == SIGINT ? "Ctrl-C" :
+			  session__stop_signal == SIGTERM ? "SIGTERM" : "SIGHUP");
 	outfile__set_cancel(&session__stop_again);
 	session__close_all(&r->s, now);
 	session__finish_sites(&r->s);

@@ -10,7 +10,6 @@
 #include <unistd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
