@@ -181,7 +181,7 @@ struct dev_proc {
 	bool executed;		/* its launch probes are not wanted */
 	struct proc_file {
 		size_t file;	/* index in devices.files */
-	} *files;		/* probed files it maps (at a scan, or its parent's at fork) */
+	} *files;		/* probed runtimes it maps (at a scan, or its parent's at fork) */
 	size_t n_files, cap_files;
 	/* its executable mappings at the last scan: call sites after it exits */
 	struct proc_map {
@@ -627,7 +627,7 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 	return &d->files[*index];
 }
 
-/* Whether F has probes (a runtime, the loader's hook): the processes that map it are counted. */
+/* Whether F has probes: the processes that map a probed runtime are counted. */
 static bool file_probed(const struct dev_file *f)
 {
 	return f->n_launch || f->probes.n_links || f->probes.fd[0] >= 0 || f->probes.fd[1] >= 0;
@@ -746,7 +746,9 @@ void devices__scan(struct devices *d, uint32_t pid)
 		df = file_get(d, m.dev, m.ino, pid, &m, NULL, &idx);
 		if (df && df->runtime && pid != (uint32_t)getpid())
 			say_kernel(d);
-		if (!df || !file_probed(df) || df->pinned || pid == (uint32_t)getpid())
+		/* runtimes only: the loader's hook stays (an exec maps ld.so unseen by lib_mapped) */
+		if (!df || !df->runtime || !file_probed(df) || df->pinned ||
+		    pid == (uint32_t)getpid())
 			continue;
 		p = p ? p : proc_get(d, pid, true);
 		if (!p)
@@ -810,7 +812,7 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 			i++;
 			continue;
 		}
-		if (f->released || file_used(d, d->dropped[i]))
+		if (f->released || f->pinned || file_used(d, d->dropped[i]))
 			f->release_ms = 0;
 		else
 			file_release(d, d->dropped[i]);
@@ -843,9 +845,12 @@ static void drop_files(struct devices *d, struct dev_proc *p)
 	p->n_files = p->cap_files = 0;
 	/* its files: wanted still by another process (launch probes too)? */
 	for (i = 0; i < n; i++) {
-		if (file_used(d, files[i].file))
+		const struct dev_file *f = &d->files[files[i].file];
+
+		/* memtrail's own (pinned since the process listed it) stay */
+		if (f->pinned || file_used(d, files[i].file))
 			launch_update(d, files[i].file);
-		else if (!d->files[files[i].file].released)
+		else if (!f->released)
 			file_drop(d, files[i].file);
 	}
 	free(files);
