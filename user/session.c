@@ -30,7 +30,10 @@ volatile sig_atomic_t session__stop_again;
 
 static void on_stop_signal(int sig)
 {
-	if (session__stop_signal)
+	static int stops;
+
+	/* any of memtrail's threads may take a signal, two at once: counted atomically */
+	if (__atomic_fetch_add(&stops, 1, __ATOMIC_SEQ_CST))
 		session__stop_again = sig;
 	session__stop_signal = sig;
 }

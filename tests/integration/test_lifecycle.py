@@ -94,7 +94,9 @@ def test_second_stop_signal_leaves_without_the_trail():
     m.send_signal(signal.SIGINT)
     m.send_signal(signal.SIGTERM)
     _, err = m.communicate(timeout=30)
-    check_eq(m.returncode, 128 + signal.SIGTERM, f"status after two signals ({err!r})")
+    # memtrail's threads may take the two in either order: 128 + the second
+    check(m.returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM),
+          f"status after two signals: {m.returncode} ({err!r})")
     check("not written: stopped again" in err, f"says the trail is not written: {err!r}")
     check_eq(os.listdir(d), [], "no trail, no temporary file")
     no_programs_left()
