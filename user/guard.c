@@ -15,16 +15,7 @@
 
 #include "guard.h"
 
-static bool held_elsewhere(int own_fd, uint32_t tgid);
-
-bool guard__let_go(int own_fd, uint32_t tgid)
-{
-	uint32_t releasing = GUARD_RELEASING;
-
-	bpf_map_update_elem(own_fd, &tgid, &releasing, BPF_EXIST);
-	return held_elsewhere(own_fd, tgid);
-}
-
+/* Whether another memtrail's held_tgids still holds TGID (value GUARD_HOLDING). */
 static bool held_elsewhere(int own_fd, uint32_t tgid)
 {
 	struct bpf_map_info own = { 0 }, info;
@@ -49,6 +40,14 @@ static bool held_elsewhere(int own_fd, uint32_t tgid)
 		close(fd);
 	}
 	return held;
+}
+
+bool guard__let_go(int own_fd, uint32_t tgid)
+{
+	uint32_t releasing = GUARD_RELEASING;
+
+	bpf_map_update_elem(own_fd, &tgid, &releasing, BPF_EXIST);
+	return held_elsewhere(own_fd, tgid);
 }
 
 /* Descriptors FROM..TO closed (close_range where the kernel has it, 5.9). */

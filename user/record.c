@@ -41,6 +41,7 @@ struct record {
 	struct session s;
 	bool follow_pids;	/* stop when no target is left */
 	pid_t child;		/* the command, in -- CMD mode */
+	uint32_t stacks;	/* the stack table's size (tracer__stacks) */
 };
 
 /* ---- the command to run ---- */
@@ -608,7 +609,7 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 	t->duration_ms = now;
 	/* said whatever -q: sites without a stack are what a user looks at first */
 	if (t->lost[MEMTRAIL_LOST_STACKS]) {
-		uint32_t had = o->stacks ? o->stacks : o->heap ? TRACER_STACKS_HEAP : TRACER_STACKS;
+		uint32_t had = r->stacks;
 		uint64_t more = (uint64_t)had * 4 > 4194304 ? 4194304 : (uint64_t)had * 4;
 
 		log__warn("%llu stack%s lost (listed as '[no stack]' sites): the table of %u distinct "
@@ -669,6 +670,7 @@ int cmd_record(int argc, char **argv)
 		goto out_opts;
 	if (build_config(&o, &cfg, &cg))
 		goto out_opts;
+	r.stacks = tracer__stacks(&cfg);
 	if (trail__init(&r.s.trail))
 		goto out_opts;
 	r.s.trail.interval_ms = o.interval_ms;
