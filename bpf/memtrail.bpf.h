@@ -316,6 +316,8 @@ static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 	inode = BPF_CORE_READ(file, f_inode);
 	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	key.ino = BPF_CORE_READ(inode, i_ino);
+	key.gen = BPF_CORE_READ(inode, i_generation);
+	key.pad = 0;
 	state = bpf_map_lookup_elem(&lib_files, &key);
 	if (state && *state == MEMTRAIL_LIB_SCANNED)
 		return;

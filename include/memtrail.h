@@ -184,10 +184,16 @@ struct memtrail_event_libs {
 	__u32 pad;
 };
 
-/* A file by the kernel's (super_block s_dev, i_ino) of the file mapped. */
+/*
+ * A file by the kernel's (super_block s_dev, i_ino, i_generation) of the
+ * file mapped: a file made on a deleted one's inode number (ext4 gives it to
+ * the next file) has another generation, so it is not taken as scanned.
+ */
 struct memtrail_lib_key {
 	__u64 dev;
 	__u64 ino;
+	__u32 gen;
+	__u32 pad;
 };
 
 /* lib_files: a key absent or PENDING holds the process that maps it */

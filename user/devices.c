@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -135,6 +137,16 @@ size_t devices__cookies(uint64_t *cookie, size_t max)
 struct dev_file {
 	dev_t dev;
 	ino_t ino;
+	/*
+	 * Its change time and size when read: a file deleted and another made
+	 * on its inode number (ext4 gives a freed inode to the next file) is
+	 * not taken for the first. Only a file memtrail holds nothing for can
+	 * be deleted so: probes and descriptors keep their inode.
+	 */
+	struct timespec ctime;
+	off_t size;
+	uint32_t gen;		/* its i_generation (lib_files keys), where gen_known */
+	bool gen_known;
 	char *name;	/* its path as first seen (names call sites after a process exits) */
 	int fd;		/* opened as mapped (proc.h), kept while launch probes may attach; -1 */
 	char path[32];	/* opens it from here: /proc/self/fd/FD */
@@ -165,7 +177,19 @@ struct dev_file {
 	 */
 	bool released;
 	uint64_t release_ms;	/* a release is due then (0: none) */
+	uint32_t seen;		/* devices.gen when last looked up */
 };
+
+/*
+ * A node maps ever new files (each container image brings its own copies of
+ * python and libc): a file memtrail holds nothing for (no probe, descriptor
+ * or key, no process lists it) is a seen-before mark only, so that its
+ * symbols are not read at each exec. When the files reach FILES_KEEP, or
+ * twice those kept at the last forgetting, such files not looked up since
+ * then are forgotten; a process that maps one again has it read once more.
+ * Memory follows the files in use, not every file the node ever ran.
+ */
+#define FILES_KEEP 1024
 
 /*
  * A file's last known user is gone: its release waits this long, so that a
@@ -200,6 +224,8 @@ struct devices {
 	/* files by (dev, ino): an index + 1 (0: empty), open addressing, at most half full */
 	size_t *file_slots;
 	size_t n_slots;		/* a power of two */
+	uint32_t gen;		/* forgettings so far */
+	size_t forget_at;	/* files that make the next one */
 	struct dev_proc *procs;
 	size_t n_procs, cap_procs;
 	/* files whose last known user is gone: released at release_ms unless mapped again */
@@ -554,23 +580,55 @@ static void slot_put(size_t *slots, size_t n, const struct dev_file *f, size_t i
 	slots[i] = idx + 1;
 }
 
+/* Index files[0..N) afresh in a table for at least WANT files (at most half full). */
+static int slots_build(struct devices *d, size_t n, size_t want)
+{
+	size_t slots_n = 64, j;
+	size_t *slots;
+
+	while (slots_n < 2 * want)
+		slots_n *= 2;
+	slots = calloc(slots_n, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	for (j = 0; j < n; j++)
+		slot_put(slots, slots_n, &d->files[j], j);
+	free(d->file_slots);
+	d->file_slots = slots;
+	d->n_slots = slots_n;
+	return 0;
+}
+
 /* Index files[IDX] (the newest), growing the table to stay at most half full. */
 static int file_index(struct devices *d, size_t idx)
 {
-	if (2 * (idx + 1) > d->n_slots) {
-		size_t n = d->n_slots ? 2 * d->n_slots : 64, j;
-		size_t *slots = calloc(n, sizeof(*slots));
-
-		if (!slots)
-			return -ENOMEM;
-		for (j = 0; j < idx; j++)
-			slot_put(slots, n, &d->files[j], j);
-		free(d->file_slots);
-		d->file_slots = slots;
-		d->n_slots = n;
-	}
+	if (2 * (idx + 1) > d->n_slots)
+		return slots_build(d, idx + 1, 2 * (idx + 1));
 	slot_put(d->file_slots, d->n_slots, &d->files[idx], idx);
 	return 0;
+}
+
+/* Whether F has probes: the processes that map a probed runtime are counted. */
+static bool file_probed(const struct dev_file *f)
+{
+	return f->n_launch || f->probes.n_links || f->probes.fd[0] >= 0 || f->probes.fd[1] >= 0;
+}
+
+/* Whether memtrail holds nothing for F: a seen-before mark only. */
+static bool file_idle(const struct dev_file *f)
+{
+	return !f->pinned && !file_probed(f) && !f->launch_on && f->fd < 0 && !f->release_ms &&
+	       !f->n_keys;
+}
+
+/* Whether the file PID maps at M is another than F, made on F's inode number since. */
+static bool file_replaced(const struct dev_file *f, uint32_t pid, const struct proc_map_line *m)
+{
+	struct stat st;
+
+	return !proc__stat_mapped(pid, m, &st) &&
+	       (st.st_ctim.tv_sec != f->ctime.tv_sec || st.st_ctim.tv_nsec != f->ctime.tv_nsec ||
+		st.st_size != f->size);
 }
 
 /*
@@ -581,9 +639,16 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 				 const struct proc_map_line *m, const char *host, size_t *index)
 {
 	struct dev_file *f = file_find(d, dev, ino, index);
+	struct stat st;
+	int fd, gen = 0;
 	char *name;
-	int fd;
 
+	if (f) {
+		f->seen = d->gen;
+		/* read again as new, in place (nothing to remove: it holds nothing) */
+		if (!f->released && m && file_idle(f) && file_replaced(f, pid, m))
+			f->released = true;
+	}
 	if (f && !f->released)
 		return f;
 	if (!f && array__grow((void **)&d->files, &d->cap_files, d->n_files + 1,
@@ -596,6 +661,7 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 		*index = d->n_files;
 		f = &d->files[d->n_files];
 		memset(f, 0, sizeof(*f));
+		f->seen = d->gen;
 	}
 	fd = m ? proc__open_mapped(pid, m, f->path, sizeof(f->path))
 	       : proc__open_file(host, dev, ino, f->path, sizeof(f->path));
@@ -616,6 +682,12 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 	free(f->name);
 	f->name = name;
 	f->fd = fd;
+	if (!fstat(fd, &st)) {
+		f->ctime = st.st_ctim;
+		f->size = st.st_size;
+	}
+	f->gen_known = !ioctl(fd, FS_IOC_GETVERSION, &gen);	/* the kernel writes an int */
+	f->gen = (uint32_t)gen;
 	f->released = false;
 	f->n_launch = 0;
 	probe_file(d, f);
@@ -625,12 +697,6 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 		f->fd = -1;
 	}
 	return &d->files[*index];
-}
-
-/* Whether F has probes: the processes that map a probed runtime are counted. */
-static bool file_probed(const struct dev_file *f)
-{
-	return f->n_launch || f->probes.n_links || f->probes.fd[0] >= 0 || f->probes.fd[1] >= 0;
 }
 
 /* Whether a process memtrail knows maps file IDX. */
@@ -651,10 +717,13 @@ static void file_unscanned(struct devices *d, size_t idx)
 	struct dev_file *f = &d->files[idx];
 	/* the kernel's s_dev: major << 20 | minor */
 	struct memtrail_lib_key own = { .dev = (uint64_t)major(f->dev) << 20 | minor(f->dev),
-					.ino = f->ino };
+					.ino = f->ino, .gen = f->gen };
 	size_t i;
 
-	tracer__lib_forget(d->tracer, &own);
+	if (f->gen_known)
+		tracer__lib_forget(d->tracer, &own);
+	else
+		tracer__lib_forget_file(d->tracer, own.dev, own.ino);	/* any generation */
 	for (i = 0; i < f->n_keys; i++)
 		tracer__lib_forget(d->tracer, &f->keys[i]);
 	f->n_keys = f->next_key = 0;
@@ -791,6 +860,50 @@ void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_
 		p->due_ms = at;
 }
 
+/* Forget the idle files not looked up since the last forgetting (FILES_KEEP). */
+static void files_forget(struct devices *d)
+{
+	size_t *to = calloc(d->n_files, sizeof(*to)), i, j, n = 0;
+
+	if (!to)
+		return;
+	/* to[i]: 1 while deciding (kept), then its new index + 1; 0: forgotten */
+	for (i = 0; i < d->n_procs; i++)
+		for (j = 0; j < d->procs[i].n_files; j++)
+			to[d->procs[i].files[j].file] = 1;
+	for (i = 0; i < d->n_dropped; i++)
+		to[d->dropped[i]] = 1;
+	for (i = 0; i < d->n_files; i++) {
+		if (!to[i] && (d->files[i].seen == d->gen || !file_idle(&d->files[i])))
+			to[i] = 1;
+		n += to[i];
+	}
+	if (slots_build(d, 0, n)) {
+		free(to);
+		return;		/* the table as it was: tried again at the next tick */
+	}
+	for (i = 0, n = 0; i < d->n_files; i++) {
+		if (!to[i]) {
+			free(d->files[i].name);
+			continue;
+		}
+		if (n != i)
+			d->files[n] = d->files[i];
+		slot_put(d->file_slots, d->n_slots, &d->files[n], n);
+		to[i] = ++n;
+	}
+	for (i = 0; i < d->n_procs; i++)
+		for (j = 0; j < d->procs[i].n_files; j++)
+			d->procs[i].files[j].file = to[d->procs[i].files[j].file] - 1;
+	for (i = 0; i < d->n_dropped; i++)
+		d->dropped[i] = to[d->dropped[i]] - 1;
+	log__debug("%zu files no process needs forgotten, %zu kept", d->n_files - n, n);
+	d->n_files = n;
+	d->gen++;
+	d->forget_at = 2 * n > FILES_KEEP ? 2 * n : FILES_KEEP;
+	free(to);
+}
+
 void devices__tick(struct devices *d, uint64_t now_ms)
 {
 	size_t i;
@@ -818,6 +931,8 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 			file_release(d, d->dropped[i]);
 		d->dropped[i] = d->dropped[--d->n_dropped];
 	}
+	if (d->n_files >= (d->forget_at ? d->forget_at : FILES_KEEP))
+		files_forget(d);
 }
 
 void devices__on_phase(struct devices *d, uint32_t pid, const char *name)

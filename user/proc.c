@@ -292,3 +292,18 @@ int proc__open_mapped(uint32_t pid, const struct proc_map_line *m, char *buf, si
 	snprintf(name, sizeof(name), "/proc/%u/root%s", pid, m->path);
 	return open_file(name, false, m->dev, m->ino, buf, len);
 }
+
+int proc__stat_mapped(uint32_t pid, const struct proc_map_line *m, struct stat *st)
+{
+	char name[4096 + 64];
+
+	snprintf(name, sizeof(name), "/proc/%u/map_files/%llx-%llx", pid, m->start, m->end);
+	if (!stat(name, st))
+		return 0;
+	if (!m->path)
+		return -errno;
+	snprintf(name, sizeof(name), "/proc/%u/root%s", pid, m->path);
+	if (stat(name, st))
+		return -errno;
+	return st->st_dev == m->dev && st->st_ino == m->ino ? 0 : -ENOENT;
+}

@@ -60,6 +60,12 @@ bool proc__parse_map(char *line, struct proc_map_line *m);
  * leaves the container's root, is refused. The caller closes it.
  */
 int proc__open_mapped(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len);
+/*
+ * The file PID maps at M, stat()ed the same way (not opened): 0, or -errno
+ * (-ENOENT when the path found is another file than M's device and inode).
+ */
+struct stat;
+int proc__stat_mapped(uint32_t pid, const struct proc_map_line *m, struct stat *st);
 /* PATH opened as above, when the file opened is (DEV, INO); else -ENOENT. */
 int proc__open_file(const char *path, dev_t dev, ino_t ino, char *buf, size_t len);
 

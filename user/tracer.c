@@ -997,6 +997,23 @@ void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key)
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.lib_files), key);
 }
 
+void tracer__lib_forget_file(struct tracer *t, uint64_t dev, uint64_t ino)
+{
+	int fd = bpf_map__fd(t->skel->maps.lib_files);
+	struct memtrail_lib_key key, next;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		/* deleting the current key would restart the walk: one behind */
+		if (prev && key.dev == dev && key.ino == ino)
+			bpf_map_delete_elem(fd, &key);
+		key = next;
+		prev = &key;
+	}
+	if (prev && key.dev == dev && key.ino == ino)
+		bpf_map_delete_elem(fd, &key);
+}
+
 /* Keys of one (tgid, address) map that belong to TGID, into a new array. */
 static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
 {

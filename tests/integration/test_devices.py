@@ -390,13 +390,9 @@ def test_shared_library_probed_once():
     check_eq(len(probes), 1, f"one library probed once: {probes}")
 
 
-def test_watch_device_oom_snapshot():
-    """watch writes a device OOM snapshot: the call, its phase, the live
-    device allocations by size and phase, the levels beside host memory."""
-    out = tmpdir()
-    bg = Background(["watch", "-o", out])
-    proc = subprocess.Popen([workload("cuda_phases"), "--wait"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+def device_oom_snapshot(out, proc):
+    """Let PROC (cuda_phases --wait, under a watch writing to OUT) go on to its
+    device OOM: (its ledger, the snapshot files written of it)."""
     stdout, _ = proc.communicate("g", timeout=60)
     data = json.loads(stdout.strip().splitlines()[-1])
     deadline = time.time() + 10
@@ -404,6 +400,17 @@ def test_watch_device_oom_snapshot():
     while time.time() < deadline and not files:
         files = glob.glob(os.path.join(out, f"device-oom-{data['pid']}-*.json"))
         time.sleep(0.1)
+    return data, files
+
+
+def test_watch_device_oom_snapshot():
+    """watch writes a device OOM snapshot: the call, its phase, the live
+    device allocations by size and phase, the levels beside host memory."""
+    out = tmpdir()
+    bg = Background(["watch", "-o", out])
+    proc = subprocess.Popen([workload("cuda_phases"), "--wait"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    data, files = device_oom_snapshot(out, proc)
     rc, _, err = bg.stop()
     check_eq(rc, 0, f"watch status: {err!r}")
     check_eq(len(files), 1, f"one device OOM snapshot in {os.listdir(out)}")
@@ -655,4 +662,66 @@ def test_neuron_linked_new_copy_100_runs():
               f'mkdir -p "$r/bin" "$r/standins" && cp "{workload("nrt_phases")}" "$r/bin/" && '
               f'cp "{lib}" "$r/standins/" && "$r/bin/nrt_phases"; rm -rf "$r"; done')
     check_ledgers(*record_runs(script, runs))
+    no_programs_left()
+
+
+def test_runtime_made_on_a_freed_inode_probed():
+    """A program's file deleted and a runtime copied in its place: ext4 gives
+    the freed inode number to the copy, the (device, inode) memtrail saw the
+    program at. The copy is a new file, probed, its calls exact (memtrail
+    took it for the program, not a runtime, and counted nothing). No mapping
+    sites: their symbolizer keeps the program mapped, and its inode in use,
+    until record ends; watch keeps none."""
+    d = tmpdir()
+    f = os.path.join(d, "layer-file")
+    script = (f'cp /bin/true "{f}" && "{f}" && stat -c "inode %i" "{f}" && rm -f "{f}" && '
+              f'cp "{LIBCUDA}" "{f}" && stat -c "inode %i" "{f}" && '
+              f'"{workload("dlopen_late")}" "{f}"')
+    out = os.path.join(d, "trail.json")
+    p = run([MEMTRAIL, "record", "-q", "--no-sites", "-o", out, "--", "sh", "-c", script])
+    check_eq(p.returncode, 0, f"status (stderr {p.stderr[-2000:]!r})")
+    inodes = [x for x in p.stdout.splitlines() if x.startswith("inode ")]
+    check(len(inodes) == 2 and inodes[0] == inodes[1],
+          f"the copy made on the program's freed inode, as ext4 does: {inodes}")
+    data = json.loads([x for x in p.stdout.splitlines() if x.startswith("{")][-1])
+    check_ledgers(load_trail(out), [data], final=True)
+    no_programs_left()
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M)[1])
+
+
+def test_watch_memory_follows_the_files_in_use():
+    """A node runs ever new programs (each image brings its own copies):
+    watch's memory follows the files in use, not every file ever run. Three
+    batches of 1,500 new programs: its resident size after the third within
+    512 KiB of after the first (each file kept for ever cost some 700 bytes,
+    2 MiB here); a CUDA process that lived through them all has its runtime
+    still probed, its device OOM snapshot exact."""
+    d, out = tmpdir(), tmpdir()
+    batches = []
+    for b in range(3):
+        os.mkdir(os.path.join(d, str(b)))
+        for i in range(1500):
+            shutil.copy("/bin/true", os.path.join(d, str(b), str(i)))
+        batches.append(os.path.join(d, str(b)))
+    bg = Background(["watch", "-o", out])
+    try:
+        proc = subprocess.Popen([workload("cuda_phases"), "--wait"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        rss = []
+        for b in batches:
+            # each process is held at its exec until watch has read its new file
+            p = run(["sh", "-c", f'for f in "{b}"/*; do "$f" || exit 1; done'], timeout=600)
+            check_eq(p.returncode, 0, f"batch {b} ({p.stderr[-500:]!r})")
+            rss.append(vm_rss_kib(bg.proc.pid))
+        data, files = device_oom_snapshot(out, proc)
+    finally:
+        rc, _, err = bg.stop()
+    check_eq(rc, 0, f"watch status: {err[-1000:]!r}")
+    check(rss[2] - rss[0] <= 512, f"watch's VmRSS after each batch (KiB): {rss}")
+    check_eq(len(files), 1, f"one device OOM snapshot in {os.listdir(out)}")
+    check_oom(load_trail(files[0])["snapshot"]["device_oom"], data)
     no_programs_left()

@@ -157,7 +157,7 @@ def main(argv):
         return 2
     debs = fetch(wanted)
     tests = [t for _, ts, _ in CHECKS for t in ts]
-    rows, passed, failed = [], 0, 0
+    rows, passed, failed, why = [], 0, 0, []
     for name in wanted:
         t0 = time.time()
         release, feats, results, log = boot(name, debs[name], tests)
@@ -185,7 +185,8 @@ def main(argv):
         for t in run_here:
             if results.get(t) is not True:
                 m = re.search(r"^FAIL " + re.escape(t) + r" .*$", log, re.M)
-                print(f"  {t}: {m.group(0)[:400] if m else 'did not run'}")
+                why.append(f"  {name} {t}: {m.group(0)[:400] if m else 'did not run'}")
+                print(why[-1])
         for line in feats:
             f = line.split()
             if len(f) >= 2 and states.get(f[0], "yes") != "yes":
@@ -199,7 +200,8 @@ def main(argv):
     if md:
         with open(md, "w") as f:
             f.write("\n".join(table) + "\n")
-    print(f"kernels: {passed} passed, {failed} failed")
+    # again last: CI keeps only the output's tail
+    print(f"kernels: {passed} passed, {failed} failed" + "".join("\n" + w for w in why))
     return 1 if failed else 0
 
 
