@@ -430,6 +430,9 @@ int features__probe(struct kernel_features *kf)
 	/* MEMTRAIL_NO_COOKIE=1: as before 5.15 (no cookie, so no uprobe_multi): its tests, here */
 	if (getenv("MEMTRAIL_NO_COOKIE"))
 		kf->attach_cookie = kf->uprobe_multi = false;
+	/* MEMTRAIL_NO_FIND_VMA=1: as before 5.17 (device sites only from /proc while the process lives) */
+	if (getenv("MEMTRAIL_NO_FIND_VMA"))
+		kf->find_vma = false;
 	decide(kf);
 	return 0;
 }

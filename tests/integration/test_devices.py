@@ -233,6 +233,53 @@ def test_call_site_after_exit():
     no_programs_left()
 
 
+def test_command_call_site_after_exit_without_find_vma():
+    """Kernels without bpf_find_vma (before 5.17), forced: a device OOM of
+    record's own command, read only after the command has exited, is named
+    from the mappings memtrail kept at its scan (main+...), not lost.
+    memtrail is stopped (SIGSTOP) meanwhile, so the lag is certain."""
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    bg = Background(["record", "-o", out, "--", workload("cuda_phases"), "--wait"],
+                    stdin=subprocess.PIPE, env=dict(os.environ, MEMTRAIL_NO_FIND_VMA="1"))
+    try:
+        with open(f"/proc/{bg.proc.pid}/task/{bg.proc.pid}/children") as f:
+            kids = [int(x) for x in f.read().split()]
+        wl = [k for k in kids if proc_state(k) and open(f"/proc/{k}/comm").read().strip()
+              == "cuda_phases"]
+        check_eq(len(wl), 1, f"record's command among its children {kids}")
+        # let go once probed: then it waits for its stdin
+        deadline = time.time() + 30
+        while time.time() < deadline and proc_state(wl[0]) != "S":
+            time.sleep(0.02)
+        check_eq(proc_state(wl[0]), "S", "the command waiting for its stdin")
+        bg.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_stopped(bg.proc.pid)
+            time.sleep(3.2)     # a memtrail that has not polled for 3 s holds no process
+            bg.proc.stdin.write("g")
+            bg.proc.stdin.flush()
+            deadline = time.time() + 60
+            while time.time() < deadline and proc_state(wl[0]) not in ("", "Z"):
+                time.sleep(0.02)
+            check(proc_state(wl[0]) in ("", "Z"), "the command ended while memtrail was stopped")
+        finally:
+            bg.proc.send_signal(signal.SIGCONT)
+        bg.proc.stdin.close()
+        rc, stdout, err = bg.proc.wait(timeout=60), bg.proc.stdout.read(), bg.proc.stderr.read()
+    finally:
+        if bg.proc.poll() is None:
+            bg.proc.kill()
+    check_eq(rc, 0, f"record status: {err!r}")
+    check("device_sites" in err or "bpf_find_vma" in load_trail(out)["kernel"]["features"]
+          ["device_sites"]["note"], "the forced kernel said so")
+    data = json.loads([x for x in stdout.splitlines() if x.startswith("{")][-1])
+    ooms = events(load_trail(out), "device_oom")
+    check_eq(len(ooms), 1, "one device OOM event")
+    check_oom(ooms[0], data)
+    no_programs_left()
+
+
 def test_vmm_every_order():
     """cuMemCreate/Map/Unmap/Release in every order: counted at create, gone
     with the last of release and unmap."""
