@@ -17,6 +17,7 @@ const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
 const volatile __u32 has_task_regs = 1;
 const volatile __u32 has_find_vma = 1;
+const volatile __u32 has_scopes = 0;
 const volatile __u32 hold_libs = 0;
 const volatile __u32 lib_map_lock = 0;
 volatile __u32 holds_off = 0;
@@ -258,10 +259,22 @@ static __always_inline int exit_common(struct task_struct *p)
 	return 0;
 }
 
+/* A thread that exits inside a scope: its stack goes (its tid may come back). */
+static __always_inline void scopes_forget(struct task_struct *p)
+{
+	__u32 tid;
+
+	if (!has_scopes)
+		return;
+	tid = BPF_CORE_READ(p, pid);
+	bpf_map_delete_elem(&scope_stacks, &tid);
+}
+
 /* Newer kernels: (task, group_dead), before exit_mm(). */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
 {
+	scopes_forget(p);
 	return group_dead ? exit_common(p) : 0;
 }
 
@@ -272,6 +285,7 @@ int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mt_exit_task, struct task_struct *p)
 {
+	scopes_forget(p);
 	if (BPF_CORE_READ(p, signal, live.counter))
 		return 0;
 	return exit_common(p);

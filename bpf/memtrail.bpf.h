@@ -54,6 +54,7 @@ extern const volatile __u32 nr_cpus;
 /* bpf_task_pt_regs (5.15), bpf_find_vma (5.17): code that calls them is dead to the verifier without */
 extern const volatile __u32 has_task_regs;
 extern const volatile __u32 has_find_vma;
+extern const volatile __u32 has_scopes;	/* --scope rules: scope_stacks in use */
 /* Allocation sites (sites.bpf.c) */
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
 /* hold a target that maps a file not yet scanned, until user space probed it */
@@ -172,6 +173,18 @@ struct {
 	__type(key, struct memtrail_lib_key);
 	__type(value, __u32);
 } lib_files SEC(".maps") __weak;
+
+/*
+ * By thread: the phases its scopes (--scope) interrupted; a scope's function
+ * returns on the thread that entered it, and a thread that exits inside one
+ * leaves nothing here (mt_exit). Sized at load: 1 entry without scopes.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct memtrail_scope_stack);
+} scope_stacks SEC(".maps") __weak;
 
 /*
  * Processes lib_event() stopped and user space has not let go yet: if
@@ -495,22 +508,31 @@ static __always_inline void site_add(__u32 tgid, __u32 phase, __u32 kind, __s32 
  * program run whatever triggers it (exec, a rule's uprobe, the marker, mark).
  * NAME is kernel memory (stack or map). False when tgid is not traced.
  */
-static __always_inline bool phase_switch(__u32 tgid, const char *name)
+static __always_inline bool phase_switch_to(struct memtrail_target *t, __u32 tgid,
+					    const char *name, __u32 resumes)
 {
-	struct memtrail_target *t = live_target(tgid);
 	struct memtrail_event_phase *e;
 	__u32 seq;
 
-	if (!t)
-		return false;
 	seq = mt_add_fetch(&t->phase, 1);
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_PHASE, tgid);
 	if (e) {
 		e->seq = seq;
-		bpf_probe_read_kernel_str(e->name, sizeof(e->name), name);
+		e->resumes = resumes;
+		if (name)
+			bpf_probe_read_kernel_str(e->name, sizeof(e->name), name);
+		else
+			e->name[0] = '\0';
 		bpf_ringbuf_submit(e, 0);
 	}
 	return true;
+}
+
+static __always_inline bool phase_switch(__u32 tgid, const char *name)
+{
+	struct memtrail_target *t = live_target(tgid);
+
+	return t ? phase_switch_to(t, tgid, name, 0) : false;
 }
 
 static __always_inline struct memtrail_mm_state *mm_state_get(__u64 mm, __u32 tgid)

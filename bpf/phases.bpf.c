@@ -6,20 +6,57 @@
  */
 #include "memtrail.bpf.h"
 
-/* Phase names of the --phase rules, indexed by the uprobe's cookie. */
+/* The --phase and --scope rules, indexed by the uprobe's cookie. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MEMTRAIL_RULES_MAX);
 	__type(key, __u32);
-	__type(value, char[MEMTRAIL_PHASE_NAME_LEN]);
+	__type(value, struct memtrail_rule);
 } rule_names SEC(".maps");
+
+static const struct memtrail_scope_stack empty_stack;
 
 static __always_inline int rule_hit(__u32 rule)
 {
-	char *name = bpf_map_lookup_elem(&rule_names, &rule);
+	struct memtrail_rule *r = bpf_map_lookup_elem(&rule_names, &rule);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id, depth;
+	struct memtrail_scope_stack *st;
+	struct memtrail_target *t;
 
-	if (name)
-		phase_switch(bpf_get_current_pid_tgid() >> 32, name);
+	if (!r || !(t = live_target(tgid)))
+		return 0;
+	if (r->scoped) {
+		/* the phase it interrupts, resumed at the return (mt_scope_return) */
+		st = map_get_or_init(&scope_stacks, &tid, &empty_stack, MEMTRAIL_LOST_SCOPES);
+		if (!st)
+			return 0;	/* no return to match: the phase is not switched either */
+		depth = st->depth;
+		if (depth < MEMTRAIL_SCOPE_DEPTH)
+			st->seq[depth] = MT_READ(t->phase);
+		else
+			count_lost(MEMTRAIL_LOST_SCOPES);
+		st->depth = depth + 1;
+	}
+	phase_switch_to(t, tgid, r->name, 0);
+	return 0;
+}
+
+/* A scope's function returns: the phase its entry interrupted resumes. */
+SEC("uprobe")
+int mt_scope_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id, depth;
+	struct memtrail_scope_stack *st = bpf_map_lookup_elem(&scope_stacks, &tid);
+	struct memtrail_target *t;
+
+	if (!st || !st->depth)
+		return 0;	/* entered before memtrail attached */
+	depth = --st->depth;
+	t = live_target(tgid);
+	if (t && depth < MEMTRAIL_SCOPE_DEPTH)
+		phase_switch_to(t, tgid, NULL, st->seq[depth] + 1);
 	return 0;
 }
 

@@ -28,6 +28,21 @@
 #define MEMTRAIL_RULES_MAX 64
 /* rules on kernels without bpf_cookie (before 5.15): a program each (phases.bpf.c) */
 #define MEMTRAIL_RULE_PROGS 8
+/* scopes (--scope) one thread may be inside at once, each remembering the phase it interrupted */
+#define MEMTRAIL_SCOPE_DEPTH 16
+
+/* rule_names: a rule's phase, and whether it ends at the function's return (--scope) */
+struct memtrail_rule {
+	char name[MEMTRAIL_PHASE_NAME_LEN];
+	__u32 scoped;
+	__u32 pad;
+};
+
+/* scope_stacks, by thread: the phases its scopes interrupted, innermost last */
+struct memtrail_scope_stack {
+	__u32 depth;	/* scopes entered and not returned; beyond MEMTRAIL_SCOPE_DEPTH, not kept */
+	__u32 seq[MEMTRAIL_SCOPE_DEPTH];
+};
 /* device functions probed on kernels without bpf_cookie: an entry program each (device.bpf.c) */
 #define MEMTRAIL_DEV_SPECS 72
 /* most cgroups one filter names (watch --cgroup, repeatable) */
@@ -69,6 +84,7 @@ enum memtrail_lost {
 	MEMTRAIL_LOST_SITES,		/* sites map full: an allocation site went unrecorded */
 	MEMTRAIL_LOST_STACKS,		/* a user stack could not be taken (map full or unwind) */
 	MEMTRAIL_LOST_HEAP,		/* heap map full: an allocation went uncounted */
+	MEMTRAIL_LOST_SCOPES,		/* scope_stacks full, or a thread deeper than MEMTRAIL_SCOPE_DEPTH */
 	MEMTRAIL_LOST_MAX,
 };
 
@@ -233,7 +249,7 @@ struct memtrail_event_exit {
 struct memtrail_event_phase {
 	struct memtrail_event_hdr hdr;
 	__u32 seq;	/* the phase's sequence number in its target */
-	__u32 pad;
+	__u32 resumes;	/* a scope returned: 1 + the seq of the phase it interrupted (name empty) */
 	char name[MEMTRAIL_PHASE_NAME_LEN];
 };
 

@@ -178,7 +178,13 @@ static void usage(FILE *f)
 "                        BINARY (an executable or library, path or name);\n"
 "                        SYMBOL as in the ELF file or demangled, with or\n"
 "                        without its parameters ('lib.so:ns::f', quoted:\n"
-"                        'lib.so:ns::f(int)'); repeatable, at most %d\n"
+"                        'lib.so:ns::f(int)'); repeatable, at most %d rules\n"
+"                        with --scope\n"
+"      --scope NAME=BINARY:SYMBOL\n"
+"                        phase NAME while a target runs SYMBOL: from its entry\n"
+"                        to its return, then the phase it interrupted goes on\n"
+"                        (as a new row of that name); scopes nest, kept per\n"
+"                        thread (16 deep); SYMBOL as for --phase\n"
 "      --phase-history N phases listed per target, the first N/2 and the latest\n"
 "                        N/2, 2..1000000 (default %d); all are in the summary\n"
 "                        by name\n"
@@ -221,7 +227,8 @@ static void usage(FILE *f)
 "\n"
 "Phases: every target starts in 'start'; an exec starts 'exec:COMM'; --phase\n"
 "rules, 'memtrail mark PID NAME' and the in-program marker (memtrail_marker.h,\n"
-"memtrail_marker.py) start named phases. Names: printable, at most 63 bytes.\n"
+"memtrail_marker.py) start named phases, --scope rules end theirs too. Names:\n"
+"printable, at most 63 bytes.\n"
 "Accelerator runtimes start 'runtime_init' (first call), 'model_load' (nrt_load,\n"
 "cuModuleLoad*, cuLibraryLoad*) and 'execute' (first launch after a load).\n",
 		DEFAULT_INTERVAL_MS, SESSION_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT,
@@ -241,18 +248,22 @@ static char *rule_colon(char *s)
 	return NULL;
 }
 
-/* NAME=BINARY:SYMBOL; the symbol is after BINARY's colon and may hold "::" (C++, Rust). */
-static int parse_rule(char *arg, struct phase_rule *rule)
+/*
+ * NAME=BINARY:SYMBOL of --phase, or of --scope where SCOPED; the symbol is
+ * after BINARY's colon and may hold "::" (C++, Rust).
+ */
+static int parse_rule(char *arg, bool scoped, struct phase_rule *rule)
 {
 	char *eq = strchr(arg, '='), *colon = eq ? rule_colon(eq + 1) : NULL, why[128];
+	const char *opt = scoped ? "--scope" : "--phase";
 
 	if (!eq || !colon || colon < eq || colon == eq + 1 || !colon[1]) {
-		log__error("invalid --phase '%s': give NAME=BINARY:SYMBOL", arg);
+		log__error("invalid %s '%s': give NAME=BINARY:SYMBOL", opt, arg);
 		return -EINVAL;
 	}
 	*eq = '\0';
 	if (phase__check_name(arg, why, sizeof(why))) {
-		log__error("invalid --phase name '%s': %s", arg, why);
+		log__error("invalid %s name '%s': %s", opt, arg, why);
 		*eq = '=';
 		return -EINVAL;
 	}
@@ -261,6 +272,7 @@ static int parse_rule(char *arg, struct phase_rule *rule)
 	*colon = '\0';
 	rule->binary = eq + 1;
 	rule->symbol = colon + 1;
+	rule->scoped = scoped;
 	return 0;
 }
 
@@ -275,6 +287,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "all", no_argument, NULL, 'a' },
 		{ "max-targets", required_argument, NULL, 'M' },
 		{ "phase", required_argument, NULL, 'P' },
+		{ "scope", required_argument, NULL, 'O' },
 		{ "phase-history", required_argument, NULL, 'H' },
 		{ "no-devices", no_argument, NULL, 'D' },
 		{ "no-sites", no_argument, NULL, 'S' },
@@ -381,11 +394,13 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			o->cgroup = optarg;
 			break;
 		case 'P':
+		case 'O':
 			if (o->n_rules == MEMTRAIL_RULES_MAX) {
-				log__error("too many --phase rules: the most is %d", MEMTRAIL_RULES_MAX);
+				log__error("too many --phase and --scope rules: the most is %d",
+					   MEMTRAIL_RULES_MAX);
 				return -EINVAL;
 			}
-			if (parse_rule(optarg, &o->rules[o->n_rules]))
+			if (parse_rule(optarg, c == 'O', &o->rules[o->n_rules]))
 				return -EINVAL;
 			o->n_rules++;
 			break;

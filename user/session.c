@@ -340,11 +340,17 @@ static void on_phase(struct session *s, const struct memtrail_event_phase *e)
 {
 	struct trail_target *tt = session__live(s, e->hdr.tgid);
 	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
+	const char *name;
 
 	if (!tt || e->seq <= tt->phase_seq)
 		return;
 	close_phases(s, tt, e->seq, t_ms);
-	memcpy(tt->phase_name, e->name, sizeof(tt->phase_name));
+	/* a scope returned: the phase it interrupted, by name, goes on */
+	name = e->resumes ? phase_log__name(&tt->phases, e->resumes - 1) : NULL;
+	if (e->resumes)
+		snprintf(tt->phase_name, sizeof(tt->phase_name), "%s", name ? name : "(lost)");
+	else
+		memcpy(tt->phase_name, e->name, sizeof(tt->phase_name));
 	tt->phase_name[sizeof(tt->phase_name) - 1] = '\0';
 	tt->phase_start_ms = t_ms;
 	if (s->devices)

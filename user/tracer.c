@@ -37,6 +37,7 @@ struct tracer {
 	void *ctx;
 	int nr_cpus;
 	struct bpf_link *rule_links[MEMTRAIL_RULES_MAX];
+	struct bpf_link *scope_links[MEMTRAIL_RULES_MAX];	/* a --scope rule's return */
 	bool no_multi;		/* the kernel has no uprobe_multi links (before Linux 6.6) */
 	bool no_take;		/* no lookup-and-delete in hash maps (before Linux 5.14) */
 	bool compat;		/* the object for kernels without BPF atomic fetch operations */
@@ -212,6 +213,20 @@ static struct bpf_program *dev_copy(struct tracer *t, int i)
 	return bpf_object__find_program_by_name(t->skel->obj, name);
 }
 
+/* Threads inside a scope at once, of all targets (scope_stacks). */
+#define SCOPE_THREADS 4096
+
+/* Whether CFG has --scope rules. */
+static bool scopes(const struct tracer_config *cfg)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->n_rules; i++)
+		if (cfg->rules[i].scoped)
+			return true;
+	return false;
+}
+
 /*
  * Of each source's program variants, the one this kernel loads; what cannot
  * work here is switched off and said once, on one line. -ENOTSUP (logged)
@@ -251,6 +266,9 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoload(each[i], !kf->attach_cookie && (size_t)i < cfg->n_rules);
 		bpf_program__set_autoattach(each[i], false);
 	}
+	bpf_program__set_autoload(s->progs.mt_scope_return, scopes(cfg));
+	bpf_program__set_autoattach(s->progs.mt_scope_return, false);
+	bpf_map__set_max_entries(s->maps.scope_stacks, scopes(cfg) ? SCOPE_THREADS : 1);
 	bpf_program__set_autoload(s->progs.mt_oom_victim, kf->mark_victim_args == 2);
 	bpf_program__set_autoload(s->progs.mt_oom_victim_pid, kf->mark_victim_args == 1);
 	/* task storage (5.11), or in the compat object a map by thread */
@@ -353,6 +371,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 				   t->kf.f[FEAT_MAP_SITES].state == FEATURE_YES;
 	s->rodata->has_task_regs = t->kf.task_pt_regs;
 	s->rodata->has_find_vma = t->kf.find_vma;
+	s->rodata->has_scopes = scopes(cfg);
 	s->rodata->oom_by_pid = t->kf.mark_victim_args == 1;
 	s->rodata->heap_track = cfg->sites.heap_track;
 	s->rodata->heap_sample = cfg->sites.heap_sample;
@@ -508,11 +527,14 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 		/* a cookie the kernel cannot take (before 5.15) would refuse the attach */
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = readable ? NULL : r->symbol,
 			    .bpf_cookie = t->kf.attach_cookie ? i : 0);
-		struct bpf_link *link;
+		LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .func_name = opts.func_name, .retprobe = true);
+		struct memtrail_rule rule = { .scoped = r->scoped };
+		struct bpf_link *link, *ret = NULL;
 		char *path = NULL, why[768];
 		uint64_t off = 0;
 
-		if (bpf_map_update_elem(names, &i, r->name, BPF_ANY)) {
+		memcpy(rule.name, r->name, sizeof(rule.name));
+		if (bpf_map_update_elem(names, &i, &rule, BPF_ANY)) {
 			log__warn("cannot set up phase rule '%s': %s", r->name, strerror(errno));
 			continue;
 		}
@@ -527,11 +549,18 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 			free(path);
 			continue;
 		}
-		link = bpf_program__attach_uprobe_opts(rule_prog(t, i), -1, path ? path : r->binary,
-						       off, &opts);
+		/* a scope's return first: its entry alone would never end the phase */
+		if (r->scoped)
+			ret = bpf_program__attach_uprobe_opts(t->skel->progs.mt_scope_return, -1,
+							      path ? path : r->binary, off, &ret_opts);
+		link = !r->scoped || ret ? bpf_program__attach_uprobe_opts(rule_prog(t, i), -1,
+									 path ? path : r->binary,
+									 off, &opts)
+					 : NULL;
 		if (!link) {
 			int err = errno;
 
+			bpf_link__destroy(ret);
 			log__warn("phase rule '%s' not set: cannot attach to '%s' in '%s': %s",
 				  r->name, r->symbol, path ? path : r->binary,
 				  err == ENOENT ? "no such symbol or file" : strerror(err));
@@ -540,6 +569,7 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 		}
 		free(path);
 		t->rule_links[i] = link;
+		t->scope_links[i] = ret;
 		log__debug("phase rule '%s' attached to '%s' in '%s'", r->name, r->symbol, r->binary);
 	}
 }
@@ -1339,8 +1369,10 @@ void tracer__destroy(struct tracer *t)
 	guard__stop(&t->guard);
 	ring_buffer__free(t->rb);
 	free(t->lib_new);
-	for (i = 0; i < MEMTRAIL_RULES_MAX; i++)
+	for (i = 0; i < MEMTRAIL_RULES_MAX; i++) {
 		bpf_link__destroy(t->rule_links[i]);
+		bpf_link__destroy(t->scope_links[i]);
+	}
 	memtrail_bpf__destroy(t->skel);
 	free(t);
 }

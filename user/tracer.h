@@ -20,6 +20,7 @@ struct phase_rule {
 	char name[MEMTRAIL_PHASE_NAME_LEN];
 	const char *binary;
 	const char *symbol;
+	bool scoped;	/* --scope: the phase ends at the function's return */
 };
 
 /* Allocation sites: what is traced, and how much of it. */

@@ -29,6 +29,7 @@ static const char *const lost_names[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_SITES] = "sites",
 	[MEMTRAIL_LOST_STACKS] = "stacks",
 	[MEMTRAIL_LOST_HEAP] = "heap",
+	[MEMTRAIL_LOST_SCOPES] = "scopes",
 };
 
 const char *trail__lost_name(int why)

@@ -83,6 +83,67 @@ def test_rules_exact_per_phase():
     no_programs_left()
 
 
+SEGMENT_FIELDS = ("allocations", "deallocations", "segment_change", "segment_peak")
+
+
+def scopes_run(env=None):
+    """scopes.c under --scope rules on its four functions: (trail target, ledger)."""
+    w = workload("scopes")
+    scopes = []
+    for n in ("load", "layer", "forward", "nest"):
+        scopes += ["--scope", f"{n}={w}:scope_{n}"]
+    p, trail, data = record([w], scopes, env=env)
+    check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+    return trail["targets"][0], data
+
+
+def check_scopes(t, data):
+    """Each entry and return a row: the names in order (a return resumes the
+    phase its entry interrupted), mapped fields exact per row."""
+    want = data["segments"]
+    check_eq([p["name"] for p in t["phases"]], ["start"] + [x["name"] for x in want],
+             "phase rows in order")
+    check_identities(t)
+    for i, (got, w) in enumerate(zip(t["phases"][1:], want)):
+        m = got["kinds"]["mapped"]
+        check_eq([m[f] for f in SEGMENT_FIELDS], [w[f] for f in SEGMENT_FIELDS],
+                 f"row {i + 1} '{w['name']}': mapped allocations, deallocations, change, peak")
+
+
+def test_scopes_nested_and_recursive_exact():
+    """--scope rules: a phase from a function's entry to its return, nested
+    (layer inside load) and recursive (nest three deep); the teardown after
+    the last return lands in 'start' again, not in the last scope."""
+    check_scopes(*scopes_run())
+    no_programs_left()
+
+
+def test_scopes_without_cookie():
+    """The same on kernels without bpf_cookie (before 5.15), forced: a
+    program per rule, the return program shared."""
+    t, data = scopes_run(env=dict(os.environ, MEMTRAIL_NO_COOKIE="1"))
+    check_scopes(t, data)
+    no_programs_left()
+
+
+def test_scope_argument_errors():
+    """A malformed --scope is one line naming the option; a function that is
+    not there leaves the others working and says which."""
+    p = run([MEMTRAIL, "record", "--scope", "nobinary", "--", "/bin/true"])
+    one_line_error(p, "invalid --scope 'nobinary'", "NAME=BINARY:SYMBOL")
+    p = run([MEMTRAIL, "record", "--scope", "x" * 64 + "=/bin/true:main", "--", "/bin/true"])
+    one_line_error(p, "invalid --scope name 'xxx", "the most is 63")
+    out = os.path.join(tmpdir(), "t.json")
+    w = workload("scopes")
+    p = run([MEMTRAIL, "record", "-q", "-o", out, "--scope", f"x={w}:no_such_function",
+             "--scope", f"forward={w}:scope_forward", "--", w])
+    check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+    check("phase rule 'x' not set" in p.stderr, f"the missing function said: {p.stderr!r}")
+    names = [x["name"] for x in load_trail(out)["targets"][0]["phases"]]
+    check_eq(names, ["start", "forward", "start", "forward", "start", "forward", "start"],
+             "the other scope's rows")
+
+
 def test_c_marker_exact_per_phase():
     p, trail, data = record([workload("phases"), "--marker"])
     check_eq(p.returncode, 0, f"status ({p.stderr!r})")
