@@ -9,6 +9,7 @@ import base64
 import fcntl
 import glob
 import json
+import math
 import os
 import select
 import shutil
@@ -332,6 +333,7 @@ def drawn(b):
                                             e.closest('svg').dataset.kind, e.dataset.bar,
                                             +e.dataset.value]),
           heads: all('section.target h2', e => e.textContent),
+          ymax: all('svg.timeline', e => [+e.dataset.pid, +e.dataset.ymax]),
         };
     })()""")
 
@@ -346,6 +348,9 @@ def want_drawn(trail):
                 series.append([t["pid"], k])
         bands += [[t["pid"], p["name"]] for p in t["phases"]] if t.get("timeline") else []
     return sorted(series), sorted(bands)
+
+
+RESIDENT = ("rss_anon", "rss_file", "rss_shmem")
 
 
 def check_page(path, trail, shot):
@@ -363,6 +368,17 @@ def check_page(path, trail, shot):
     check_eq(sorted(d["series"]), series, "drawn series (pid, kind)")
     check_eq(sorted(d["bands"]), bands, "drawn phase bands (pid, phase)")
     check_eq(d["heads"], [f"{t['comm']} ({t['pid']})" for t in trail["targets"]], "targets")
+    # the axis spans what is drawn: the resident parts stacked (their sum is
+    # the resident size), every other kind a line of its own, the limit
+    limits = dict((pid, v) for pid, v in d["limits"])
+    for pid, ymax in d["ymax"]:
+        t = [x for x in trail["targets"] if x["pid"] == pid][0]
+        top = limits.get(pid, 0)
+        for smp in t["timeline"]:
+            top = max(top, sum(max(0, smp.get(k, 0)) for k in RESIDENT),
+                      *(smp.get(k, 0) for k in trail["kinds"] if k not in RESIDENT))
+        check(abs(ymax - max(top, 1) * 1.05) <= 2,
+              f"pid {pid}: the timeline's axis is {ymax}, want 1.05 x the highest drawn {top}")
     # the bar chart: each phase's segment and cumulative peak of the kind shown
     for pid, phase, kind, bar, value in d["bars"]:
         t = [x for x in trail["targets"] if x["pid"] == pid][0]
@@ -379,6 +395,69 @@ def test_html_phases():
     check(["load", "warmup", "serve", "shrink"] == names[-4:], f"bands {names}")
     check(d["bars"], "no per-phase bars drawn")
     check(any(e == "exit" for _, e in d["markers"]), f"no exit marker: {d['markers']}")
+
+
+def test_html_fifty_phases_labelled_apart():
+    """50 phases (phase_loop, two rules, 25 rounds): every phase's bar pair
+    named under it, no two names overlapping (slanted: they would not fit
+    level); timeline bands named only where the name fits the band."""
+    out = os.path.join(tmpdir(), "trail.json")
+    w = workload("phase_loop")
+    p = run([MEMTRAIL, "record", "-q", "-o", out, "--phase", f"layer_forward={w}:phase_a",
+             "--phase", f"bias_init={w}:phase_b", "--", w, "25"])
+    check_eq(p.returncode, 0, f"record status ({p.stderr!r})")
+    trail = load_trail(out)
+    b = Browser()
+    try:
+        b.open(html(out))
+        check_page_drawn = drawn(b)
+        got = b.eval("""(() => {
+            const box = e => { const r = e.getBoundingClientRect();
+                               return [r.left, r.top, r.right, r.bottom]; };
+            const bars = document.querySelector('svg.bars');
+            const bands = Array.from(document.querySelectorAll('svg.timeline g.band'));
+            return {
+              labels: Array.from(bars.querySelectorAll('text.xl')).map(e => {
+                  const m = /rotate\\((-?[0-9.]+)/.exec(e.getAttribute('transform') || '');
+                  const bb = e.getBBox();
+                  return [e.dataset.phase, e.firstChild.nodeValue, box(e), +e.getAttribute('x'),
+                          m ? +m[1] : 0, bb.height];
+              }),
+              bands: bands.map(g => [g.dataset.phase, box(g.querySelector('rect')),
+                                     g.querySelector('text') ? box(g.querySelector('text'))
+                                                             : null]),
+            };
+        })()""")
+        b.screenshot("viz-fifty-phases.png")
+        problems = b.problems()
+    finally:
+        b.close()
+    check_eq(problems, [], "console errors, exceptions or network requests")
+    names = [x["name"] for x in trail["targets"][0]["phases"]]
+    check_eq(len(names), 51, f"start and 50 phases: {names}")
+    check_eq([x[0] for x in got["labels"]], names, "a label under every phase's bars, in order")
+    check_eq([x[1] for x in got["labels"]], names, "each label's text")
+
+    def overlap(a, b):
+        return a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5
+
+    labels = got["labels"]
+    for i in range(1, len(labels)):
+        (_, _, box0, x0, angle, height), (_, _, box1, x1, _, _) = labels[i - 1], labels[i]
+        if angle:
+            # parallel slanted lines of text: apart by their anchors' distance
+            # across the slant, which must hold the text's height
+            gap = (x1 - x0) * math.sin(math.radians(abs(angle)))
+            check(gap >= height - 0.5, f"labels {names[i - 1]!r} and {names[i]!r} "
+                  f"{gap:.1f} apart across the slant, {height:.1f} high")
+        else:
+            check(not overlap(box0, box1),
+                  f"labels {names[i - 1]!r} and {names[i]!r} overlap: {box0} {box1}")
+    named = [(ph, rect, txt) for ph, rect, txt in got["bands"] if txt]
+    for ph, rect, txt in named:
+        check(txt[0] >= rect[0] and txt[2] <= rect[2] + 1,
+              f"band {ph!r}: its name {txt} within the band {rect}")
+    check_eq(sorted(p for _, p in check_page_drawn["bands"]), sorted(names), "a band per phase")
 
 
 def test_html_oom():
