@@ -70,19 +70,54 @@ static long bucket(uint64_t dt, uint64_t range)
 	return dt / (range / HTML_BUCKETS + 1);
 }
 
+/* The resident parts: the page stacks them (their sum is the resident size). */
+static bool stacked_kind(int k)
+{
+	return k == MEMTRAIL_KIND_RSS_ANON || k == MEMTRAIL_KIND_RSS_FILE ||
+	       k == MEMTRAIL_KIND_RSS_SHMEM;
+}
+
+/* What the page draws of sample I: the resident sum, then each other kind's level. */
+static size_t drawn_values(const struct trail_target *tt, size_t i, uint32_t kinds, double *q)
+{
+	size_t n = 1;
+	int k;
+
+	q[0] = 0;
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
+		double v = (double)tt->timeline[i].level[k];
+
+		if (!(kinds & (1U << k)))
+			continue;
+		if (stacked_kind(k))
+			q[0] += v > 0 ? v : 0;
+		else
+			q[n++] = v;
+	}
+	return n;
+}
+
+static int index_cmp(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /*
- * The samples drawn: all of them when few; otherwise, per time bucket, the
- * one with the lowest and the one with the highest total (in time order), so
- * every peak and trough of the stacked total survives, plus the last sample.
- * A file's timeline may be out of order: the buckets span its earliest to
- * its latest time, and the totals are doubles (a file's levels may add up
- * beyond 64 bits).
+ * The samples drawn: all of them when few; otherwise, per time bucket, for
+ * the resident sum and for each other kind drawn, the sample with its lowest
+ * and the one with its highest value (in time order, once each), so every
+ * peak and trough the page draws survives, plus the last sample. A file's
+ * timeline may be out of order: the buckets span its earliest to its latest
+ * time, and values are doubles (a file's levels may add up beyond 64 bits).
  */
 static size_t pick_samples(const struct trail_target *tt, uint32_t kinds, size_t *idx)
 {
+	size_t lo[1 + MEMTRAIL_KIND_MAX], hi[1 + MEMTRAIL_KIND_MAX], take[2 * (1 + MEMTRAIL_KIND_MAX)];
+	double min[1 + MEMTRAIL_KIND_MAX], max[1 + MEMTRAIL_KIND_MAX], q[1 + MEMTRAIL_KIND_MAX];
+	size_t i, j, n = 0, nq = 0, nt;
 	uint64_t t0, t1;
-	size_t i, n = 0, lo = 0, hi = 0;
-	double min = 0, max = 0;
 	long cur = -1;
 
 	if (tt->n_samples <= 2 * HTML_BUCKETS) {
@@ -97,26 +132,29 @@ static size_t pick_samples(const struct trail_target *tt, uint32_t kinds, size_t
 	}
 	for (i = 0; i <= tt->n_samples; i++) {
 		long b = i < tt->n_samples ? bucket(tt->timeline[i].t_ms - t0, t1 - t0) : -2;
-		double sum = 0;
-		int k;
 
 		if (b != cur && cur >= 0) {
-			idx[n++] = lo < hi ? lo : hi;
-			if (lo != hi)
-				idx[n++] = lo < hi ? hi : lo;
+			for (j = 0, nt = 0; j < nq; j++) {
+				take[nt++] = lo[j];
+				take[nt++] = hi[j];
+			}
+			qsort(take, nt, sizeof(take[0]), index_cmp);
+			for (j = 0; j < nt; j++)
+				if (!j || take[j] != take[j - 1])
+					idx[n++] = take[j];
 		}
 		if (i == tt->n_samples)
 			break;
-		for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
-			if (kinds & (1U << k))
-				sum += tt->timeline[i].level[k];
-		if (b != cur || sum < min) {
-			min = sum;
-			lo = i;
-		}
-		if (b != cur || sum > max) {
-			max = sum;
-			hi = i;
+		nq = drawn_values(tt, i, kinds, q);
+		for (j = 0; j < nq; j++) {
+			if (b != cur || q[j] < min[j]) {
+				min[j] = q[j];
+				lo[j] = i;
+			}
+			if (b != cur || q[j] > max[j]) {
+				max[j] = q[j];
+				hi[j] = i;
+			}
 		}
 		cur = b;
 	}

@@ -68,8 +68,11 @@ static void make_trail(struct trail *t, size_t n)
 	snprintf(p.name, sizeof(p.name), "%s<!--", HOSTILE);
 	assert_int_equal(phase_log__push(&tt->phases, &p), 0);
 	for (i = 0; i < n; i++) {
-		/* a saw tooth, one spike of one sample and one dip of one sample */
-		level[MEMTRAIL_KIND_MAPPED] = (1 << 20) + (i % 97) * 4096;
+		/*
+		 * a saw tooth, one spike of one sample and one dip of one sample;
+		 * mapped (a line of its own) spikes where rss_anon does not
+		 */
+		level[MEMTRAIL_KIND_MAPPED] = i == 1234 ? 1LL << 32 : (1 << 20) + (i % 97) * 4096;
 		level[MEMTRAIL_KIND_RSS_ANON] = i == 4321 ? 1LL << 33 : i == 777 ? 0 : 1 << 20;
 		assert_int_equal(trail__add_sample(tt, i * 100, level), 0);
 	}
@@ -90,12 +93,12 @@ static void write_page(struct trail *t, bool *decimated, char **page, json_t **d
 
 static void decimation_keeps_extremes(void **state)
 {
-	json_t *data, *tgt, *ts, *anon;
+	json_t *data, *tgt, *ts, *anon, *mapped;
 	struct trail t;
 	bool decimated;
 	char *page;
 	size_t i, n;
-	int64_t max = 0, min = INT64_MAX;
+	int64_t max = 0, min = INT64_MAX, mapped_max = 0;
 
 	(void)state;
 	make_trail(&t, N);
@@ -105,8 +108,11 @@ static void decimation_keeps_extremes(void **state)
 	tgt = json_array_get(json_object_get(data, "targets"), 0);
 	ts = json_object_get(tgt, "t");
 	anon = json_object_get(json_object_get(tgt, "v"), "rss_anon");
+	mapped = json_object_get(json_object_get(tgt, "v"), "mapped");
 	n = json_array_size(ts);
-	assert_true(n <= 2 * HTML_BUCKETS + 1);
+	/* per bucket the extremes of the resident sum and of the mapped line */
+	assert_true(n <= 2 * 2 * HTML_BUCKETS + 1);
+	assert_true(n < N);
 	assert_int_equal(json_array_size(anon), n);
 	assert_int_equal(json_integer_value(json_object_get(data, "drawn")), n);
 	assert_int_equal(json_integer_value(json_object_get(data, "samples")), N);
@@ -115,6 +121,8 @@ static void decimation_keeps_extremes(void **state)
 
 		max = v > max ? v : max;
 		min = v < min ? v : min;
+		v = json_integer_value(json_array_get(mapped, i));
+		mapped_max = v > mapped_max ? v : mapped_max;
 		/* in time order */
 		if (i)
 			assert_true(json_integer_value(json_array_get(ts, i)) >
@@ -122,6 +130,7 @@ static void decimation_keeps_extremes(void **state)
 	}
 	assert_int_equal(max, 1LL << 33);
 	assert_int_equal(min, 0);
+	assert_int_equal(mapped_max, 1LL << 32);
 	/* the last sample is drawn */
 	assert_int_equal(json_integer_value(json_array_get(ts, n - 1)), (N - 1) * 100);
 	json_decref(data);
