@@ -8,6 +8,8 @@
  *               kubepods-besteffort-pod<uid_with_underscores>.slice/
  *               cri-containerd-<id>.scope | crio-<id>.scope | docker-<id>.scope
  *   Docker    /docker/<id>, /system.slice/docker-<id>.scope
+ *   podman    /machine.slice/libpod-<id>.scope[/container], its monitor
+ *             /machine.slice/libpod-conmon-<id>.scope; /libpod_parent/libpod-<id>
  *
  * Components may sit below a prefix (kind, k3s, a test's own parent) and a
  * container may have sub-cgroups below it; both are allowed.
@@ -84,6 +86,7 @@ static const struct {
 	{ "crio-conmon-", "cri-o", true },
 	{ "crio-", "cri-o", false },
 	{ "docker-", "docker", false },
+	{ "libpod-conmon-", "podman", true },
 	{ "libpod-", "podman", false },
 };
 

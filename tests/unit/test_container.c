@@ -59,6 +59,10 @@ static const struct shape shapes[] = {
 	/* Docker without Kubernetes */
 	{ "/docker/" ID, "", "docker", ID, "", "", false },
 	{ "/system.slice/docker-" ID ".scope", "", "docker", ID, "", "", false },
+	/* podman (systemd manager; cgroupfs manager: libpod_parent) and its monitor */
+	{ "/machine.slice/libpod-" ID ".scope/container", "", "podman", ID, "", "", false },
+	{ "/machine.slice/libpod-conmon-" ID ".scope", "", "podman", ID, "", "", true },
+	{ "/libpod_parent/libpod-" ID, "", "podman", ID, "", "", false },
 };
 
 static void real_shapes(void **state)
