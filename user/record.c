@@ -19,6 +19,7 @@
 
 #include "cgroup.h"
 #include "commands.h"
+#include "container.h"
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
@@ -132,6 +133,7 @@ struct record_opts {
 	size_t n_pids;
 	const char *cgroup;
 	const char *comm;
+	const char *pods_dir;	/* --pods-dir: names pods and containers (NULL: the default) */
 	bool all;
 	char **cmd;
 	bool quiet;
@@ -189,6 +191,8 @@ static void usage(FILE *f)
 "                        N/2, 2..1000000 (default %d); all are in the summary\n"
 "                        by name\n"
 "      --no-devices      do not probe CUDA and Neuron runtimes\n"
+"      --pods-dir DIR    the kubelet's pod log directory, which names each\n"
+"                        target's pod and container (default %s)\n"
 "\n"
 "allocation sites (user stacks, per target and phase; 'memtrail report' lists\n"
 "them, --pprof exports them):\n"
@@ -232,7 +236,7 @@ static void usage(FILE *f)
 "Accelerator runtimes start 'runtime_init' (first call), 'model_load' (nrt_load,\n"
 "cuModuleLoad*, cuLibraryLoad*) and 'execute' (first launch after a load).\n",
 		DEFAULT_INTERVAL_MS, SESSION_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT,
-		TRACER_STACKS, TRACER_STACKS_HEAP);
+		DEFAULT_PODS_DIR, TRACER_STACKS, TRACER_STACKS_HEAP);
 }
 
 /* The colon that ends a rule's BINARY: the first one that is not half of a "::". */
@@ -288,6 +292,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		{ "max-targets", required_argument, NULL, 'M' },
 		{ "phase", required_argument, NULL, 'P' },
 		{ "scope", required_argument, NULL, 'O' },
+		{ "pods-dir", required_argument, NULL, 'Y' },
 		{ "phase-history", required_argument, NULL, 'H' },
 		{ "no-devices", no_argument, NULL, 'D' },
 		{ "no-sites", no_argument, NULL, 'S' },
@@ -354,6 +359,9 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 			}
 			o->fault_sample = v;
 			o->faults = true;
+			break;
+		case 'Y':
+			o->pods_dir = optarg;
 			break;
 		case 'K':
 			if (format__parse_u64(optarg, 1024, 4194304, &v)) {
@@ -714,6 +722,8 @@ int cmd_record(int argc, char **argv)
 	session__install_signals();
 	r.s.t0_ns = session__mono_ns();
 	r.s.keep_events = true;
+	r.s.attribute = true;
+	r.s.pods_dir = o.pods_dir;
 	if (tracer__open(&r.s.tracer, &cfg, session__on_event, &r.s))
 		goto out_child;
 	r.s.trail.kernel = features__json(tracer__features(r.s.tracer));

@@ -135,6 +135,23 @@ void session__open_phase(struct session *s, const struct trail_target *tt, uint6
 	phase_log__fields(&tt->phases, &cell, p->f);
 }
 
+/*
+ * The container and pod TT's cgroup names (record's trail): a fork in its
+ * parent's cgroup takes its parent's, with no read of the pod logs.
+ */
+static void attribute_target(struct session *s, struct trail_target *tt,
+			     const struct trail_target *parent)
+{
+	if (!s->attribute)
+		return;
+	json_decref(tt->attribution);
+	if (parent && parent->cgroup && tt->cgroup && !strcmp(parent->cgroup, tt->cgroup))
+		tt->attribution = json_incref(parent->attribution);
+	else
+		tt->attribution = container__json(tt->cgroup,
+						  s->pods_dir ? s->pods_dir : DEFAULT_PODS_DIR);
+}
+
 struct trail_target *session__new_target(struct session *s, uint32_t pid, uint32_t ppid,
 					 const char *comm, uint64_t t_ms, bool forked)
 {
@@ -177,6 +194,7 @@ struct trail_target *session__new_target(struct session *s, uint32_t pid, uint32
 		snprintf(tt->comm, sizeof(tt->comm), "?");
 	tt->cmdline = cmdline;
 	tt->cgroup = cgroup;
+	attribute_target(s, tt, forked ? trail__find_target(&s->trail, ppid) : NULL);
 	/* a clone into another cgroup keeps its parent's path until its exec says otherwise */
 	tt->cgroup_id = cgroup_id;
 	s->live++;
@@ -274,6 +292,7 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 			free(tt->cgroup);
 			tt->cgroup = cgroup;
 			tt->cgroup_id = e->cgroup_id;
+			attribute_target(s, tt, NULL);
 		}
 	}
 	if (s->devices && probing()) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "container.h"
 #include "format.h"
 #include "kinds.h"
 #include "phase.h"
@@ -84,7 +85,7 @@ static void print_kernel(FILE *f, const json_t *kernel)
 
 void table__print_summary(FILE *f, const struct trail *t)
 {
-	char peak[32], cur[32], ex[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)];
+	char peak[32], cur[32], ex[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], who[512];
 	uint64_t lost = 0;
 	size_t i;
 	int k;
@@ -121,6 +122,9 @@ void table__print_summary(FILE *f, const struct trail *t)
 			first = false;
 		}
 		print_device_limits(f, tt);
+		container__describe(who, sizeof(who), tt->attribution);
+		if (who[0])
+			fprintf(f, "%8s  %s\n", "", who);
 	}
 	if (lost) {
 		fprintf(f, "lost:");

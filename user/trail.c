@@ -49,6 +49,7 @@ static void target_free(struct trail_target *tt)
 {
 	free(tt->cmdline);
 	free(tt->cgroup);
+	json_decref(tt->attribution);
 	free(tt->timeline);
 	phase_log__free(&tt->phases);
 	json_decref(tt->verdict);
@@ -261,7 +262,7 @@ static json_t *device_limits_json(const struct trail_target *tt)
 json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 			   bool with_timeline)
 {
-	json_t *o = json_object(), *kinds = json_object();
+	json_t *o = json_object(), *kinds = json_object(), *ctr, *pod;
 	size_t i;
 	int k;
 
@@ -270,6 +271,13 @@ json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 	json_object_set_new(o, "comm", sanitize__json(tt->comm));
 	json_object_set_new(o, "cmdline", sanitize__json(tt->cmdline));
 	json_object_set_new(o, "cgroup", sanitize__json(tt->cgroup));
+	/* named as watch names them: from the cgroup path and the kubelet's pod logs */
+	ctr = json_object_get(tt->attribution, "container");
+	pod = json_object_get(tt->attribution, "pod");
+	if (tt->attribution) {
+		json_object_set(o, "container", ctr ? ctr : json_null());
+		json_object_set(o, "pod", pod ? pod : json_null());
+	}
 	json_object_set_new(o, "start_ms", json_integer(tt->start_ms));
 	json_object_set_new(o, "end_ms", json_integer(tt->end_ms));
 	if (tt->exited)
@@ -992,6 +1000,21 @@ static int read_names(struct schema *s, struct trail_target *tt, json_t *o)
 	return 0;
 }
 
+/* A target's container and pod (objects or null; shown through container__describe). */
+static int read_attribution(struct schema *s, struct trail_target *tt, json_t *o)
+{
+	json_t *ctr, *pod;
+
+	if (schema__object(s, o, "container", OR_NULL, &ctr) < 0 ||
+	    schema__object(s, o, "pod", OR_NULL, &pod) < 0)
+		return -1;
+	if (!ctr && !pod)
+		return 0;
+	tt->attribution = json_pack("{s:O, s:O}", "container", ctr ? ctr : json_null(),
+				    "pod", pod ? pod : json_null());
+	return tt->attribution ? 0 : schema__fail(s, "out of memory");
+}
+
 static int read_target(struct schema *s, struct trail *t, json_t *o, size_t idx,
 		       struct trailstream_timelines *tls)
 {
@@ -1030,7 +1053,8 @@ static int read_target(struct schema *s, struct trail *t, json_t *o, size_t idx,
 	    read_device_limits(s, tt, o) < 0)
 		return -1;
 	if (take_object(s, o, "verdict", check_verdict, &tt->verdict) < 0 ||
-	    take_object(s, o, "sites", check_sites, &tt->sites) < 0)
+	    take_object(s, o, "sites", check_sites, &tt->sites) < 0 ||
+	    read_attribution(s, tt, o) < 0)
 		return -1;
 	if (tls && idx < tls->n && tls->tl[idx].present) {	/* streamed: take it over */
 		struct trailstream_timeline *tl = &tls->tl[idx];

@@ -50,6 +50,7 @@ struct trail_target {
 	char comm[MEMTRAIL_COMM_LEN];
 	char *cmdline;		/* space-joined argv, NULL when unknown */
 	char *cgroup;		/* cgroup path, NULL when unknown */
+	json_t *attribution;	/* {"container", "pod"} its cgroup names (container.h), or NULL */
 	uint64_t cgroup_id;	/* while recording: the v2 cgroup that path is of, 0: unknown */
 	uint64_t start_ms;
 	uint64_t end_ms;

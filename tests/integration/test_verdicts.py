@@ -1,20 +1,24 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Exit-137 verdicts for record's targets: real OOM kills, real senders."""
 
+import json
 import os
 import subprocess
 import time
 
-from harness import (py_hog, MiB, Background, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
-                     record, remove_tree, target, tmpdir, workload, no_programs_left)
+from harness import (py_hog, MEMTRAIL, MiB, Background, check, check_eq, in_cgroup, kubelet_memcg,
+                     load_trail, new_pod_ids, record, remove_tree, run, target, tmpdir, workload,
+                     no_programs_left)
+from test_watch import pods_dir
 
 LIMIT = 64 * MiB
 
 
 def check_oom_verdict(cmd, comm_prefix, driver="cgroupfs"):
-    path, rel, limit, uid, cid = kubelet_memcg(LIMIT, driver=driver)
+    ids = new_pod_ids()
+    path, rel, limit, uid, cid = kubelet_memcg(LIMIT, ids, driver=driver)
     try:
-        p, trail, _ = record(in_cgroup(path, cmd))
+        p, trail, _ = record(in_cgroup(path, cmd), ["--pods-dir", pods_dir(uid)])
     finally:
         remove_tree(path)
     check_eq(p.returncode, 137, f"memtrail's status (stderr {p.stderr!r})")
@@ -30,6 +34,18 @@ def check_oom_verdict(cmd, comm_prefix, driver="cgroupfs"):
     check(limit - 4 * MiB <= v["usage"] <= limit, f"usage {v['usage']} vs limit {limit}")
     check_eq(v["trigger"]["pid"], t["pid"], "the allocating task")
     check_eq(t["cgroup"], rel, "the target's cgroup after it moved in")
+    # the target named as watch names it: the kubelet's log directory
+    check_eq((t["pod"]["namespace"], t["pod"]["name"], t["pod"]["uid"]),
+             ("serving", "llama-7b", uid), "the target's pod")
+    check_eq((t["container"]["name"], t["container"]["id"]), ("model-server", cid),
+             "the target's container")
+    check_eq(v["container"]["name"], "model-server", "the verdict's container, named")
+    saved = os.path.join(tmpdir(), "trail.json")
+    with open(saved, "w") as f:
+        json.dump(trail, f)
+    r = run([MEMTRAIL, "report", saved])
+    check("pod serving/llama-7b container model-server" in r.stdout,
+          f"the report names the container: {r.stdout!r}")
     # the memory picture before the kill: most of the limit, in the last phase
     last = t["phases"][-1]
     check_eq(last["name"], "grow", "the workload's last phase")
