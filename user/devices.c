@@ -178,6 +178,16 @@ struct dev_file {
 	bool released;
 	uint64_t release_ms;	/* a release is due then (0: none) */
 	uint32_t seen;		/* devices.gen when last looked up */
+	/*
+	 * Open while a runtime's user maps it (sym_users: its kept mappings
+	 * that name this file), as that process mapped it: its call sites are
+	 * named after it exits. By path they often cannot be: a container's
+	 * path is not memtrail's, and on overlayfs the mapped file is the layer's
+	 * inode, not the one its path shows. -1: not open.
+	 */
+	int sym_fd;
+	char sym_path[32];
+	uint32_t sym_users;
 };
 
 /*
@@ -213,6 +223,8 @@ struct dev_proc {
 		dev_t dev;
 		ino_t ino;
 		char *path;	/* as the kernel names it */
+		size_t file;	/* its devices.files entry, holding it open (sym_fd) when held */
+		bool held;
 	} *maps;
 	size_t n_maps, cap_maps;
 };
@@ -356,18 +368,48 @@ static struct dev_proc *proc_get(struct devices *d, uint32_t pid, bool create)
 	return p;
 }
 
-static void proc_maps_free(struct dev_proc *p)
+/* One kept mapping less names file IDX: closed with the last. */
+static void sym_release(struct devices *d, size_t idx)
+{
+	struct dev_file *f = &d->files[idx];
+
+	if (f->sym_users && !--f->sym_users && f->sym_fd >= 0) {
+		close(f->sym_fd);
+		f->sym_fd = -1;
+	}
+}
+
+/* File IDX opened (once) as PID maps it at PM, for call sites after PID exits. */
+static void sym_hold(struct devices *d, uint32_t pid, struct proc_map *pm, size_t idx)
+{
+	struct dev_file *f = &d->files[idx];
+	struct proc_map_line m = { .start = pm->start, .end = pm->end, .pgoff = pm->pgoff,
+				   .dev = pm->dev, .ino = pm->ino, .exec = true, .path = pm->path };
+
+	if (f->sym_fd < 0)
+		f->sym_fd = proc__open_mapped(pid, &m, f->sym_path, sizeof(f->sym_path));
+	if (f->sym_fd < 0)
+		return;		/* gone already: named by path, if at all */
+	f->sym_users++;
+	pm->file = idx;
+	pm->held = true;
+}
+
+static void proc_maps_free(struct devices *d, struct dev_proc *p)
 {
 	size_t i;
 
-	for (i = 0; i < p->n_maps; i++)
+	for (i = 0; i < p->n_maps; i++) {
+		if (p->maps[i].held)
+			sym_release(d, p->maps[i].file);
 		free(p->maps[i].path);
+	}
 	p->n_maps = 0;
 }
 
-static void proc_free(struct dev_proc *p)
+static void proc_free(struct devices *d, struct dev_proc *p)
 {
-	proc_maps_free(p);
+	proc_maps_free(d, p);
 	free(p->maps);
 	free(p->files);
 }
@@ -618,7 +660,7 @@ static bool file_probed(const struct dev_file *f)
 static bool file_idle(const struct dev_file *f)
 {
 	return !f->pinned && !file_probed(f) && !f->launch_on && f->fd < 0 && !f->release_ms &&
-	       !f->n_keys;
+	       !f->n_keys && f->sym_fd < 0 && !f->sym_users;
 }
 
 /* Whether the file PID maps at M is another than F, made on F's inode number since. */
@@ -662,6 +704,7 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 		f = &d->files[d->n_files];
 		memset(f, 0, sizeof(*f));
 		f->seen = d->gen;
+		f->sym_fd = -1;
 	}
 	fd = m ? proc__open_mapped(pid, m, f->path, sizeof(f->path))
 	       : proc__open_file(host, dev, ino, f->path, sizeof(f->path));
@@ -788,8 +831,10 @@ static void note_keys(struct devices *d, const struct dev_proc *p)
 void devices__scan(struct devices *d, uint32_t pid)
 {
 	char name[64], line[4096 + 128];
-	struct dev_proc *p = NULL, seen = { .pid = pid };
+	struct dev_proc *p = NULL, seen = { .pid = pid }, old;
+	bool runtime_user = false;
 	FILE *f;
+	size_t j;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
@@ -807,12 +852,16 @@ void devices__scan(struct devices *d, uint32_t pid)
 			struct proc_map *pm = &seen.maps[seen.n_maps];
 
 			*pm = (struct proc_map){ m.start, m.end, m.pgoff, m.dev, m.ino,
-						 strdup(m.path) };
+						 strdup(m.path), SIZE_MAX, false };
 			if (pm->path)
 				seen.n_maps++;
 		}
 		/* a file seen before is not opened again */
 		df = file_get(d, m.dev, m.ino, pid, &m, NULL, &idx);
+		if (df && seen.n_maps && seen.maps[seen.n_maps - 1].start == m.start)
+			seen.maps[seen.n_maps - 1].file = idx;
+		if (df && df->runtime && file_probed(df) && pid != (uint32_t)getpid())
+			runtime_user = true;
 		if (df && df->runtime && pid != (uint32_t)getpid())
 			say_kernel(d);
 		/* runtimes only: the loader's hook stays (an exec maps ld.so unseen by lib_mapped) */
@@ -834,15 +883,23 @@ void devices__scan(struct devices *d, uint32_t pid)
 	if (p)
 		note_keys(d, p);
 	if (p) {
-		/* a runtime's user: its mappings name call sites even after it exits */
-		proc_maps_free(p);
-		free(p->maps);
+		/*
+		 * its mappings name call sites even after it exits; a runtime's
+		 * user holds their files open too (the new ones held before the
+		 * old are let go: a file in both stays open)
+		 */
+		for (j = 0; runtime_user && j < seen.n_maps; j++)
+			if (seen.maps[j].file != SIZE_MAX)
+				sym_hold(d, pid, &seen.maps[j], seen.maps[j].file);
+		old = *p;
 		p->maps = seen.maps;
 		p->n_maps = seen.n_maps;
 		p->cap_maps = seen.cap_maps;
+		proc_maps_free(d, &old);
+		free(old.maps);
 		proc_launch_update(d, p);
 	} else {
-		proc_maps_free(&seen);
+		proc_maps_free(d, &seen);
 		free(seen.maps);
 	}
 }
@@ -871,6 +928,10 @@ static void files_forget(struct devices *d)
 	for (i = 0; i < d->n_procs; i++)
 		for (j = 0; j < d->procs[i].n_files; j++)
 			to[d->procs[i].files[j].file] = 1;
+	for (i = 0; i < d->n_procs; i++)
+		for (j = 0; j < d->procs[i].n_maps; j++)
+			if (d->procs[i].maps[j].held)
+				to[d->procs[i].maps[j].file] = 1;
 	for (i = 0; i < d->n_dropped; i++)
 		to[d->dropped[i]] = 1;
 	for (i = 0; i < d->n_files; i++) {
@@ -895,6 +956,10 @@ static void files_forget(struct devices *d)
 	for (i = 0; i < d->n_procs; i++)
 		for (j = 0; j < d->procs[i].n_files; j++)
 			d->procs[i].files[j].file = to[d->procs[i].files[j].file] - 1;
+	for (i = 0; i < d->n_procs; i++)
+		for (j = 0; j < d->procs[i].n_maps; j++)
+			if (d->procs[i].maps[j].held)
+				d->procs[i].maps[j].file = to[d->procs[i].maps[j].file] - 1;
 	for (i = 0; i < d->n_dropped; i++)
 		d->dropped[i] = to[d->dropped[i]] - 1;
 	log__debug("%zu files no process needs forgotten, %zu kept", d->n_files - n, n);
@@ -980,7 +1045,7 @@ void devices__forget(struct devices *d, uint32_t pid, bool purge)
 	if (!p)
 		return;
 	drop_files(d, p);
-	proc_free(p);
+	proc_free(d, p);
 	*p = d->procs[--d->n_procs];
 }
 
@@ -1084,7 +1149,9 @@ static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
 		if (addr < m->start || addr >= m->end)
 			continue;
 		off = addr - m->start + m->pgoff;
-		/* the name as the kernel gave it, where memtrail's root reaches that file */
+		/* the file as it was mapped, held open; else by the name the kernel gave it */
+		if (m->held && !elfsym__at(d->files[m->file].sym_path, off, sym, sizeof(sym), &delta))
+			return named_site(sym, delta, m->path);
 		if (!symbol_of(m->path, m->dev, m->ino, off, sym, sizeof(sym), &delta))
 			return named_site(sym, delta, m->path);
 		return file_site(m->path, off);
@@ -1105,8 +1172,11 @@ static json_t *site_from_file(struct devices *d, const struct memtrail_frame_fil
 	for (i = 0; d && i < d->n_files; i++) {
 		const struct dev_file *f = &d->files[i];
 
-		/* its name as the target saw it, where memtrail's root reaches that file */
-		if (f->dev == dev && f->ino == ff->ino && f->name &&
+		if (f->dev != dev || f->ino != ff->ino || !f->name)
+			continue;
+		/* held open as a runtime's user mapped it; else its name, where memtrail reaches it */
+		if ((f->sym_fd >= 0 &&
+		     !elfsym__at(f->sym_path, (uint64_t)ff->off, sym, sizeof(sym), &delta)) ||
 		    !symbol_of(f->name, dev, f->ino, (uint64_t)ff->off, sym, sizeof(sym), &delta))
 			return named_site(sym, delta, f->name);
 	}
@@ -1162,7 +1232,7 @@ void devices__destroy(struct devices *d)
 	if (!d)
 		return;
 	for (i = 0; i < d->n_procs; i++)
-		proc_free(&d->procs[i]);
+		proc_free(d, &d->procs[i]);
 	free(d->procs);
 	/* each link's removal waits out a grace period: one per file with uprobe_multi */
 	for (i = 0; i < d->n_files; i++) {

@@ -233,15 +233,36 @@ def test_call_site_after_exit():
     no_programs_left()
 
 
-def test_command_call_site_after_exit_without_find_vma():
-    """Kernels without bpf_find_vma (before 5.17), forced: a device OOM of
-    record's own command, read only after the command has exited, is named
-    from the mappings memtrail kept at its scan (main+...), not lost.
-    memtrail is stopped (SIGSTOP) meanwhile, so the lag is certain."""
+def overlay_copy(d, program):
+    """PROGRAM copied into the lower layer of an overlayfs mounted under D (a
+    container's root, as containerd's snapshotter makes it), its runpath's
+    stand-ins beside it: (the program's path there, the mount point). Its
+    mappings show the layer's inode; its path, the overlay's."""
+    lower, rw, merged = (os.path.join(d, x) for x in ("lower", "rw", "merged"))
+    for x in (lower, rw, merged):
+        os.mkdir(x)
+    # the writable layer on another filesystem, as on a node: the overlay
+    # then shows inode numbers of its own, not the layers'
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", rw], check=True)
+    upper, work = os.path.join(rw, "upper"), os.path.join(rw, "work")
+    os.mkdir(upper)
+    os.mkdir(work)
+    os.mkdir(os.path.join(lower, "bin"))
+    shutil.copy(program, os.path.join(lower, "bin"))
+    os.symlink(STANDINS, os.path.join(lower, "standins"))
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={lower},upperdir={upper},workdir={work}", merged], check=True)
+    return os.path.join(merged, "bin", os.path.basename(program)), merged, rw
+
+
+def check_command_site_after_exit(program, env):
+    """record's command (cuda_phases --wait) reaches its device OOM and exits
+    while memtrail is stopped (SIGSTOP), so the OOM is read after the exit
+    for certain: its call site must still name main."""
     d = tmpdir()
     out = os.path.join(d, "trail.json")
-    bg = Background(["record", "-o", out, "--", workload("cuda_phases"), "--wait"],
-                    stdin=subprocess.PIPE, env=dict(os.environ, MEMTRAIL_NO_FIND_VMA="1"))
+    bg = Background(["record", "-o", out, "--", program, "--wait"],
+                    stdin=subprocess.PIPE, env=env)
     try:
         with open(f"/proc/{bg.proc.pid}/task/{bg.proc.pid}/children") as f:
             kids = [int(x) for x in f.read().split()]
@@ -271,13 +292,40 @@ def test_command_call_site_after_exit_without_find_vma():
         if bg.proc.poll() is None:
             bg.proc.kill()
     check_eq(rc, 0, f"record status: {err!r}")
-    check("device_sites" in err or "bpf_find_vma" in load_trail(out)["kernel"]["features"]
-          ["device_sites"]["note"], "the forced kernel said so")
     data = json.loads([x for x in stdout.splitlines() if x.startswith("{")][-1])
     ooms = events(load_trail(out), "device_oom")
     check_eq(len(ooms), 1, "one device OOM event")
     check_oom(ooms[0], data)
     no_programs_left()
+    return load_trail(out)
+
+
+def test_command_call_site_after_exit_without_find_vma():
+    """Kernels without bpf_find_vma (before 5.17), forced: a device OOM of
+    record's own command read after it exited is named from the mappings
+    memtrail kept at its scan (main+...), not lost."""
+    trail = check_command_site_after_exit(workload("cuda_phases"),
+                                          dict(os.environ, MEMTRAIL_NO_FIND_VMA="1"))
+    check("bpf_find_vma" in trail["kernel"]["features"]["device_sites"]["note"],
+          "the forced kernel said so")
+
+
+def test_call_site_after_exit_on_overlayfs():
+    """The same for a program on overlayfs (every container's root): its
+    mappings show the layer's inode, its path the overlay's, so it cannot be
+    opened again by name once gone; memtrail holds the file it mapped open
+    while it lives. With bpf_find_vma and without (forced)."""
+    d = tmpdir()
+    program, merged, rw = overlay_copy(d, workload("cuda_phases"))
+    try:
+        st, real = os.stat(program), os.stat(os.path.join(d, "lower", "bin", "cuda_phases"))
+        check((st.st_dev, st.st_ino) != (real.st_dev, real.st_ino),
+              "the overlay shows the program as another inode than its layer's")
+        for env in (dict(os.environ), dict(os.environ, MEMTRAIL_NO_FIND_VMA="1")):
+            check_command_site_after_exit(program, env)
+    finally:
+        subprocess.run(["umount", merged], check=False)
+        subprocess.run(["umount", rw], check=False)
 
 
 def test_vmm_every_order():
