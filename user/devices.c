@@ -663,11 +663,31 @@ static bool file_idle(const struct dev_file *f)
 	       !f->n_keys && f->sym_fd < 0 && !f->sym_users;
 }
 
-/* Whether the file PID maps at M is another than F, made on F's inode number since. */
-static bool file_replaced(const struct dev_file *f, uint32_t pid, const struct proc_map_line *m)
+/*
+ * Whether the file PID maps at M is another than the entry for its (dev,
+ * ino), made on that inode number since the entry was read (only a file
+ * memtrail holds nothing for can be deleted). Where processes are held, the
+ * kernel's hook says so for free: a file of another generation is new to it,
+ * so PID was held for its key (PEND, the keys PID was first to map); else a
+ * stat of the mapping compares change time and size.
+ */
+static bool mapping_replaced(struct devices *d, uint32_t pid, const struct proc_map_line *m,
+			     const struct memtrail_lib_key *pend, size_t n_pend)
 {
+	uint64_t kdev = (uint64_t)major(m->dev) << 20 | minor(m->dev);
+	struct dev_file *f;
 	struct stat st;
+	size_t idx, i;
 
+	f = file_find(d, m->dev, m->ino, &idx);
+	if (!f || f->released || !file_idle(f))
+		return false;
+	if (tracer__holding(d->tracer) && f->gen_known) {
+		for (i = 0; i < n_pend; i++)
+			if (pend[i].dev == kdev && pend[i].ino == m->ino)
+				return pend[i].gen != f->gen;
+		return false;	/* not new to the hook: the generation it had */
+	}
 	return !proc__stat_mapped(pid, m, &st) &&
 	       (st.st_ctim.tv_sec != f->ctime.tv_sec || st.st_ctim.tv_nsec != f->ctime.tv_nsec ||
 		st.st_size != f->size);
@@ -685,12 +705,8 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 	int fd, gen = 0;
 	char *name;
 
-	if (f) {
+	if (f)
 		f->seen = d->gen;
-		/* read again as new, in place (nothing to remove: it holds nothing) */
-		if (!f->released && m && file_idle(f) && file_replaced(f, pid, m))
-			f->released = true;
-	}
 	if (f && !f->released)
 		return f;
 	if (!f && array__grow((void **)&d->files, &d->cap_files, d->n_files + 1,
@@ -832,9 +848,10 @@ void devices__scan(struct devices *d, uint32_t pid)
 {
 	char name[64], line[4096 + 128];
 	struct dev_proc *p = NULL, seen = { .pid = pid }, old;
+	struct memtrail_lib_key pend[64];	/* the new files a first exec maps, and then some */
+	size_t j, n_pend = tracer__lib_pending(d->tracer, pid, pend, 64);
 	bool runtime_user = false;
 	FILE *f;
-	size_t j;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
@@ -856,7 +873,11 @@ void devices__scan(struct devices *d, uint32_t pid)
 			if (pm->path)
 				seen.n_maps++;
 		}
-		/* a file seen before is not opened again */
+		/* a file seen before is not opened again, unless it is another on its inode */
+		if (mapping_replaced(d, pid, &m, pend, n_pend)) {
+			file_find(d, m.dev, m.ino, &idx)->released = true;	/* read in place */
+			log__debug("'%s' is a new file on a deleted one's inode: read again", m.path);
+		}
 		df = file_get(d, m.dev, m.ino, pid, &m, NULL, &idx);
 		if (df && seen.n_maps && seen.maps[seen.n_maps - 1].start == m.start)
 			seen.maps[seen.n_maps - 1].file = idx;

@@ -1027,6 +1027,11 @@ void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key)
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.lib_files), key);
 }
 
+bool tracer__holding(const struct tracer *t)
+{
+	return t && t->hold;
+}
+
 void tracer__lib_forget_file(struct tracer *t, uint64_t dev, uint64_t ino)
 {
 	int fd = bpf_map__fd(t->skel->maps.lib_files);

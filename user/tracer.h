@@ -139,6 +139,8 @@ size_t tracer__lib_pending(const struct tracer *t, uint32_t pid, struct memtrail
 			   size_t max);
 /* The file of KEY is not scanned any more: the next target that maps it is held and scanned. */
 void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key);
+/* Whether processes that map files memtrail has not scanned are held (lib_files in use). */
+bool tracer__holding(const struct tracer *t);
 /* The same for every generation of (DEV, INO): a walk of the whole map. */
 void tracer__lib_forget_file(struct tracer *t, uint64_t dev, uint64_t ino);
 typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a);

@@ -455,6 +455,70 @@ def html_render():
     return samples, sizes, render, read, load
 
 
+def stop_latency(seconds=10, rate=200, second_after=0.2):
+    """record --heap --all while processes come and go (the storm, RATE execs
+    a second) and a malloc loop runs, stopped with SIGINT after SECONDS: from
+    the signal to record's 'writing trail' line (tracing over) and to its
+    exit, and the trail's size; then the same with a second SIGINT
+    SECOND_AFTER s after the first (leave without the trail): to exit."""
+    import threading
+    res = []
+    for again in (False, True):
+        d = tempfile.mkdtemp(prefix="memtrail-bench-")
+        m = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", os.path.join(d, "t.json"),
+                              "--heap", "--all"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        while "tracing" not in (m.stderr.readline() or "tracing"):
+            pass
+        seen = {}
+
+        def read_err():
+            for line in m.stderr:
+                if "writing trail" in line and "writing" not in seen:
+                    seen["writing"] = time.monotonic()
+        reader = threading.Thread(target=read_err, daemon=True)
+        reader.start()
+        storm_p = subprocess.Popen([os.path.join(WL, "storm"), str(rate), str(seconds + 30)],
+                                   stdout=subprocess.DEVNULL)
+        loop = subprocess.Popen(["sh", "-c", f"while :; do {os.path.join(WL, 'bench_malloc')}; "
+                                 "done"], stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(seconds)
+            t0 = time.monotonic()
+            m.send_signal(2)
+            if again:
+                time.sleep(second_after)
+                t1 = time.monotonic()
+                m.send_signal(2)
+            m.wait()
+            t_exit = time.monotonic()
+            reader.join(5)
+        finally:
+            for p in (storm_p, loop):
+                p.kill()
+                p.wait()
+        size = os.path.getsize(os.path.join(d, "t.json")) if os.path.exists(
+            os.path.join(d, "t.json")) else 0
+        subprocess.run(["rm", "-rf", d])
+        if again:
+            res.append(("second SIGINT", t_exit - t1, None, size, m.returncode))
+        else:
+            res.append(("first SIGINT", t_exit - t0, seen.get("writing", t_exit) - t0, size,
+                        m.returncode))
+    return res
+
+
+def print_stop_latency():
+    for label, to_exit, to_writing, size, rc in stop_latency():
+        if to_writing is not None:
+            print(f"record --heap --all, {label}: tracing over in {to_writing:.2f} s, exit in "
+                  f"{to_exit:.2f} s after writing a {size / 2**20:.1f} MiB trail (status {rc}; "
+                  f"target: tracing over < 1 s)", flush=True)
+        else:
+            print(f"record --heap --all, {label} 0.2 s after the first: exit in {to_exit:.2f} s, "
+                  f"no trail ({size} bytes; status {rc}; target < 0.2 s)", flush=True)
+
+
 def main():
     if os.geteuid() != 0:
         print("make bench needs root (it loads BPF)")
@@ -464,6 +528,9 @@ def main():
         costs = prog_costs(int(os.environ.get("BENCH_TOUCH_ROUNDS", "4")))
         print("PROG_COSTS " + json.dumps({"cpus": os.cpu_count(), "release": os.uname().release,
                                           "costs": costs}), flush=True)
+        return 0
+    if "--stop" in sys.argv:
+        print_stop_latency()
         return 0
     out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
     print(f"memtrail overhead: median of {RUNS} interleaved runs each, workload time only")
@@ -519,6 +586,7 @@ def main():
     for label, cpu, rss in top_idle_cpu():
         print(f"memtrail top with 2000 idle processes, {label}: {cpu * 100:.2f}% of one "
               f"core, VmRSS {rss / 1024:.1f} MiB", flush=True)
+    print_stop_latency()
     samples, (tsize, hsize), render, read, load = html_render()
     print(f"report --html of a 1-hour trail, 200 targets, {samples} samples "
           f"({tsize / 2**20:.0f} MiB): {render:.2f} s (target < 5 s; reading the trail "
