@@ -176,11 +176,13 @@ struct {
 
 /*
  * By thread: the phases its scopes (--scope) interrupted; a scope's function
- * returns on the thread that entered it, and a thread that exits inside one
- * leaves nothing here (mt_exit). Sized at load: 1 entry without scopes.
+ * returns on the thread that entered it, and a thread's entry goes when it
+ * exits (mt_exit). A plain hash, not an LRU one: on a node of many CPUs an
+ * LRU evicts long before it is full, and an evicted stack would never let
+ * its phase go. Sized at load: 1 entry without scopes.
  */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, struct memtrail_scope_stack);
