@@ -131,7 +131,8 @@ static bool key_known(const struct builder *b)
 		"verdict", "peaks", "container", "pod",
 	};
 	static const char *const target[] = {
-		"pid", "ppid", "comm", "cmdline", "cgroup", "start_ms", "end_ms", "exit", "kinds",
+		"pid", "ppid", "comm", "cmdline", "cgroup", "container", "pod", "start_ms", "end_ms",
+		"exit", "kinds",
 		"device_limits", "timeline", "verdict", "sites", "phases", "phases_folded",
 		"phase_summary",
 	};
