@@ -152,6 +152,16 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+/*
+ * A thread that exits inside a scope: its stack goes (its tid may come back);
+ * so does an exec's (the scopes' functions never return in the new program).
+ */
+static __always_inline void scopes_forget(__u32 tid)
+{
+	if (has_scopes)
+		bpf_map_delete_elem(&scope_stacks, &tid);
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -162,6 +172,9 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	struct mm_struct *mm;
 	__u64 start, end, len;
 
+	/* a thread other than the leader that execs takes the leader's id */
+	scopes_forget(tgid);
+	scopes_forget((__u32)old_pid);
 	t = bpf_map_lookup_elem(&targets, &tgid);
 	if (t && (t->flags & MEMTRAIL_TARGET_EXITED))
 		return 0;
@@ -259,22 +272,11 @@ static __always_inline int exit_common(struct task_struct *p)
 	return 0;
 }
 
-/* A thread that exits inside a scope: its stack goes (its tid may come back). */
-static __always_inline void scopes_forget(struct task_struct *p)
-{
-	__u32 tid;
-
-	if (!has_scopes)
-		return;
-	tid = BPF_CORE_READ(p, pid);
-	bpf_map_delete_elem(&scope_stacks, &tid);
-}
-
 /* Newer kernels: (task, group_dead), before exit_mm(). */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
 {
-	scopes_forget(p);
+	scopes_forget(BPF_CORE_READ(p, pid));
 	return group_dead ? exit_common(p) : 0;
 }
 
@@ -285,7 +287,7 @@ int BPF_PROG(mt_exit, struct task_struct *p, bool group_dead)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mt_exit_task, struct task_struct *p)
 {
-	scopes_forget(p);
+	scopes_forget(BPF_CORE_READ(p, pid));
 	if (BPF_CORE_READ(p, signal, live.counter))
 		return 0;
 	return exit_common(p);

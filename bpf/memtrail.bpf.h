@@ -510,8 +510,9 @@ static __always_inline void site_add(__u32 tgid, __u32 phase, __u32 kind, __s32 
  * program run whatever triggers it (exec, a rule's uprobe, the marker, mark).
  * NAME is kernel memory (stack or map). False when tgid is not traced.
  */
-static __always_inline bool phase_switch_to(struct memtrail_target *t, __u32 tgid,
-					    const char *name, __u32 resumes)
+/* The switch itself: the new phase's sequence number (the one before it was current). */
+static __always_inline __u32 phase_switch_to(struct memtrail_target *t, __u32 tgid,
+					     const char *name, __u32 resumes)
 {
 	struct memtrail_event_phase *e;
 	__u32 seq;
@@ -527,14 +528,17 @@ static __always_inline bool phase_switch_to(struct memtrail_target *t, __u32 tgi
 			e->name[0] = '\0';
 		bpf_ringbuf_submit(e, 0);
 	}
-	return true;
+	return seq;
 }
 
 static __always_inline bool phase_switch(__u32 tgid, const char *name)
 {
 	struct memtrail_target *t = live_target(tgid);
 
-	return t ? phase_switch_to(t, tgid, name, 0) : false;
+	if (!t)
+		return false;
+	phase_switch_to(t, tgid, name, 0);
+	return true;
 }
 
 static __always_inline struct memtrail_mm_state *mm_state_get(__u64 mm, __u32 tgid)

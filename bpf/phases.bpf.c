@@ -20,25 +20,30 @@ static __always_inline int rule_hit(__u32 rule)
 {
 	struct memtrail_rule *r = bpf_map_lookup_elem(&rule_names, &rule);
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id, depth;
+	__u32 tgid = id >> 32, tid = (__u32)id, depth, seq;
 	struct memtrail_scope_stack *st;
 	struct memtrail_target *t;
 
 	if (!r || !(t = live_target(tgid)))
 		return 0;
-	if (r->scoped) {
-		/* the phase it interrupts, resumed at the return (mt_scope_return) */
-		st = map_get_or_init(&scope_stacks, &tid, &empty_stack, MEMTRAIL_LOST_SCOPES);
-		if (!st)
-			return 0;	/* no return to match: the phase is not switched either */
-		depth = st->depth;
-		if (depth < MEMTRAIL_SCOPE_DEPTH)
-			st->seq[depth] = MT_READ(t->phase);
-		else
-			count_lost(MEMTRAIL_LOST_SCOPES);
-		st->depth = depth + 1;
+	if (!r->scoped) {
+		phase_switch_to(t, tgid, r->name, 0);
+		return 0;
 	}
-	phase_switch_to(t, tgid, r->name, 0);
+	st = map_get_or_init(&scope_stacks, &tid, &empty_stack, MEMTRAIL_LOST_SCOPES);
+	if (!st)
+		return 0;	/* no return to match: the phase is not switched either */
+	/*
+	 * the phase it interrupts, resumed at the return (mt_scope_return): the
+	 * one just before the switch's own, whatever another thread did meanwhile
+	 */
+	seq = phase_switch_to(t, tgid, r->name, 0);
+	depth = st->depth;
+	if (depth < MEMTRAIL_SCOPE_DEPTH)
+		st->seq[depth] = seq - 1;
+	else
+		count_lost(MEMTRAIL_LOST_SCOPES);
+	st->depth = depth + 1;
 	return 0;
 }
 

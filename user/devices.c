@@ -147,6 +147,13 @@ struct dev_file {
 	off_t size;
 	uint32_t gen;		/* its i_generation (lib_files keys), where gen_known */
 	bool gen_known;
+	/*
+	 * The hook's key for it was seen to be maps' own (dev, ino): not so on
+	 * overlayfs, where the hook sees the overlay's inode and maps the
+	 * layer's. Only then does a hold tell a new file on its inode number.
+	 */
+	bool hook_keyed;
+	uint64_t checked_ms;	/* its identity last stat()ed then (devices.now_ms) */
 	char *name;	/* its path as first seen (names call sites after a process exits) */
 	int fd;		/* opened as mapped (proc.h), kept while launch probes may attach; -1 */
 	char path[32];	/* opens it from here: /proc/self/fd/FD */
@@ -666,10 +673,12 @@ static bool file_idle(const struct dev_file *f)
 /*
  * Whether the file PID maps at M is another than the entry for its (dev,
  * ino), made on that inode number since the entry was read (only a file
- * memtrail holds nothing for can be deleted). Where processes are held, the
- * kernel's hook says so for free: a file of another generation is new to it,
- * so PID was held for its key (PEND, the keys PID was first to map); else a
- * stat of the mapping compares change time and size.
+ * memtrail holds nothing for can be deleted). Where processes are held and
+ * the hook keys the file as maps does, the kernel says so for free: a file
+ * of another generation is new to it, so PID was held for its key (PEND, the
+ * keys PID was first to map). Else (overlayfs, no holds) a stat of the
+ * mapping compares change time and size, at most once a second per file
+ * (some 4 us each: not at every exec of a storm).
  */
 static bool mapping_replaced(struct devices *d, uint32_t pid, const struct proc_map_line *m,
 			     const struct memtrail_lib_key *pend, size_t n_pend)
@@ -682,12 +691,18 @@ static bool mapping_replaced(struct devices *d, uint32_t pid, const struct proc_
 	f = file_find(d, m->dev, m->ino, &idx);
 	if (!f || f->released || !file_idle(f))
 		return false;
-	if (tracer__holding(d->tracer) && f->gen_known) {
-		for (i = 0; i < n_pend; i++)
-			if (pend[i].dev == kdev && pend[i].ino == m->ino)
-				return pend[i].gen != f->gen;
-		return false;	/* not new to the hook: the generation it had */
+	for (i = 0; i < n_pend; i++) {
+		if (pend[i].dev != kdev || pend[i].ino != m->ino)
+			continue;
+		f->hook_keyed = true;
+		if (f->gen_known)
+			return pend[i].gen != f->gen;
 	}
+	if (tracer__holding(d->tracer) && f->gen_known && f->hook_keyed)
+		return false;	/* not new to the hook: the generation it had */
+	if (f->checked_ms && d->now_ms < f->checked_ms + 1000)
+		return false;
+	f->checked_ms = d->now_ms ? d->now_ms : 1;
 	return !proc__stat_mapped(pid, m, &st) &&
 	       (st.st_ctim.tv_sec != f->ctime.tv_sec || st.st_ctim.tv_nsec != f->ctime.tv_nsec ||
 		st.st_size != f->size);
@@ -879,6 +894,9 @@ void devices__scan(struct devices *d, uint32_t pid)
 			log__debug("'%s' is a new file on a deleted one's inode: read again", m.path);
 		}
 		df = file_get(d, m.dev, m.ino, pid, &m, NULL, &idx);
+		for (j = 0; df && !df->hook_keyed && j < n_pend; j++)
+			df->hook_keyed = pend[j].ino == m.ino &&
+					 pend[j].dev == ((uint64_t)major(m.dev) << 20 | minor(m.dev));
 		if (df && seen.n_maps && seen.maps[seen.n_maps - 1].start == m.start)
 			seen.maps[seen.n_maps - 1].file = idx;
 		if (df && df->runtime && file_probed(df) && pid != (uint32_t)getpid())
