@@ -319,9 +319,8 @@ def html(trail_path):
     return out
 
 
-def drawn(b):
-    """What the page drew, read back from the SVG's data- attributes."""
-    return b.eval("""(() => {
+# What the page drew, read back from the SVG's data- attributes.
+DRAWN = """(() => {
         const all = (sel, f) => Array.from(document.querySelectorAll(sel)).map(f);
         return {
           series: all('path.series', e => [+e.dataset.pid, e.dataset.kind]),
@@ -335,7 +334,23 @@ def drawn(b):
           heads: all('section.target h2', e => e.textContent),
           ymax: all('svg.timeline', e => [+e.dataset.pid, +e.dataset.ymax]),
         };
-    })()""")
+    })()"""
+
+
+def read_page(path, shot, *exprs):
+    """PATH opened in headless Chromium: each of EXPRS evaluated once the page
+    drew, then a screenshot SHOT; no exception, console error or warning, and
+    no request but the file itself. The values, in order."""
+    b = Browser()
+    try:
+        b.open(path)
+        got = [b.eval(e) for e in exprs]
+        b.screenshot(shot)
+        problems = b.problems()
+    finally:
+        b.close()
+    check_eq(problems, [], "console errors, exceptions or network requests")
+    return got
 
 
 def want_drawn(trail):
@@ -354,15 +369,7 @@ RESIDENT = ("rss_anon", "rss_file", "rss_shmem")
 
 
 def check_page(path, trail, shot):
-    b = Browser()
-    try:
-        b.open(path)
-        d = drawn(b)
-        b.screenshot(shot)
-        problems = b.problems()
-    finally:
-        b.close()
-    check_eq(problems, [], "console errors, exceptions or network requests")
+    d, = read_page(path, shot, DRAWN)
     series, bands = want_drawn(trail)
     check(series, "the trail has no non-zero series to draw")
     check_eq(sorted(d["series"]), series, "drawn series (pid, kind)")
@@ -407,11 +414,7 @@ def test_html_fifty_phases_labelled_apart():
              "--phase", f"bias_init={w}:phase_b", "--", w, "25"])
     check_eq(p.returncode, 0, f"record status ({p.stderr!r})")
     trail = load_trail(out)
-    b = Browser()
-    try:
-        b.open(html(out))
-        check_page_drawn = drawn(b)
-        got = b.eval("""(() => {
+    check_page_drawn, got = read_page(html(out), "viz-fifty-phases.png", DRAWN, """(() => {
             const box = e => { const r = e.getBoundingClientRect();
                                return [r.left, r.top, r.right, r.bottom]; };
             const bars = document.querySelector('svg.bars');
@@ -428,11 +431,6 @@ def test_html_fifty_phases_labelled_apart():
                                                              : null]),
             };
         })()""")
-        b.screenshot("viz-fifty-phases.png")
-        problems = b.problems()
-    finally:
-        b.close()
-    check_eq(problems, [], "console errors, exceptions or network requests")
     names = [x["name"] for x in trail["targets"][0]["phases"]]
     check_eq(len(names), 51, f"start and 50 phases: {names}")
     check_eq([x[0] for x in got["labels"]], names, "a label under every phase's bars, in order")
@@ -479,10 +477,7 @@ def test_html_device_memory_line():
     check_eq(p.returncode, 0, f"record status ({p.stderr!r})")
     data = json.loads([x for x in p.stdout.splitlines() if x.startswith("{")][-1])
     trail = load_trail(out)
-    b = Browser()
-    try:
-        b.open(html(out))
-        got = b.eval("""(() => {
+    got, = read_page(html(out), "viz-device.png", """(() => {
             const sel = document.querySelector('section.target select');
             sel.value = 'cuda_device';
             sel.dispatchEvent(new Event('change'));
@@ -491,11 +486,6 @@ def test_html_device_memory_line():
             return [svg.dataset.kind, line ? +line.dataset.limit : null,
                     Array.from(svg.querySelectorAll('text')).map(e => e.textContent)];
         })()""")
-        b.screenshot("viz-device.png")
-        problems = b.problems()
-    finally:
-        b.close()
-    check_eq(problems, [], "console errors, exceptions or network requests")
     want = sum(d["bytes"] for d in data["device_totals"])
     check_eq(got[0], "cuda_device", "the kind the bars show")
     check_eq(got[1], want, "the device memory line: the devices' sizes added up")
@@ -531,21 +521,12 @@ def test_html_hostile_strings():
     check_eq(len(t), 1, f"the target named {HOSTILE_COMM!r}: {[x['comm'] for x in trail['targets']]}")
     check(HOSTILE_PHASE in [ph["name"] for ph in t[0]["phases"]], f"phases {t[0]['phases']}")
     page = html(out)
-    b = Browser()
-    try:
-        b.open(page)
-        heads = b.eval("Array.from(document.querySelectorAll('h2')).map(e => e.textContent)")
-        labels = b.eval("Array.from(document.querySelectorAll('g.band text'))"
-                        ".map(e => e.textContent)")
-        injected = b.eval("document.querySelectorAll('b:not(.verdict b), i').length")
-        scripts = b.eval("document.scripts.length")
-        title = b.eval("document.title")
-        d = drawn(b)
-        b.screenshot("viz-hostile.png")
-        problems = b.problems()
-    finally:
-        b.close()
-    check_eq(problems, [], "console errors, exceptions or network requests")
+    heads, labels, injected, scripts, title, d = read_page(
+        page, "viz-hostile.png",
+        "Array.from(document.querySelectorAll('h2')).map(e => e.textContent)",
+        "Array.from(document.querySelectorAll('g.band text')).map(e => e.textContent)",
+        "document.querySelectorAll('b:not(.verdict b), i').length",
+        "document.scripts.length", "document.title", DRAWN)
     check(f"{HOSTILE_COMM} ({t[0]['pid']})" in heads, f"the comm as text: {heads}")
     check(HOSTILE_PHASE in labels, f"the phase name as text: {labels}")
     check_eq(injected, 0, "elements made from the strings")
@@ -606,17 +587,11 @@ def test_html_watch_verdict_file():
     _, verdict, limit = watch_files()
     doc = load_trail(verdict)
     page = html(verdict)
-    b = Browser()
-    try:
-        b.open(page)
-        heads = b.eval("Array.from(document.querySelectorAll('h2')).map(e => e.textContent)")
-        text = b.eval("document.querySelector('.verdict').textContent")
-        meta = b.eval("document.querySelector('.meta').textContent")
-        b.screenshot("viz-verdict.png")
-        problems = b.problems()
-    finally:
-        b.close()
-    check_eq(problems, [], "console errors, exceptions or network requests")
+    heads, text, meta = read_page(
+        page, "viz-verdict.png",
+        "Array.from(document.querySelectorAll('h2')).map(e => e.textContent)",
+        "document.querySelector('.verdict').textContent",
+        "document.querySelector('.meta').textContent")
     check_eq(heads, [f"{doc['comm']} ({doc['pid']})"], "the verdict's target")
     check(f"verdict: {doc['verdict']['cause']}" in text and f"limit: {limit}" in text,
           f"verdict shown: {text!r}")
