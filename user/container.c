@@ -312,6 +312,14 @@ json_t *container__json(const char *path, const char *pods_dir)
 	return o;
 }
 
+void container__put(json_t *o, json_t *a)
+{
+	json_t *ctr = json_object_get(a, "container"), *pod = json_object_get(a, "pod");
+
+	json_object_set(o, "container", ctr ? ctr : json_null());
+	json_object_set(o, "pod", pod ? pod : json_null());
+}
+
 void container__describe(char *buf, size_t len, json_t *a)
 {
 	json_t *pod = json_object_get(a, "pod"), *ctr = json_object_get(a, "container");

@@ -46,6 +46,8 @@ int container__pod_names(const char *pods_dir, const char *uid, const char *id,
  * JSON records; NULL when the path names neither (or out of memory).
  */
 json_t *container__json(const char *path, const char *pods_dir);
+/* O's "container" and "pod" set from ATTRIBUTION (container__json's; NULL: both null). */
+void container__put(json_t *o, json_t *attribution);
 /*
  * "pod NS/NAME container NAME" or "container ID12" for people, names
  * sanitized (sanitize.h); "" when none.

@@ -480,9 +480,7 @@ static void attribute(struct session *s, json_t *v)
 	json_t *holder = sender ? sender : v;
 	json_t *a = container__json(json_string_value(json_object_get(holder, "cgroup")), pods);
 
-	json_object_set_new(holder, "container", a ? json_incref(json_object_get(a, "container"))
-						   : json_null());
-	json_object_set_new(holder, "pod", a ? json_incref(json_object_get(a, "pod")) : json_null());
+	container__put(holder, a);
 	json_decref(a);
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "container.h"
 #include "format.h"
 #include "kinds.h"
 #include "outfile.h"
@@ -262,7 +263,7 @@ static json_t *device_limits_json(const struct trail_target *tt)
 json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 			   bool with_timeline)
 {
-	json_t *o = json_object(), *kinds = json_object(), *ctr, *pod;
+	json_t *o = json_object(), *kinds = json_object();
 	size_t i;
 	int k;
 
@@ -272,12 +273,8 @@ json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 	json_object_set_new(o, "cmdline", sanitize__json(tt->cmdline));
 	json_object_set_new(o, "cgroup", sanitize__json(tt->cgroup));
 	/* named as watch names them: from the cgroup path and the kubelet's pod logs */
-	ctr = json_object_get(tt->attribution, "container");
-	pod = json_object_get(tt->attribution, "pod");
-	if (tt->attribution) {
-		json_object_set(o, "container", ctr ? ctr : json_null());
-		json_object_set(o, "pod", pod ? pod : json_null());
-	}
+	if (tt->attribution)
+		container__put(o, tt->attribution);
 	json_object_set_new(o, "start_ms", json_integer(tt->start_ms));
 	json_object_set_new(o, "end_ms", json_integer(tt->end_ms));
 	if (tt->exited)

@@ -270,9 +270,7 @@ static void set_attribution(json_t *o, const char *cgroup, const char *pods_dir)
 {
 	json_t *a = container__json(cgroup, pods_dir);
 
-	json_object_set_new(o, "container", a ? json_incref(json_object_get(a, "container"))
-					      : json_null());
-	json_object_set_new(o, "pod", a ? json_incref(json_object_get(a, "pod")) : json_null());
+	container__put(o, a);
 	json_decref(a);
 }
 
