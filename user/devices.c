@@ -670,6 +670,24 @@ static bool file_idle(const struct dev_file *f)
 	       !f->n_keys && f->sym_fd < 0 && !f->sym_users;
 }
 
+/* The kernel's s_dev of DEV (lib_files keys): major << 20 | minor. */
+static uint64_t kernel_dev(dev_t dev)
+{
+	return (uint64_t)major(dev) << 20 | minor(dev);
+}
+
+/* The key among PEND (lib_files keys) that is the file M maps, as maps names it; NULL: none. */
+static const struct memtrail_lib_key *pend_key(const struct memtrail_lib_key *pend,
+					       size_t n_pend, const struct proc_map_line *m)
+{
+	size_t i;
+
+	for (i = 0; i < n_pend; i++)
+		if (pend[i].dev == kernel_dev(m->dev) && pend[i].ino == m->ino)
+			return &pend[i];
+	return NULL;
+}
+
 /*
  * Whether the file PID maps at M is another than the entry for its (dev,
  * ino), made on that inode number since the entry was read (only a file
@@ -683,20 +701,18 @@ static bool file_idle(const struct dev_file *f)
 static bool mapping_replaced(struct devices *d, uint32_t pid, const struct proc_map_line *m,
 			     const struct memtrail_lib_key *pend, size_t n_pend)
 {
-	uint64_t kdev = (uint64_t)major(m->dev) << 20 | minor(m->dev);
+	const struct memtrail_lib_key *k = pend_key(pend, n_pend, m);
 	struct dev_file *f;
 	struct stat st;
-	size_t idx, i;
+	size_t idx;
 
 	f = file_find(d, m->dev, m->ino, &idx);
 	if (!f || f->released || !file_idle(f))
 		return false;
-	for (i = 0; i < n_pend; i++) {
-		if (pend[i].dev != kdev || pend[i].ino != m->ino)
-			continue;
+	if (k) {
 		f->hook_keyed = true;
 		if (f->gen_known)
-			return pend[i].gen != f->gen;
+			return k->gen != f->gen;
 	}
 	if (tracer__holding(d->tracer) && f->gen_known && f->hook_keyed)
 		return false;	/* not new to the hook: the generation it had */
@@ -789,9 +805,7 @@ static bool file_used(const struct devices *d, size_t idx)
 static void file_unscanned(struct devices *d, size_t idx)
 {
 	struct dev_file *f = &d->files[idx];
-	/* the kernel's s_dev: major << 20 | minor */
-	struct memtrail_lib_key own = { .dev = (uint64_t)major(f->dev) << 20 | minor(f->dev),
-					.ino = f->ino, .gen = f->gen };
+	struct memtrail_lib_key own = { .dev = kernel_dev(f->dev), .ino = f->ino, .gen = f->gen };
 	size_t i;
 
 	if (f->gen_known)
@@ -894,9 +908,8 @@ void devices__scan(struct devices *d, uint32_t pid)
 			log__debug("'%s' is a new file on a deleted one's inode: read again", m.path);
 		}
 		df = file_get(d, m.dev, m.ino, pid, &m, NULL, &idx);
-		for (j = 0; df && !df->hook_keyed && j < n_pend; j++)
-			df->hook_keyed = pend[j].ino == m.ino &&
-					 pend[j].dev == ((uint64_t)major(m.dev) << 20 | minor(m.dev));
+		if (df && !df->hook_keyed && pend_key(pend, n_pend, &m))
+			df->hook_keyed = true;
 		if (df && seen.n_maps && seen.maps[seen.n_maps - 1].start == m.start)
 			seen.maps[seen.n_maps - 1].file = idx;
 		if (df && df->runtime && file_probed(df) && pid != (uint32_t)getpid())
@@ -964,13 +977,13 @@ static void files_forget(struct devices *d)
 	if (!to)
 		return;
 	/* to[i]: 1 while deciding (kept), then its new index + 1; 0: forgotten */
-	for (i = 0; i < d->n_procs; i++)
+	for (i = 0; i < d->n_procs; i++) {
 		for (j = 0; j < d->procs[i].n_files; j++)
 			to[d->procs[i].files[j].file] = 1;
-	for (i = 0; i < d->n_procs; i++)
 		for (j = 0; j < d->procs[i].n_maps; j++)
 			if (d->procs[i].maps[j].held)
 				to[d->procs[i].maps[j].file] = 1;
+	}
 	for (i = 0; i < d->n_dropped; i++)
 		to[d->dropped[i]] = 1;
 	for (i = 0; i < d->n_files; i++) {
@@ -992,13 +1005,13 @@ static void files_forget(struct devices *d)
 		slot_put(d->file_slots, d->n_slots, &d->files[n], n);
 		to[i] = ++n;
 	}
-	for (i = 0; i < d->n_procs; i++)
+	for (i = 0; i < d->n_procs; i++) {
 		for (j = 0; j < d->procs[i].n_files; j++)
 			d->procs[i].files[j].file = to[d->procs[i].files[j].file] - 1;
-	for (i = 0; i < d->n_procs; i++)
 		for (j = 0; j < d->procs[i].n_maps; j++)
 			if (d->procs[i].maps[j].held)
 				d->procs[i].maps[j].file = to[d->procs[i].maps[j].file] - 1;
+	}
 	for (i = 0; i < d->n_dropped; i++)
 		d->dropped[i] = to[d->dropped[i]] - 1;
 	log__debug("%zu files no process needs forgotten, %zu kept", d->n_files - n, n);
