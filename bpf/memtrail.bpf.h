@@ -684,6 +684,15 @@ static __always_inline __s64 rss_pages_atomic(struct mm_struct *mm, int member)
 	}
 }
 
+/*
+ * mm->rss_stat from Linux 6.2: a percpu_counter per counter. Named as a
+ * flavour so that headers of an older build kernel (struct mm_rss_stat)
+ * build the same object: its layout comes from the running kernel's BTF.
+ */
+struct mm_struct___percpu {
+	struct percpu_counter rss_stat[4];
+} __attribute__((preserve_access_index));
+
 /* Whether mm->rss_stat[] are percpu_counters (Linux 6.2) rather than atomics. */
 static __always_inline bool rss_is_percpu(void)
 {
@@ -712,7 +721,7 @@ static __always_inline __s64 rss_bytes(struct mm_struct *mm, int member)
 #ifdef MEMTRAIL_COMPAT
 		(void)pc;	/* kernels without atomic fetch have atomic rss counters */
 #else
-		pc = &mm->rss_stat[member];
+		pc = &((struct mm_struct___percpu *)mm)->rss_stat[member];
 		ctx.sum = BPF_CORE_READ(pc, count);
 		ctx.counters = (__u64)BPF_CORE_READ(pc, counters);
 		if (ctx.counters)
@@ -823,7 +832,7 @@ static __always_inline void rss_walk(struct memtrail_target *t, struct mm_struct
 	for (i = 0; i < 4; i++) {
 		if (i == 2)
 			continue;
-		pc = &mm->rss_stat[i];
+		pc = &((struct mm_struct___percpu *)mm)->rss_stat[i];
 		count[i] = BPF_CORE_READ(pc, count);
 		w.counters[i] = (__u64)BPF_CORE_READ(pc, counters);
 	}
@@ -896,7 +905,7 @@ static __always_inline void rss_event(struct memtrail_target *t, struct mm_struc
 		rss_first(t, mm, tgid, s);
 		return;
 	}
-	pc = &mm->rss_stat[i];
+	pc = &((struct mm_struct___percpu *)mm)->rss_stat[i];
 	count = BPF_CORE_READ(pc, count);
 	counters = (__u64)BPF_CORE_READ(pc, counters);
 	off = cpu_offset(bpf_get_smp_processor_id());

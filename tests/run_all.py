@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """make test: the cmocka unit tests (sanitizers on), the fuzzer of report for
-FUZZ_SECONDS (300; tests/fuzz/run.py, one check), the integration tests, then
-their core on Linux 5.10 and 6.1 under QEMU (tests/kernels/run.py --ci;
-MEMTRAIL_NO_KERNELS=1 leaves that out); one closing line counts them all."""
+FUZZ_SECONDS (300; tests/fuzz/run.py, one check), the integration tests, the
+BPF objects built with Linux 5.10's x86 and 6.1's arm64 headers
+(tests/kernels/headers.py), then the integration tests' core on Linux 5.10
+and 6.1 under QEMU (tests/kernels/run.py --ci; MEMTRAIL_NO_KERNELS=1 leaves
+both out); one closing line counts them all."""
 
 import os
 import re
@@ -46,6 +48,17 @@ def main():
         failed += int(m.group(2))
     if p.returncode != 0 and not (m and int(m.group(2))):
         failed += 1
+    # the BPF objects build with other kernels' headers (5.10 x86, 6.1 arm64)
+    if os.environ.get("MEMTRAIL_NO_KERNELS") != "1":
+        p = subprocess.run([sys.executable, os.path.join(HERE, "kernels", "headers.py")],
+                           capture_output=True, text=True)
+        sys.stdout.write(p.stdout + p.stderr)
+        m = re.search(r"headers: (\d+) passed, (\d+) failed", p.stdout)
+        if m:
+            passed += int(m.group(1))
+            failed += int(m.group(2))
+        if p.returncode != 0 and not (m and int(m.group(2))):
+            failed += 1
     # the core on the oldest and the most common kernels, under QEMU
     if os.environ.get("MEMTRAIL_NO_KERNELS") != "1":
         p = subprocess.run([sys.executable, os.path.join(HERE, "kernels", "run.py"), "--ci"],
