@@ -16,7 +16,19 @@ struct {
 
 static const struct memtrail_scope_stack empty_stack;
 
-static __always_inline int rule_hit(__u32 rule)
+/*
+ * Whether a scope entered with stack pointer ENTRY has left its frame when a
+ * return leaves the stack pointer at RET: x86 pops the return address (the
+ * entry's own frame ends 8 above), arm64 returns to the entry's own value.
+ * A frame still live (an outer one) entered higher: the stack grows down.
+ */
+#if defined(__TARGET_ARCH_arm64)
+#define MT_FRAME_GONE(entry, ret) ((entry) <= (ret))
+#else
+#define MT_FRAME_GONE(entry, ret) ((entry) < (ret))
+#endif
+
+static __always_inline int rule_hit(__u32 rule, struct pt_regs *ctx)
 {
 	struct memtrail_rule *r = bpf_map_lookup_elem(&rule_names, &rule);
 	__u64 id = bpf_get_current_pid_tgid();
@@ -39,36 +51,62 @@ static __always_inline int rule_hit(__u32 rule)
 	 */
 	seq = phase_switch_to(t, tgid, r->name, 0);
 	depth = st->depth;
-	if (depth < MEMTRAIL_SCOPE_DEPTH)
+	if (depth < MEMTRAIL_SCOPE_DEPTH) {
 		st->seq[depth] = seq - 1;
-	else
+		st->sp[depth] = PT_REGS_SP(ctx);
+	} else {
 		count_lost(MEMTRAIL_LOST_SCOPES);
+	}
 	st->depth = depth + 1;
 	return 0;
 }
 
-/* A scope's function returns: the phase its entry interrupted resumes. */
+/*
+ * A scope's function returns: the phase its entry interrupted resumes. Every
+ * scope whose frame is gone ends with it: the one returning, and deeper ones
+ * whose return never came (a longjmp or a C++ exception unwound them, or the
+ * kernel's 64 nested return probes were used up); so the phase resumed is
+ * the one before the outermost of them, and a return whose entry memtrail
+ * did not see (entered before it attached) ends no other scope.
+ */
 SEC("uprobe")
 int mt_scope_return(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id, depth;
+	__u64 id = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx);
+	__u32 tgid = id >> 32, tid = (__u32)id, depth, resume = 0;
 	struct memtrail_scope_stack *st = bpf_map_lookup_elem(&scope_stacks, &tid);
 	struct memtrail_target *t;
+	bool ended = false;
+	int i;
 
 	if (!st || !st->depth)
 		return 0;	/* entered before memtrail attached */
-	depth = --st->depth;
+	depth = st->depth;
+	if (depth > MEMTRAIL_SCOPE_DEPTH) {
+		st->depth = depth - 1;	/* an entry not kept: no frame to compare */
+		return 0;
+	}
+	/* from the innermost kept entry out; constant indices, for the verifier */
+	for (i = MEMTRAIL_SCOPE_DEPTH - 1; i >= 0; i--) {
+		if ((__u32)i >= depth)
+			continue;
+		if (!MT_FRAME_GONE(st->sp[i], sp))
+			break;
+		resume = st->seq[i];
+		ended = true;
+		depth = i;
+	}
+	st->depth = depth;
 	t = live_target(tgid);
-	if (t && depth < MEMTRAIL_SCOPE_DEPTH)
-		phase_switch_to(t, tgid, NULL, st->seq[depth] + 1);
+	if (t && ended)
+		phase_switch_to(t, tgid, NULL, resume + 1);
 	return 0;
 }
 
 SEC("uprobe")
 int mt_phase_rule(struct pt_regs *ctx)
 {
-	return rule_hit(bpf_get_attach_cookie(ctx));
+	return rule_hit(bpf_get_attach_cookie(ctx), ctx);
 }
 
 /*
@@ -79,7 +117,7 @@ int mt_phase_rule(struct pt_regs *ctx)
 	SEC("uprobe")					\
 	int mt_rule_##i(struct pt_regs *ctx)		\
 	{						\
-		return rule_hit(i);			\
+		return rule_hit(i, ctx);		\
 	}
 MT_RULE_PROG(0)
 MT_RULE_PROG(1)

@@ -41,7 +41,8 @@ struct memtrail_rule {
 /* scope_stacks, by thread: the phases its scopes interrupted, innermost last */
 struct memtrail_scope_stack {
 	__u32 depth;	/* scopes entered and not returned; beyond MEMTRAIL_SCOPE_DEPTH, not kept */
-	__u32 seq[MEMTRAIL_SCOPE_DEPTH];
+	__u32 seq[MEMTRAIL_SCOPE_DEPTH];	/* the phase each entry interrupted */
+	__u64 sp[MEMTRAIL_SCOPE_DEPTH];		/* the user stack pointer at each entry */
 };
 /* device functions probed on kernels without bpf_cookie: an entry program each (device.bpf.c) */
 #define MEMTRAIL_DEV_SPECS 72

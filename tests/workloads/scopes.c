@@ -6,6 +6,10 @@
  *   main           +4
  *   scope_forward  3 times: +32 -32 (transient) +1
  *   scope_nest(3)  +1 and scope_nest(2) (+1 and scope_nest(1): +1)
+ *   scope_escape   +1, then a longjmp out of it: its return never comes, so
+ *                  main's +2 after it is still the escape's to memtrail,
+ *                  until the next scope_forward returns (its return ends
+ *                  the escape's frame too, gone below main's)
  *   main           the teardown: every mapping above unmapped
  * Each entry and each return starts a segment (a return resumes the phase
  * its entry interrupted, by name); the workload keeps the arithmetic of each
@@ -14,6 +18,8 @@
  *   "segment_peak"}, ...]} in bytes.
  *   scopes [--wait]
  */
+#include <setjmp.h>
+
 #include "common.h"
 
 #define SEGMENTS 32
@@ -89,6 +95,15 @@ __attribute__((noinline)) void scope_nest(int n)
 	depth_seen++;	/* not a tail call: each level returns through its own frame */
 }
 
+static jmp_buf escape_to;
+
+__attribute__((noinline)) void scope_escape(void)
+{
+	segment("escape");
+	add(1);
+	longjmp(escape_to, 1);
+}
+
 int main(int argc, char **argv)
 {
 	static char out[8192];	/* static: no stack growth to count */
@@ -104,6 +119,11 @@ int main(int argc, char **argv)
 		segment("start");
 	}
 	scope_nest(3);
+	segment("start");
+	if (!setjmp(escape_to))
+		scope_escape();
+	add(2);		/* memtrail saw no return: still the escape's segment */
+	scope_forward();
 	segment("start");
 	while (kept.n)
 		add(-(long)(kept.size[kept.n - 1] / MiB));
