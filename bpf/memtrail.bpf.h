@@ -379,13 +379,15 @@ static __always_inline struct memtrail_cell *cell_get(__u32 tgid, __u32 phase)
  * seen by exactly one caller; the peak is then raised to that level with
  * compare-and-swap. Peaks stay exact when many threads account at once.
  */
-static __always_inline void level_add(struct memtrail_level *l, __s64 delta)
+static __always_inline void level_add(struct memtrail_level *l, __s64 delta, bool base)
 {
 	__s64 now, peak, seen;
 	int i;
 
 	now = mt_add_fetch(&l->current, delta);
-	if (delta > 0)
+	if (base)
+		;	/* held when first seen: a level, neither allocated nor freed here */
+	else if (delta > 0)
 		__sync_fetch_and_add(&l->allocated, delta);
 	else
 		__sync_fetch_and_add(&l->freed, -delta);
@@ -428,8 +430,8 @@ static __always_inline __u32 kind_index(__u32 kind)
 	return kind;
 }
 
-static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32 kind,
-				    __s64 delta)
+static __always_inline void account_level(struct memtrail_target *t, __u32 tgid, __u32 kind,
+					  __s64 delta, bool base)
 {
 	struct memtrail_cell *c;
 
@@ -437,7 +439,13 @@ static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32
 		return;
 	c = cell_get(tgid, t->phase);
 	if (c)
-		level_add(&c->kinds[kind_index(kind)], delta);
+		level_add(&c->kinds[kind_index(kind)], delta, base);
+}
+
+static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32 kind,
+				    __s64 delta)
+{
+	account_level(t, tgid, kind, delta, false);
 }
 
 static const struct memtrail_site zero_site;
@@ -558,6 +566,7 @@ static __always_inline void mm_sync_kind(struct memtrail_target *t, __u64 mm, __
 					 __u32 kind, __s64 value)
 {
 	struct memtrail_mm_state *s;
+	bool first;
 	__s64 old;
 
 	if (kind >= MEMTRAIL_KIND_MAX)
@@ -565,6 +574,17 @@ static __always_inline void mm_sync_kind(struct memtrail_target *t, __u64 mm, __
 	s = mm_state_get(mm, tgid);
 	if (!s)
 		return;
+	/*
+	 * The first sync of a kind finds what the address space held before
+	 * memtrail saw it: for a target's first one (attach, a command's exec,
+	 * fork) that is its baseline, not allocations; an exec's new image
+	 * later is allocated in its phase. (5.10: two first syncs racing may
+	 * take a second's delta as baseline.)
+	 */
+	first = !(MT_READ(s->synced) & (1U << kind));
+	if (first)
+		mt_or(&s->synced, 1U << kind);
+	first = first && !(MT_READ(t->flags) & MEMTRAIL_TARGET_BASED);
 #ifdef MEMTRAIL_COMPAT
 	/*
 	 * Without an exchange: last stays the sum of the deltas accounted (each
@@ -576,7 +596,7 @@ static __always_inline void mm_sync_kind(struct memtrail_target *t, __u64 mm, __
 #else
 	old = __sync_lock_test_and_set(&s->last[kind], value);
 #endif
-	account(t, tgid, kind, value - old);
+	account_level(t, tgid, kind, value - old, first);
 }
 
 /*
@@ -953,6 +973,8 @@ static __always_inline void mm_sync_all(struct memtrail_target *t, struct mm_str
 		return;
 	mm_sync_rss(t, mm, tgid);
 	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, mapped_bytes(mm));
+	if (!(MT_READ(t->flags) & MEMTRAIL_TARGET_BASED))
+		mt_or(&t->flags, MEMTRAIL_TARGET_BASED);
 }
 
 #endif /* MEMTRAIL_BPF_H */

@@ -119,6 +119,8 @@ struct memtrail_cell {
 #define MEMTRAIL_TARGET_AWAIT_EXEC	(1U << 1)
 /* memtrail's own helper (ldconfig, ld.so --list) or its child, traced with every process: never held */
 #define MEMTRAIL_TARGET_OURS		(1U << 2)
+/* its first address space was synced: what it held then is its baseline; later ones (exec) allocate */
+#define MEMTRAIL_TARGET_BASED		(1U << 3)
 
 /* device_flags of a target: what its accelerator runtime has done so far */
 #define MEMTRAIL_DEV_INIT	(1U << 0)	/* called into a runtime */
@@ -158,6 +160,8 @@ struct memtrail_mm_state {
 	__u32 flags;			/* MEMTRAIL_MM_* */
 	__s64 last[MEMTRAIL_KIND_MAX];
 	__s64 central[4];		/* rss counters' shared counts as last accounted (pages) */
+	__u32 synced;			/* bit per kind: first sync done (the baseline taken) */
+	__u32 pad;
 };
 
 /* the mm's per-CPU rss parts are in step with last[] and central[] (Linux 6.2 on) */

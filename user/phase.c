@@ -121,6 +121,11 @@ int phase_log__push(struct phase_log *l, const struct trail_phase *p)
 	return list_append(l, p);
 }
 
+int64_t phase__cell_baseline(const struct memtrail_level *seg)
+{
+	return seg->current - ((int64_t)seg->allocated - (int64_t)seg->freed);
+}
+
 void phase_log__fields(const struct phase_log *l, const struct memtrail_cell *cell,
 		       int64_t f[][PF_FIELDS])
 {
@@ -129,11 +134,13 @@ void phase_log__fields(const struct phase_log *l, const struct memtrail_cell *ce
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
 		const struct memtrail_level *seg = &cell->kinds[k];
 		int64_t *v = f[k], peak_here = l->cum_current[k] + seg->peak;
+		int64_t base = phase__cell_baseline(seg);
 
 		v[PF_ALLOCATIONS] = seg->allocated;
 		v[PF_DEALLOCATIONS] = seg->freed;
-		v[PF_SEGMENT_CHANGE] = seg->current;
-		v[PF_SEGMENT_PEAK] = seg->peak;
+		/* from the level the phase began at, the baseline's where it has one */
+		v[PF_SEGMENT_CHANGE] = seg->current - base;
+		v[PF_SEGMENT_PEAK] = seg->peak - base > 0 ? seg->peak - base : 0;
 		v[PF_CUMULATIVE_CURRENT] = l->cum_current[k] + seg->current;
 		v[PF_CUMULATIVE_PEAK] = l->cum_peak[k] > peak_here ? l->cum_peak[k] : peak_here;
 	}
@@ -151,6 +158,7 @@ int phase_log__close(struct phase_log *l, const char *name, uint64_t start_ms,
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++) {
 		l->cum_current[k] = p.f[k][PF_CUMULATIVE_CURRENT];
 		l->cum_peak[k] = p.f[k][PF_CUMULATIVE_PEAK];
+		l->baseline[k] += phase__cell_baseline(&cell->kinds[k]);
 	}
 	a = phase_log__agg(l, p.name);
 	if (!a || array__grow((void **)&l->agg_of, &l->cap_agg_of, l->n_closed + 1,

@@ -56,6 +56,8 @@ struct phase_log {
 	/* levels at the end of the last closed phase, for the cumulative fields */
 	int64_t cum_current[MEMTRAIL_KIND_MAX];
 	int64_t cum_peak[MEMTRAIL_KIND_MAX];
+	/* held when the target was first seen, found in the closed phases' cells */
+	int64_t baseline[MEMTRAIL_KIND_MAX];
 };
 
 const char *phase__field_name(int field);
@@ -70,6 +72,13 @@ void phase_log__free(struct phase_log *l);
  * the cumulative fields: cumulative_current = previous + segment_change,
  * cumulative_peak = max(previous peak, previous current + segment_peak).
  */
+/*
+ * What a cell's level holds beyond its allocations and frees: the level the
+ * kernel found when it first saw the address space (attach, exec, fork),
+ * which it adds to the level only (memtrail_level). Segment fields leave it
+ * out, cumulative ones (levels) keep it: the phase began at that level.
+ */
+int64_t phase__cell_baseline(const struct memtrail_level *seg);
 /* The fields of a phase whose segment is CELL, after the phases closed so far. */
 void phase_log__fields(const struct phase_log *l, const struct memtrail_cell *cell,
 		       int64_t f[][PF_FIELDS]);

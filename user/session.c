@@ -99,6 +99,7 @@ static void refresh_from(struct session *s, struct trail_target *tt, const struc
 
 		level[k] = l->cum_current[k] + cell->kinds[k].current;
 		tt->current[k] = level[k];
+		tt->baseline[k] = l->baseline[k] + phase__cell_baseline(&cell->kinds[k]);
 		if (l->cum_peak[k] > peak)
 			peak = l->cum_peak[k];
 		if (peak > tt->peak[k])

@@ -98,8 +98,8 @@ void table__print_summary(FILE *f, const struct trail *t)
 	print_kernel(f, t->kernel);
 	if (!t->n_targets)
 		return;
-	fprintf(f, "%8s  %-16s %-10s %-13s %12s %12s\n", "PID", "COMM", "EXIT", "KIND",
-		"PEAK", "FINAL");
+	fprintf(f, "%8s  %-16s %-10s %-13s %12s %12s %12s\n", "PID", "COMM", "EXIT", "KIND",
+		"BASELINE", "PEAK", "FINAL");
 	for (i = 0; i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
 		bool first = true;
@@ -116,7 +116,8 @@ void table__print_summary(FILE *f, const struct trail *t)
 					exit_text(ex, sizeof(ex), tt));
 			else
 				fprintf(f, "%8s  %-16s %-10s ", "", "", "");
-			fprintf(f, "%-13s %12s %12s\n", kind__name(k),
+			fprintf(f, "%-13s %12s %12s %12s\n", kind__name(k),
+				format__bytes(base, sizeof(base), tt->baseline[k]),
 				format__bytes(peak, sizeof(peak), tt->peak[k]),
 				format__bytes(cur, sizeof(cur), tt->current[k]));
 			first = false;

@@ -286,8 +286,9 @@ json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 		if (!(t->kinds & (1U << k)))
 			continue;
 		json_object_set_new(kinds, kind__name(k),
-				    json_pack("{s:I, s:I}", "current", (json_int_t)tt->current[k],
-					      "peak", (json_int_t)tt->peak[k]));
+				    json_pack("{s:I, s:I, s:I}", "current", (json_int_t)tt->current[k],
+					      "peak", (json_int_t)tt->peak[k],
+					      "baseline", (json_int_t)tt->baseline[k]));
 	}
 	json_object_set_new(o, "kinds", kinds);
 	json_object_set_new(o, "device_limits", device_limits_json(tt));
@@ -591,7 +592,10 @@ static int read_levels(struct schema *s, struct trail *t, struct trail_target *t
 		    schema__int(s, v, "current", NEED, -TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX,
 				&tt->current[k]) < 0 ||
 		    schema__int(s, v, "peak", NEED, -TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX,
-				&tt->peak[k]) < 0)
+				&tt->peak[k]) < 0 ||
+		    /* (trails before memtrail kept baselines have none) */
+		    schema__int(s, v, "baseline", 0, -TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX,
+				&tt->baseline[k]) < 0)
 			return -1;
 		schema__up(s, in);
 		t->kinds |= 1U << k;

@@ -59,6 +59,7 @@ struct trail_target {
 	int exit_signal;
 	int64_t current[MEMTRAIL_KIND_MAX];
 	int64_t peak[MEMTRAIL_KIND_MAX];
+	int64_t baseline[MEMTRAIL_KIND_MAX];	/* the level when first seen (attach, exec, fork) */
 	struct trail_sample *timeline;
 	size_t n_samples;
 	size_t cap_samples;

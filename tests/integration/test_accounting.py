@@ -63,18 +63,36 @@ def test_attach_by_pid():
     w = subprocess.Popen([workload("mapper"), "--wait"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     out = os.path.join(tmpdir(), "trail.json")
-    bg = Background(["record", "-q", "-o", out, "--pid", str(w.pid)])
+    bg = Background(["record", "-o", out, "--pid", str(w.pid)])
+    # attached; the mapper waits on stdin: what the kernel says it holds now is its baseline
+    with open(f"/proc/{w.pid}/status") as f:
+        held = {l.split(":")[0]: int(l.split()[1]) * 1024 for l in f if l.startswith("VmData")}
     w.stdin.write("g")
     w.stdin.close()
     data = json.loads(w.stdout.readline())
     w.wait()
-    rc, _, err = bg.stop(sig=None)
+    rc, out_text, err = bg.stop(sig=None)
     check_eq(rc, 0, f"memtrail status (stderr {err!r})")
     with open(out) as f:
         trail = json.load(f)
     t = target(trail, w.pid)
     check_eq(t["exit"], {"code": 0, "signal": 0}, "exit")
     check_mapper(t, data)
+    # held before attach: a baseline, not allocations of the first phase
+    check_eq(t["kinds"]["mapped"]["baseline"], held["VmData"], "mapped baseline vs VmData at attach")
+    start = next(p for p in t["phases"] if p["name"] == "start")["kinds"]["mapped"]
+    grew = data["base_data"] - held["VmData"]	# between attach and its first step (stdio)
+    check_eq(start["allocations"], (16 + 32 + 64 + 8 + 4) * MiB + grew, "allocations after attach")
+    check_eq(start["deallocations"], (16 + 64 + 32) * MiB, "deallocations")
+    check_eq(start["segment_change"], data["final_data"] - held["VmData"],
+             "segment change: from the baseline to the end")
+    check_eq(start["cumulative_current"], data["final_data"], "the level stays absolute")
+    row = [l.split() for l in out_text.splitlines() if " mapped " in l]
+    units = {"B": 1, "KiB": 1024, "MiB": MiB, "GiB": 1024 * MiB}
+    base = row[0][row[0].index("mapped") + 1:][:2] if row else None
+    check(base and base[1] in units and
+          abs(float(base[0]) * units[base[1]] - held["VmData"]) <= held["VmData"] / 100,
+          f"the summary's BASELINE column says {base}, VmData was {held['VmData']}: {out_text!r}")
     no_programs_left()
 
 

@@ -23,10 +23,11 @@ PHASES = {
 
 
 def check_identities(t):
-    """The identities hold for every row of every kind."""
+    """The identities hold for every row of every kind; the first phase
+    begins at the target's baseline (what it held when first seen)."""
     phases = t["phases"]
     for kind in t["kinds"]:
-        prev_cur = prev_peak = 0
+        prev_cur = prev_peak = t["kinds"][kind]["baseline"]
         for i, p in enumerate(phases):
             f = p["kinds"][kind]
             where = f"phase {i} '{p['name']}' {kind}"

@@ -48,6 +48,48 @@ static void derived_fields(void **state)
 	phase_log__free(&l);
 }
 
+/* 300 held when first seen (attach): a level the segment fields leave out */
+static void baseline_is_a_level_not_allocations(void **state)
+{
+	struct phase_log l;
+	struct memtrail_cell c = seg(50, 20, 60);
+	const int64_t *f;
+
+	(void)state;
+	phase_log__init(&l, 0);
+	/* the kernel: +300 to the level only, then +50 allocated, -20 freed */
+	c.kinds[MEMTRAIL_KIND_MAPPED].current += 300;
+	c.kinds[MEMTRAIL_KIND_MAPPED].peak = 360;
+	assert_int_equal(phase__cell_baseline(&c.kinds[MEMTRAIL_KIND_MAPPED]), 300);
+	assert_int_equal(phase_log__close(&l, "start", 0, 10, &c), 0);
+	f = phase_log__at(&l, 0)->f[MEMTRAIL_KIND_MAPPED];
+	assert_int_equal(f[PF_ALLOCATIONS], 50);
+	assert_int_equal(f[PF_DEALLOCATIONS], 20);
+	assert_int_equal(f[PF_SEGMENT_CHANGE], 30);
+	assert_int_equal(f[PF_SEGMENT_PEAK], 60);
+	assert_int_equal(f[PF_CUMULATIVE_CURRENT], 330);
+	assert_int_equal(f[PF_CUMULATIVE_PEAK], 360);
+	c = seg(10, 40, 10);
+	assert_int_equal(phase_log__close(&l, "run", 10, 20, &c), 0);
+	f = phase_log__at(&l, 1)->f[MEMTRAIL_KIND_MAPPED];
+	assert_int_equal(f[PF_SEGMENT_CHANGE], -30);
+	assert_int_equal(f[PF_CUMULATIVE_CURRENT], 300);
+	assert_int_equal(l.baseline[MEMTRAIL_KIND_MAPPED], 300);
+	/* a segment that fell below its baseline's level: no rise, its peak 0 */
+	phase_log__free(&l);
+	phase_log__init(&l, 0);
+	c = seg(0, 100, 0);
+	c.kinds[MEMTRAIL_KIND_MAPPED].current += 300;
+	c.kinds[MEMTRAIL_KIND_MAPPED].peak = 300;
+	assert_int_equal(phase_log__close(&l, "start", 0, 10, &c), 0);
+	f = phase_log__at(&l, 0)->f[MEMTRAIL_KIND_MAPPED];
+	assert_int_equal(f[PF_SEGMENT_CHANGE], -100);
+	assert_int_equal(f[PF_SEGMENT_PEAK], 0);
+	assert_int_equal(f[PF_CUMULATIVE_CURRENT], 200);
+	assert_int_equal(f[PF_CUMULATIVE_PEAK], 300);
+	phase_log__free(&l);
+}
+
 static void bounded_history_keeps_first_and_latest(void **state)
 {
 	struct memtrail_cell c = seg(4096, 4096, 4096);
@@ -123,6 +165,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(derived_fields),
+		cmocka_unit_test(baseline_is_a_level_not_allocations),
 		cmocka_unit_test(bounded_history_keeps_first_and_latest),
 		cmocka_unit_test(distinct_names_bounded),
 		cmocka_unit_test(name_rules),
