@@ -145,13 +145,44 @@ struct {
 	__type(value, __u64);
 } cpu_offsets SEC(".maps") __weak;
 
-/* User stacks of allocation sites, by id. */
+/*
+ * User stacks of allocation sites. Exact: a stack is keyed by all its
+ * frames, so two stacks never share a slot, and one is lost only when the
+ * table is full (the kernel's stack map keys by a hash and drops a stack
+ * whose bucket another holds: thousands lost well before it is full).
+ * Stack -> id here, id -> stack in site_stacks (read by user space); sized
+ * from user space, no prealloc: memory follows the stacks seen.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, MEMTRAIL_SITE_DEPTH * sizeof(__u64));
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct memtrail_stack);
+	__type(value, __s32);
+} stack_ids SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __s32);
+	__type(value, struct memtrail_stack);
 } site_stacks SEC(".maps") __weak;
+
+/*
+ * Per CPU: how many stack ids this CPU gave out. Ids are given * nr_cpus +
+ * cpu: unique without an atomic fetch (5.10 has none). Programs may be
+ * preempted (uprobes from 6.1 run with migration, not preemption, off), so
+ * two on one CPU can read the same count: site_stacks refuses the second
+ * id rather than sharing it. The stack itself is taken on the BPF stack,
+ * never in a per-CPU buffer another program on the CPU could overwrite.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} stack_given SEC(".maps") __weak;
 
 /* Bytes per (target, phase, kind, stack); no prealloc: memory follows use. */
 struct {
@@ -450,16 +481,83 @@ static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32
 
 static const struct memtrail_site zero_site;
 
+/*
+ * Whether RET can be a return address: the code just before it is a call,
+ * as user space checks it (sites.c after_call), read from the process.
+ */
+static __always_inline bool after_call(__u64 ret)
+{
+	__u8 b[8];
+
+	if (ret < 8 || bpf_probe_read_user(b, sizeof(b), (const void *)(ret - 8)))
+		return false;
+#if defined(__TARGET_ARCH_x86)
+	/* call rel32 (e8 at ret - 5), or call r/m64 (ff /2 at ret - 2 .. ret - 7) */
+	return b[3] == 0xe8 ||
+	       (b[6] == 0xff && ((b[7] >> 3) & 7) == 2) || (b[5] == 0xff && ((b[6] >> 3) & 7) == 2) ||
+	       (b[4] == 0xff && ((b[5] >> 3) & 7) == 2) || (b[3] == 0xff && ((b[4] >> 3) & 7) == 2) ||
+	       (b[2] == 0xff && ((b[3] >> 3) & 7) == 2) || (b[1] == 0xff && ((b[2] >> 3) & 7) == 2);
+#elif defined(__TARGET_ARCH_arm64)
+	{
+		__u32 insn = b[4] | (__u32)b[5] << 8 | (__u32)b[6] << 16 | (__u32)b[7] << 24;
+
+		return (insn & 0xfc000000) == 0x94000000 ||	/* bl */
+		       (insn & 0xfffffc1f) == 0xd63f0000;	/* blr */
+	}
+#else
+	return true;
+#endif
+}
+
 /* The current user stack of the calling thread as a site_stacks id, or MEMTRAIL_STACK_NONE. */
 static __always_inline __s32 site_stack(void *ctx)
 {
-	long id = bpf_get_stackid(ctx, &site_stacks, BPF_F_USER_STACK);
+	struct memtrail_stack st;
+	__u32 zero = 0, cpu, id, *given;
+	bool cut = false;
+	__s32 *known;
+	int i;
 
-	if (id < 0) {
-		count_lost(MEMTRAIL_LOST_STACKS);
-		return MEMTRAIL_STACK_NONE;
+	/* the helper zeroes the buffer past the last frame: equal stacks, equal keys */
+	if (bpf_get_stack(ctx, &st, sizeof(st), BPF_F_USER_STACK) <= 0)
+		goto lost;
+	/*
+	 * The kernel walks frame pointers; through code built without them
+	 * (most distribution libraries, libtorch, Python) it reads whatever
+	 * the register held, and each call would make a stack of its own and
+	 * fill the tables. The stack ends at the first caller's frame that is
+	 * not just after a call, marked MEMTRAIL_FRAME_CUT (user space ends it
+	 * there too, and says the frames were cut).
+	 */
+	for (i = 1; i < MEMTRAIL_SITE_DEPTH; i++) {
+		if (!cut && st.ips[i] && !after_call(st.ips[i])) {
+			cut = true;
+			st.ips[i] = MEMTRAIL_FRAME_CUT;
+		} else if (cut) {
+			st.ips[i] = 0;
+		}
 	}
-	return (__s32)id;
+	known = bpf_map_lookup_elem(&stack_ids, &st);
+	if (known)
+		return *known;
+	given = bpf_map_lookup_elem(&stack_given, &zero);
+	cpu = bpf_get_smp_processor_id();
+	if (!given || !nr_cpus || cpu >= nr_cpus || *given > (0x7fffffffU - cpu) / nr_cpus)
+		goto lost;
+	id = *given * nr_cpus + cpu;
+	*given += 1;
+	if (bpf_map_update_elem(&site_stacks, &id, &st, BPF_NOEXIST))
+		goto lost;	/* full, or the id taken by a program this one preempted */
+	if (!bpf_map_update_elem(&stack_ids, &st, &id, BPF_NOEXIST))
+		return id;
+	/* another thread added this stack first (its id stands), or full */
+	bpf_map_delete_elem(&site_stacks, &id);
+	known = bpf_map_lookup_elem(&stack_ids, &st);
+	if (known)
+		return *known;
+lost:
+	count_lost(MEMTRAIL_LOST_STACKS);
+	return MEMTRAIL_STACK_NONE;
 }
 
 /*

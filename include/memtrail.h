@@ -414,6 +414,13 @@ struct memtrail_event_device {
 #define MEMTRAIL_STACK_NONE (-1)	/* no stack: not sampled, or none taken */
 #define MEMTRAIL_OBJ_ONE 1024		/* objects are kept in 1/1024ths (sampling weights) */
 
+/* In a stack: the walk went on past here through garbage (no call before it), cut */
+#define MEMTRAIL_FRAME_CUT 1
+/* A user stack: return addresses, innermost first, zero after the last. */
+struct memtrail_stack {
+	__u64 ips[MEMTRAIL_SITE_DEPTH];
+};
+
 struct memtrail_site_key {
 	__u32 tgid;
 	__u32 phase;	/* sequence number of the phase the bytes were allocated in */

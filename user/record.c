@@ -213,8 +213,9 @@ static void usage(FILE *f)
 "      --faults          fault sites: stacks of user page faults\n"
 "      --fault-sample N  one fault in N, 1..1000000 (default 1)\n"
 "      --stacks N        distinct stacks kept, 1024..4194304 (default %u, with\n"
-"                        --heap %u); about 300 bytes of kernel memory each.\n"
-"                        Stacks beyond it are lost, counted, and said\n"
+"                        --heap %u); about 1 KiB of kernel memory per stack\n"
+"                        kept, none reserved. Stacks beyond it are lost,\n"
+"                        counted, and said\n"
 "  -q, --quiet           no summary table on stdout (losses are still said)\n"
 "  -v, --verbose         debug messages\n"
 "  -h, --help            this help\n"
@@ -636,10 +637,10 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 		uint64_t more = (uint64_t)had * 4 > 4194304 ? 4194304 : (uint64_t)had * 4;
 
 		log__warn("%llu stack%s lost (listed as '[no stack]' sites): the table of %u distinct "
-			  "stacks filled, or two shared a slot; --stacks %llu makes room (about "
-			  "%llu MiB of kernel memory)", (unsigned long long)t->lost[MEMTRAIL_LOST_STACKS],
+			  "stacks filled; --stacks %llu makes room (up to %llu MiB of kernel "
+			  "memory, as stacks are seen)", (unsigned long long)t->lost[MEMTRAIL_LOST_STACKS],
 			  t->lost[MEMTRAIL_LOST_STACKS] == 1 ? "" : "s", had, (unsigned long long)more,
-			  (unsigned long long)(more * 300 >> 20));
+			  (unsigned long long)(more * TRACER_STACK_BYTES >> 20));
 	}
 	if (!o->quiet && !session__stop_again) {
 		table__print_summary(stdout, t);

@@ -22,12 +22,29 @@
 #define SITE_FOLDED 0x80000000u
 
 /* A file some target mapped code from, opened once for its symbols. */
+/* A function symbol of a module, by address (names are libdw's, live while its Dwfl is). */
+struct modsym {
+	GElf_Addr addr, size;
+	const char *name;
+	char *readable;		/* demangled, made on first use; NULL: not mangled or not yet */
+	int rank;		/* which of several at one address is named: global, weak, local */
+	bool demangled;
+};
+
 struct module {
 	char *name;		/* as the kernel names it in the target's maps */
 	uint64_t dev, ino;
 	Dwfl *dwfl;		/* NULL: could not be opened */
 	Dwfl_Module *mod;
 	char build_id[41];
+	/*
+	 * Its symbols sorted by address, read once: libdw's own lookup walks
+	 * every symbol, and a large library (libtorch_cpu, 10^5 symbols) times
+	 * 10^5 frames took a minute to write one trail.
+	 */
+	struct modsym *syms;
+	size_t n_syms;
+	bool syms_read;
 };
 
 /* One frame: a module and an offset in its file, or an address outside files. */
@@ -287,6 +304,85 @@ static void frame_resolve(const struct pid_maps *pm, uint64_t addr, struct frame
 	}
 }
 
+static int modsym_cmp(const void *a, const void *b)
+{
+	const struct modsym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->rank - y->rank;
+}
+
+static int sym_rank(const GElf_Sym *sym)
+{
+	switch (GELF_ST_BIND(sym->st_info)) {
+	case STB_GLOBAL: return 0;
+	case STB_WEAK: return 1;
+	default: return 2;
+	}
+}
+
+/* M's function symbols, sorted: once per module. */
+static void module_read_syms(struct module *m)
+{
+	int i, n;
+
+	m->syms_read = true;
+	n = m->mod ? dwfl_module_getsymtab(m->mod) : -1;
+	if (n <= 0 || !(m->syms = calloc((size_t)n, sizeof(*m->syms))))
+		return;
+	for (i = 0; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, &shndx,
+							   NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info);
+
+		if (!name || !*name || shndx == SHN_UNDEF ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE))
+			continue;
+		m->syms[m->n_syms++] = (struct modsym){ .addr = addr, .size = sym.st_size,
+							.name = name, .rank = sym_rank(&sym) };
+	}
+	qsort(m->syms, m->n_syms, sizeof(*m->syms), modsym_cmp);
+}
+
+/*
+ * The function of M at ADDR (module-relative, as libdw's): the symbol that
+ * contains it, else the nearest before it that has no size; NULL: none.
+ */
+static struct modsym *module_sym(struct module *m, GElf_Addr addr)
+{
+	size_t lo = 0, hi, at, i;
+
+	if (!m->syms_read)
+		module_read_syms(m);
+	hi = m->n_syms;
+	while (lo < hi) {	/* the first symbol above ADDR */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	at = lo - 1;
+	/* among those at one address, the best ranked (sorted first) */
+	while (at > 0 && m->syms[at - 1].addr == m->syms[at].addr)
+		at--;
+	/* nested or overlapping symbols: a few back, the one that contains ADDR */
+	for (i = 0; i < 8 && i <= at; i++) {
+		struct modsym *c = &m->syms[at - i];
+
+		if (addr < c->addr + c->size || (!c->size && !i))
+			return c;
+	}
+	return NULL;
+}
+
 /* Whether the code just before file offset OFF of module M is a call instruction. */
 static bool after_call(const struct module *m, uint64_t off)
 {
@@ -517,10 +613,9 @@ void sites__harvest(struct sites *s)
 /* A frame's symbol, source line and module into OBJ. */
 static void frame_json(struct sites *s, const struct frame *fr, bool return_address, json_t *o)
 {
-	const struct module *m;
+	struct module *m;
 	GElf_Addr bias, lookup;
-	GElf_Off sym_off;
-	GElf_Sym sym;
+	struct modsym *ms;
 	const char *fn = NULL, *src;
 	char *readable;
 	Dwfl_Line *line;
@@ -561,13 +656,17 @@ static void frame_json(struct sites *s, const struct frame *fr, bool return_addr
 	/* a return address is just past its call: look up the call itself */
 	if (return_address)
 		lookup--;
-	fn = dwfl_module_addrinfo(m->mod, lookup, &sym_off, &sym, NULL, NULL, NULL);
-	readable = demangle__name(fn, true);
+	ms = module_sym(m, lookup);
+	fn = ms ? ms->name : NULL;
+	if (ms && !ms->demangled) {
+		ms->readable = demangle__name(fn, true);
+		ms->demangled = true;
+	}
+	readable = ms ? ms->readable : NULL;
 	json_object_set_new(o, "function", sanitize__json(readable ? readable : fn ? fn : "[unknown]"));
 	/* the name in the file, where the one people read differs (pprof's system name) */
 	if (readable)
 		json_object_set_new(o, "symbol", sanitize__json(fn));
-	free(readable);
 	line = dwfl_module_getsrc(m->mod, lookup);
 	src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
 	if (src) {
@@ -722,9 +821,15 @@ void sites__destroy(struct sites *s)
 	if (!s)
 		return;
 	for (i = 0; i < s->n_modules; i++) {
-		free(s->modules[i].name);
-		if (s->modules[i].dwfl)
-			dwfl_end(s->modules[i].dwfl);
+		struct module *m = &s->modules[i];
+		size_t j;
+
+		for (j = 0; j < m->n_syms; j++)
+			free(m->syms[j].readable);
+		free(m->syms);
+		free(m->name);
+		if (m->dwfl)
+			dwfl_end(m->dwfl);
 	}
 	free(s->modules);
 	tdestroy(s->stack_index, no_free);

@@ -401,6 +401,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	/* no heap probes, no live heap allocations: a million-bucket table is 16 MiB */
 	if ((!heap && bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
 	    bpf_map__set_max_entries(s->maps.site_stacks, tracer__stacks(cfg)) ||
+	    bpf_map__set_max_entries(s->maps.stack_ids, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.targets, n) ||
 	    bpf_map__set_max_entries(s->maps.cells, n < CELLS_MIN ? CELLS_MIN : n) ||
 	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n) ||

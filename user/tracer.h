@@ -38,6 +38,8 @@ struct tracer_sites {
 /* Distinct stacks kept by default: a malloc-heavy program (import torch) has tens of thousands */
 #define TRACER_STACKS 16384
 #define TRACER_STACKS_HEAP 131072
+/* Kernel memory per stack kept (both tables' elements), allocated as stacks are seen */
+#define TRACER_STACK_BYTES 1024
 
 struct tracer_config {
 	enum memtrail_filter mode;
