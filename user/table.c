@@ -83,9 +83,27 @@ static void print_kernel(FILE *f, const json_t *kernel)
 	fprintf(f, "%s\n", first ? ": every source as designed" : " ('memtrail features' says why)");
 }
 
+static const char *const lost_hints[MEMTRAIL_LOST_MAX] = {
+	[MEMTRAIL_LOST_RINGBUF] = "events memtrail read too late (forks, execs, exits, phase "
+				  "switches); levels stay exact",
+	[MEMTRAIL_LOST_TARGETS] = "processes not traced: record with a larger --max-targets",
+	[MEMTRAIL_LOST_CELLS] = "level changes dropped: record with a larger --max-targets",
+	[MEMTRAIL_LOST_MM] = "level changes dropped: record with a larger --max-targets",
+	[MEMTRAIL_LOST_PHASE_NAMES] = "marker calls whose phase name was invalid: no phase started",
+	[MEMTRAIL_LOST_DEVICE] = "device allocations not counted (the device table was full)",
+	[MEMTRAIL_LOST_SITES] = "allocations not in the site lists (the site table was full); "
+				"levels and phases still count them",
+	[MEMTRAIL_LOST_STACKS] = "allocations whose stack did not fit the stack table: their "
+				 "bytes are '[no stack]' sites; record with a larger --stacks",
+	[MEMTRAIL_LOST_HEAP] = "heap allocations not counted, nor their frees (the live-allocation "
+			       "table was full)",
+	[MEMTRAIL_LOST_SCOPES] = "--scope entries not kept (a thread 16 deep, or the table full): "
+				 "their returns resume nothing",
+};
+
 void table__print_summary(FILE *f, const struct trail *t)
 {
-	char peak[32], cur[32], ex[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], who[512];
+	char base[32], peak[32], cur[32], ex[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], who[512];
 	uint64_t lost = 0;
 	size_t i;
 	int k;
@@ -134,6 +152,10 @@ void table__print_summary(FILE *f, const struct trail *t)
 				fprintf(f, " %s=%llu", trail__lost_name(k),
 					(unsigned long long)t->lost[k]);
 		fprintf(f, "\n");
+		/* what each loss means for the figures above, and what makes room */
+		for (k = 0; k < MEMTRAIL_LOST_MAX; k++)
+			if (t->lost[k] && lost_hints[k])
+				fprintf(f, "  %s: %s\n", trail__lost_name(k), lost_hints[k]);
 	}
 }
 
