@@ -72,7 +72,8 @@ struct phase_agg *phase_log__agg(struct phase_log *l, const char *name)
 			return &l->aggs[i];
 	if (l->n_aggs >= (l->max_names ? l->max_names : PHASE_NAMES_MAX) && strcmp(name, "(other)"))
 		return phase_log__agg(l, "(other)");
-	if (array__grow((void **)&l->aggs, &l->cap_aggs, l->n_aggs + 1, sizeof(*a)))
+	/* 1 KiB each, and most processes have one phase name: a node's storm of short ones */
+	if (array__grow_from((void **)&l->aggs, &l->cap_aggs, l->n_aggs + 1, sizeof(*a), 1))
 		return NULL;
 	a = &l->aggs[l->n_aggs++];
 	memset(a, 0, sizeof(*a));
@@ -84,7 +85,7 @@ static int list_append(struct phase_log *l, const struct trail_phase *p)
 {
 	if (!l->keep_first || l->n_first < l->keep_first) {
 		if (l->n_first == l->cap_first) {
-			size_t cap = l->cap_first ? l->cap_first * 2 : 16;
+			size_t cap = l->cap_first ? l->cap_first * 2 : 2;	/* most have one or two */
 			struct trail_phase *n;
 
 			if (l->keep_first && cap > l->keep_first)
