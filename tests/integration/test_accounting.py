@@ -87,7 +87,9 @@ def test_attach_by_pid():
     check_eq(start["segment_change"], data["final_data"] - held["VmData"],
              "segment change: from the baseline to the end")
     check_eq(start["cumulative_current"], data["final_data"], "the level stays absolute")
-    row = [l.split() for l in out_text.splitlines() if " mapped " in l]
+    lines = out_text.splitlines()
+    head = next(i for i, l in enumerate(lines) if "BASELINE" in l)
+    row = [l.split() for l in lines[head + 1:] if " mapped " in l]
     units = {"B": 1, "KiB": 1024, "MiB": MiB, "GiB": 1024 * MiB}
     base = row[0][row[0].index("mapped") + 1:][:2] if row else None
     check(base and base[1] in units and
