@@ -21,7 +21,6 @@
 /* The phase of a folded site: this bit and the index of its phase's aggregate. */
 #define SITE_FOLDED 0x80000000u
 
-/* A file some target mapped code from, opened once for its symbols. */
 /* A function symbol of a module, by address (names are libdw's, live while its Dwfl is). */
 struct modsym {
 	GElf_Addr addr, size;
@@ -31,6 +30,7 @@ struct modsym {
 	bool demangled;
 };
 
+/* A file some target mapped code from, opened once for its symbols. */
 struct module {
 	char *name;		/* as the kernel names it in the target's maps */
 	uint64_t dev, ino;
