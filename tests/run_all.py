@@ -15,6 +15,19 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def counted(label, script):
+    """Run tests/SCRIPT..., print its output; (passed, failed) from its "LABEL: N
+    passed, M failed" line, one failure more when it failed without saying so."""
+    p = subprocess.run([sys.executable, os.path.join(HERE, script[0], script[1]), *script[2:]],
+                       capture_output=True, text=True)
+    sys.stdout.write(p.stdout + p.stderr)
+    m = re.search(label + r": (\d+) passed, (\d+) failed", p.stdout)
+    ok, bad = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    if p.returncode != 0 and not bad:
+        bad += 1
+    return ok, bad
+
+
 def main():
     passed = failed = 0
     for binary in sys.argv[1:]:
@@ -39,37 +52,16 @@ def main():
         passed += 1
     else:
         failed += 1
-    p = subprocess.run([sys.executable, os.path.join(HERE, "integration", "run.py")],
-                       capture_output=True, text=True)
-    sys.stdout.write(p.stdout + p.stderr)
-    m = re.search(r"integration: (\d+) passed, (\d+) failed", p.stdout)
-    if m:
-        passed += int(m.group(1))
-        failed += int(m.group(2))
-    if p.returncode != 0 and not (m and int(m.group(2))):
-        failed += 1
-    # the BPF objects build with other kernels' headers (5.10 x86, 6.1 arm64)
-    if os.environ.get("MEMTRAIL_NO_KERNELS") != "1":
-        p = subprocess.run([sys.executable, os.path.join(HERE, "kernels", "headers.py")],
-                           capture_output=True, text=True)
-        sys.stdout.write(p.stdout + p.stderr)
-        m = re.search(r"headers: (\d+) passed, (\d+) failed", p.stdout)
-        if m:
-            passed += int(m.group(1))
-            failed += int(m.group(2))
-        if p.returncode != 0 and not (m and int(m.group(2))):
-            failed += 1
-    # the core on the oldest and the most common kernels, under QEMU
-    if os.environ.get("MEMTRAIL_NO_KERNELS") != "1":
-        p = subprocess.run([sys.executable, os.path.join(HERE, "kernels", "run.py"), "--ci"],
-                           capture_output=True, text=True)
-        sys.stdout.write(p.stdout + p.stderr)
-        m = re.search(r"kernels: (\d+) passed, (\d+) failed", p.stdout)
-        if m:
-            passed += int(m.group(1))
-            failed += int(m.group(2))
-        if p.returncode != 0 and not (m and int(m.group(2))):
-            failed += 1
+    for label, script in (("integration", ["integration", "run.py"]),
+                          # the BPF objects build with other kernels' headers (5.10 x86, 6.1 arm64)
+                          ("headers", ["kernels", "headers.py"]),
+                          # the core on the oldest and the most common kernels, under QEMU
+                          ("kernels", ["kernels", "run.py", "--ci"])):
+        if label != "integration" and os.environ.get("MEMTRAIL_NO_KERNELS") == "1":
+            continue
+        ok, bad = counted(label, script)
+        passed += ok
+        failed += bad
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
