@@ -16,7 +16,6 @@ matrix's (MEMTRAIL_KERNEL_CACHE, /var/cache/memtrail/kernels).
 
 import lzma
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -27,6 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.dirname(HERE))
 from archive import apt_opts, archive_uri  # noqa: E402
+sys.path.insert(0, HERE)
+from run import newest  # noqa: E402
 
 CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
 
@@ -86,7 +87,8 @@ def fetch(suite, arch, prefix, suffix):
     with open(os.path.join(state, "sources.list"), "w") as f:
         f.write(f"deb [arch={arch} signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
                 f"{uri} {suite} main\n")
-    opts = [*apt_opts(state), "-o", f"APT::Architectures={arch}"]
+    arch_opt = ["-o", f"APT::Architectures={arch}"]
+    opts = [*apt_opts(state), *arch_opt]
     have = [f for f in os.listdir(CACHE) if f.startswith(prefix) and f.endswith(f"_{arch}.deb")
             and suffix in f]
     if have:
@@ -94,18 +96,15 @@ def fetch(suite, arch, prefix, suffix):
     p = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"headers: apt-get update failed: {p.stderr.strip()[-300:]}")
-    p = subprocess.run(["apt-cache", *opts, "pkgnames", prefix], capture_output=True, text=True)
-    names = sorted((n for n in p.stdout.split() if n.endswith(suffix)
-                    and not any(x in n for x in ("-dbg", "-cloud-", "-rt-"))),
-                   key=lambda n: [int(x) for x in re.findall(r"\d+", n[len(prefix):])])
-    if not names:
+    pkg = newest(state, prefix, suffix, arch_opt)
+    if not pkg:
         raise SystemExit(f"headers: no package {prefix}*{suffix} for {arch}")
-    p = subprocess.run(["apt-get", *opts, "download", f"{names[-1]}:{arch}"], cwd=CACHE,
+    p = subprocess.run(["apt-get", *opts, "download", f"{pkg}:{arch}"], cwd=CACHE,
                        capture_output=True, text=True)
     if p.returncode != 0:
-        raise SystemExit(f"headers: cannot download {names[-1]}: {p.stderr.strip()[-300:]}")
+        raise SystemExit(f"headers: cannot download {pkg}: {p.stderr.strip()[-300:]}")
     return os.path.join(CACHE, next(f for f in sorted(os.listdir(CACHE))
-                                    if f.startswith(names[-1] + "_")))
+                                    if f.startswith(pkg + "_")))
 
 
 def build(name, deb, bpf_arch, work):

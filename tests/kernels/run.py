@@ -76,8 +76,9 @@ def apt_state():
     return state
 
 
-def newest(state, prefix, suffix):
-    p = subprocess.run(["apt-cache", *apt_opts(state), "pkgnames", prefix],
+def newest(state, prefix, suffix, opts=()):
+    """The newest package PREFIX*SUFFIX in STATE's lists (apt-cache OPTS beside), or None."""
+    p = subprocess.run(["apt-cache", *apt_opts(state), *opts, "pkgnames", prefix],
                        capture_output=True, text=True)
     names = [n for n in p.stdout.split() if n.endswith(suffix)
              and not any(x in n for x in ("-dbg", "-cloud-", "-rt-"))]
