@@ -710,15 +710,6 @@ static __always_inline void mm_state_add(struct memtrail_target *t, struct memtr
 	account(t, tgid, kind, delta);
 }
 
-static __always_inline void mm_add_kind(struct memtrail_target *t, __u64 mm, __u32 tgid,
-					__u32 kind, __s64 delta)
-{
-	struct memtrail_mm_state *s = mm_state_get(mm, tgid);
-
-	if (s)
-		mm_state_add(t, s, tgid, kind, delta);
-}
-
 /*
  * A pointer as a plain number. The verifier forbids arithmetic on map
  * pointers; a copy through the stack, which privileged programs may read,

@@ -166,22 +166,34 @@ int BPF_PROG(mt_rss_stat, struct mm_struct *mm, int member)
 /*
  * Mapped memory changes only under the mmap write lock (munmap finishes its
  * accounting under the read lock it downgrades to, still excluding writers).
- * The released tracepoint runs before the lock is dropped, so data_vm after
- * minus data_vm when the lock was taken is exactly that section's change,
- * and deltas are applied in lock order: no concurrent thread can hide an
- * allocation, a free or a peak.
+ * Both tracepoints run while the lock is held, so data_vm read there is the
+ * level at that point of the lock's order, and each is synced to it: the
+ * sections are applied in lock order, no concurrent thread can hide an
+ * allocation, a free or a peak. Syncing at both ends, not adding each
+ * section's change, also covers a section whose program the kernel skipped:
+ * from 6.18 tracepoint programs run preemptible, and a program that finds
+ * itself already running on its CPU (its task preempted inside it) is not
+ * run (bpftool's recursion_misses; memtrail reports them as lost 'skipped').
+ * The level a skipped section left is then seen when the next section
+ * begins; only a section skipped at both ends, next to another skipped at
+ * its start, can hide a level.
  */
 static __always_inline int lock_taken(struct mm_struct *mm, bool write, bool success)
 {
+	struct memtrail_target *t;
 	struct mm_window w;
 	__u32 tid, tgid;
 
-	if (!write || !success || !mm_target(mm, &tgid))
+	if (!write || !success)
+		return 0;
+	t = mm_target(mm, &tgid);
+	if (!t)
 		return 0;
 	tid = (__u32)bpf_get_current_pid_tgid();
 	__builtin_memset(&w, 0, sizeof(w));
 	w.mm = (__u64)mm;
 	w.before = mapped_bytes(mm);
+	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, w.before);
 	w.nr = -1;
 	/* (the compat object is for kernels without these tracepoints: no sites there) */
 #if defined(MT_NR_MMAP) && !defined(MEMTRAIL_COMPAT)
@@ -368,39 +380,47 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 			 -(__s64)(freed - n), 0, false);
 }
 
-static __always_inline int lock_released(void *ctx, struct mm_struct *mm)
+static __always_inline int lock_released(void *ctx, struct mm_struct *mm, bool write)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid(), tgid;
 	struct mm_window *w = bpf_map_lookup_elem(&mm_windows, &tid);
 	struct memtrail_target *t;
-	__s64 delta;
+	__s64 after, delta;
 
-	if (!w || w->mm != (__u64)mm)
+	if (w && w->mm != (__u64)mm)
+		w = NULL;
+	/* a read section's end, where no write section (or downgrade) began: nothing changed */
+	if (!w && !write)
 		return 0;
-	delta = mapped_bytes(mm) - w->before;
 	t = mm_target(mm, &tgid);
-	if (delta && t) {
-		mm_add_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, delta);
-		if (sites_mapping)
-			mapping_site(ctx, w, mm, t, tgid, delta);
-	}
+	if (!t)
+		goto out;
+	after = mapped_bytes(mm);
+	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, after);
+	if (!w)
+		return 0;	/* its start was skipped: the level is right, the section's site unknown */
+	delta = after - w->before;
+	if (delta && sites_mapping)
+		mapping_site(ctx, w, mm, t, tgid, delta);
 #ifdef MT_NR_MMAP
 	/* a file mapped executable (where no cheaper hook sees it): the mapping is in place now */
 	if (lib_map_lock && t && w->nr == MT_NR_MMAP && (w->arg[2] & MT_PROT_EXEC))
 		lib_mapped(fd_file((int)w->fd), w->arg[2]);
 #endif
-	bpf_map_delete_elem(&mm_windows, &tid);
+out:
+	if (w)
+		bpf_map_delete_elem(&mm_windows, &tid);
 	return 0;
 }
 
 SEC("tp_btf/mmap_lock_released")
 int BPF_PROG(mt_mmap_unlock, struct mm_struct *mm, bool write)
 {
-	return lock_released(ctx, mm);
+	return lock_released(ctx, mm, write);
 }
 
 SEC("tp_btf/mmap_lock_released")
 int BPF_PROG(mt_mmap_unlock_path, struct mm_struct *mm, const char *memcg_path, bool write)
 {
-	return lock_released(ctx, mm);
+	return lock_released(ctx, mm, write);
 }

@@ -99,6 +99,10 @@ static const char *const lost_hints[MEMTRAIL_LOST_MAX] = {
 			       "table was full)",
 	[MEMTRAIL_LOST_SCOPES] = "--scope entries not kept (a thread 16 deep, or the table full): "
 				 "their returns resume nothing",
+	[MEMTRAIL_LOST_SKIPPED] = "runs of memtrail's programs the kernel skipped (the program was "
+				  "already running on that CPU, its task preempted inside it: "
+				  "Linux 6.18 on); levels catch up at the next event, a peak or a "
+				  "library mapped in between can be missed",
 };
 
 void table__print_summary(FILE *f, const struct trail *t)

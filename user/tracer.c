@@ -841,6 +841,32 @@ void tracer__forget(struct tracer *t, uint32_t tgid)
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &tgid);
 }
 
+/*
+ * Runs of the loaded programs that the kernel skipped because the program
+ * was already active on that CPU (bpf_prog_info.recursion_misses, Linux
+ * 5.12 on; 0 before). Tracepoint programs run preemptible from 6.18, and
+ * trampoline (fentry) programs from 5.x, so a task preempted inside one
+ * makes the next run on that CPU a miss.
+ */
+static uint64_t tracer__skipped(struct tracer *t)
+{
+	struct bpf_program *prog;
+	uint64_t n = 0;
+
+	bpf_object__for_each_program(prog, t->skel->obj) {
+		struct bpf_prog_info info;
+		uint32_t len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len))
+			n += info.recursion_misses;
+	}
+	return n;
+}
+
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX])
 {
 	int fd = bpf_map__fd(t->skel->maps.lost);
@@ -858,6 +884,7 @@ void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX])
 			lost[k] += vals[c];
 	}
 	free(vals);
+	lost[MEMTRAIL_LOST_SKIPPED] = tracer__skipped(t);
 }
 
 /* One uprobe_multi link of PROG on N offsets of PATH (PID 0: every process); fd or -errno. */
