@@ -85,14 +85,6 @@ struct {
 	__type(value, __u32);
 } fault_countdown SEC(".maps");
 
-/* Heap probe hits per target (entries and returns), for the overhead budget. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__type(value, __u64);
-} heap_hits SEC(".maps");
-
 /* The hit that spends a target's budget for this cycle: user space is told. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -101,18 +93,13 @@ struct {
 	__type(value, __u64);
 } heap_allow SEC(".maps");
 
-static const __u64 zero_hits;
-
 /* Count a probe hit; tell user space once the hit that spends the budget comes. */
-static __always_inline void heap_hit(__u32 tgid)
+static __always_inline void heap_hit(struct memtrail_target *t, __u32 tgid)
 {
-	__u64 *hits = map_get_or_init(&heap_hits, &tgid, &zero_hits, MEMTRAIL_LOST_HEAP);
 	struct memtrail_event_heap_budget *e;
 	__u64 n, *allow;
 
-	if (!hits)
-		return;
-	n = mt_add_fetch(hits, 1);
+	n = mt_add_fetch(&t->heap_hits, 1);
 	if (!heap_budget)
 		return;
 	allow = bpf_map_lookup_elem(&heap_allow, &tgid);
@@ -186,7 +173,7 @@ static __always_inline int heap_entry(struct pt_regs *ctx, __u32 op)
 
 	if (!t)
 		return 0;
-	heap_hit(tgid);
+	heap_hit(t, tgid);
 	c = heap_call_get(false);
 	/* a frame deeper than the outermost call's is nested in it; one above it is stale */
 	if (c && c->depth && sp >= c->sp)
@@ -243,7 +230,7 @@ int mt_heap_return(struct pt_regs *ctx)
 
 	if (!t)
 		return 0;
-	heap_hit(tgid);
+	heap_hit(t, tgid);
 	c = heap_call_get(false);
 	if (!c || !c->depth || --c->depth)
 		return 0;

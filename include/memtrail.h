@@ -150,6 +150,7 @@ struct memtrail_target {
 	__u32 dev_used;		/* it made device allocations: its exec gives them back */
 	__u32 lib_hold;		/* mapped a file not yet scanned: hold it before that code runs */
 	__u32 pad;
+	__u64 heap_hits;	/* heap probe hits (entries and returns), for the overhead budget */
 };
 
 /*

@@ -1227,10 +1227,11 @@ int tracer__attach_heap_each(struct tracer *t, int pid, const char *path,
 
 uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid)
 {
-	uint64_t hits = 0;
+	struct memtrail_target v;
 
-	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.heap_hits), &tgid, &hits);
-	return hits;
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.targets), &tgid, &v))
+		return 0;
+	return v.heap_hits;
 }
 
 void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow)
@@ -1251,7 +1252,6 @@ int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on)
 		tracer__forget(t, pid);
 		tracer__drop_cell(t, pid, 0);
 		tracer__sites_forget(t, pid);
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_hits), &pid);
 		return 0;
 	}
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.targets), &pid, &v, BPF_ANY))
@@ -1330,7 +1330,6 @@ void tracer__sites_forget(struct tracer *t, uint32_t tgid)
 			bpf_map_delete_elem(fds[f], &akeys[i]);
 		free(akeys);
 	}
-	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_hits), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgid);
 }
 
