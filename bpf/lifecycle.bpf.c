@@ -332,6 +332,9 @@ int mt_scan(struct bpf_iter__task *ctx)
 	mm = BPF_CORE_READ(task, mm);
 	if (!mm)
 		return 0;	/* a zombie leader; its threads still run the mm */
+	/* a vfork child before its exec runs in its parent's mm, which stays the parent's */
+	if (mm == BPF_CORE_READ(task, real_parent, mm))
+		return 0;
 	if (t->mm == (__u64)mm) {
 		mm_sync_rss(t, mm, tgid);
 		return 0;

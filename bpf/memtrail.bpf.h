@@ -647,10 +647,28 @@ static __always_inline bool phase_switch(__u32 tgid, const char *name)
 	return true;
 }
 
+/*
+ * The state of address space MM, owned by TGID. An entry another process
+ * left is stale: its mm was freed without an end memtrail saw (a target
+ * forgotten by user space while it lived, as --heap's timing child is) and
+ * the kernel gave the address to this one. It starts again from nothing,
+ * and so do its per-CPU rss parts.
+ */
 static __always_inline struct memtrail_mm_state *mm_state_get(__u64 mm, __u32 tgid)
 {
-	struct memtrail_mm_state fresh = { .tgid = tgid };
+	struct memtrail_mm_state fresh = { .tgid = tgid }, *s;
 
+	s = bpf_map_lookup_elem(&mm_state, &mm);
+	if (s && MT_READ(s->tgid) == tgid)
+		return s;
+	if (s) {
+		bpf_map_delete_elem(&rss_local, &mm);
+		if (bpf_map_update_elem(&mm_state, &mm, &fresh, BPF_ANY)) {
+			count_lost(MEMTRAIL_LOST_MM);
+			return NULL;
+		}
+		return bpf_map_lookup_elem(&mm_state, &mm);
+	}
 	return map_get_or_init(&mm_state, &mm, &fresh, MEMTRAIL_LOST_MM);
 }
 

@@ -48,6 +48,23 @@ def test_mapped_exact_rss_within_2pct():
     no_programs_left()
 
 
+def test_levels_exact_after_memtrail_own_children_10_runs():
+    """--heap times its probes on a child of memtrail's own, traced while it
+    runs and forgotten when done: a new process's address space may then
+    take the address of that child's. Each run's levels start from the new
+    process's own, never from what the old one left."""
+    for run in range(10):
+        p, trail, data = record([workload("mapper")], extra=["--heap"])
+        check_eq(p.returncode, 0, f"run {run}: memtrail status (stderr {p.stderr!r})")
+        check(data, f"run {run}: the workload printed no report")
+        t = trail["targets"][0]
+        check_mapper(t, data)
+        for k in ("mapped", "rss_anon", "rss_file"):
+            check(level(t, k, "baseline") >= 0 and level(t, k, "current") >= 0,
+                  f"run {run}: {k} {t['kinds'][k]}")
+    no_programs_left()
+
+
 def test_threads_peak_exact_20_runs():
     for run in range(20):
         p, trail, data = record([workload("threads")])
