@@ -8,11 +8,13 @@ watch and record --all during a process storm (BENCH_STORM=RATE,SECONDS,IDLE:
 2,000 execs a second for 60 s beside 10,000 idle processes by default);
 then memtrail watch's own CPU use with 2,000 and 10,000 idle processes on the node;
 report --html of a one-hour, 200-target trail. Not a test: it asserts nothing, it
-prints the figures and the targets they are held to."""
+prints the figures and the targets they are held to, and writes the overhead
+table of the README (build/overhead.md) with the machine and kernel named."""
 
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,6 +25,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MEMTRAIL = os.path.join(ROOT, "memtrail")
 WL = os.path.join(ROOT, "build", "workloads")
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+# a heap profiler of another kind (LD_PRELOAD: the program must be started
+# under it), measured beside memtrail where the machine has it
+HEAPTRACK = shutil.which("heaptrack")
+TABLE = os.path.join(ROOT, "build", "overhead.md")
 
 WORKLOADS = [
     ("malloc/free loop", "bench_malloc", 1.03),
@@ -69,10 +75,11 @@ def with_watch(fn):
         subprocess.run(["rm", "-rf", d])
 
 
-def prog_costs(rounds=40):
+def prog_costs(rounds=40, heap=False):
     """ns per run of each memtrail BPF program (the kernel's bpf_stats:
     run_time_ns / run_cnt) while 'record --comm bench_touch' traces the
-    page-touch loop: an rss_stat event per page."""
+    page-touch loop (an rss_stat event per page), or with HEAP while
+    'record --heap' traces the malloc/free loop (the heap probes)."""
     stats = "/proc/sys/kernel/bpf_stats_enabled"
     with open(stats) as f:
         was = f.read().strip()
@@ -80,16 +87,24 @@ def prog_costs(rounds=40):
     with open(stats, "w") as f:
         f.write("1")
     try:
-        m = start(["record", "-q", "-o", out, "--comm", "bench_touch"])
-        try:
-            subprocess.run([os.path.join(WL, "bench_touch"), str(rounds)], check=True,
-                           capture_output=True)
-            progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"],
-                                              capture_output=True, text=True,
-                                              check=True).stdout)
-        finally:
-            m.send_signal(2)
-            m.communicate()
+        if heap:
+            # the program table is read while the traced loop's shell still lives
+            p = subprocess.run([MEMTRAIL, "record", "-q", "-o", out, "--heap", "--", "sh", "-c",
+                                f"{os.path.join(WL, 'bench_malloc')} 300000 > /dev/null && "
+                                "bpftool prog show -j"],
+                               capture_output=True, text=True, check=True)
+            progs = json.loads([l for l in p.stdout.splitlines() if l.startswith("[")][-1])
+        else:
+            m = start(["record", "-q", "-o", out, "--comm", "bench_touch"])
+            try:
+                subprocess.run([os.path.join(WL, "bench_touch"), str(rounds)], check=True,
+                               capture_output=True)
+                progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"],
+                                                  capture_output=True, text=True,
+                                                  check=True).stdout)
+            finally:
+                m.send_signal(2)
+                m.communicate()
     finally:
         with open(stats, "w") as f:
             f.write(was)
@@ -99,8 +114,8 @@ def prog_costs(rounds=40):
             if p.get("name", "").startswith("mt_") and p.get("run_cnt")}
 
 
-def print_prog_costs(costs):
-    print(f"BPF programs while a page-touch loop runs ({os.cpu_count()} CPUs; kernel "
+def print_prog_costs(costs, what="a page-touch loop"):
+    print(f"BPF programs while {what} runs ({os.cpu_count()} CPUs; kernel "
           f"{os.uname().release}): ns per run, runs", flush=True)
     for name, (ns, n) in sorted(costs.items(), key=lambda kv: -kv[1][1]):
         print(f"  {name:18} {ns:9.0f} ns {n:10d}", flush=True)
@@ -123,17 +138,21 @@ def heap_pairs(pairs=300000, budget_pairs=300000000):
 
     def per_pair(cmd, n):
         return elapsed([*cmd, wl, str(n)]) / n * 1e9
-    base, bare, full, ubase, budget = [], [], [], [], []
+    peer = HEAPTRACK and [HEAPTRACK, "-o", out[:-len(".json")]]
+    base, bare, full, ubase, budget, ht = [], [], [], [], [], []
     for _ in range(RUNS):
         base.append(per_pair([], budget_pairs // 10))
         bare.append(per_pair([floor, libc_of(wl), "--"], pairs))
         full.append(per_pair([MEMTRAIL, "record", "-q", "-o", out, "--heap", "--"], pairs))
+        if peer:
+            ht.append(per_pair(peer, pairs))
         ubase.append(elapsed([wl, str(budget_pairs)]))
         budget.append(elapsed([MEMTRAIL, "record", "-q", "-o", out, "--heap",
                                "--overhead-budget", "2", "--", wl, str(budget_pairs)]))
-    if os.path.exists(out):
-        os.unlink(out)
-    return [statistics.median(x) for x in (base, bare, full, ubase, budget)]
+    for f in (out, out[:-len(".json")] + ".zst"):
+        if os.path.exists(f):
+            os.unlink(f)
+    return [statistics.median(x) if x else None for x in (base, bare, full, ubase, budget, ht)]
 
 
 def cpu_seconds(pid):
@@ -519,6 +538,34 @@ def print_stop_latency():
                   f"no trail ({size} bytes; status {rc}; target < 0.2 s)", flush=True)
 
 
+def machine():
+    """This machine in words: CPUs, their model, the kernel."""
+    model = "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    return f"{os.cpu_count()} CPUs ({model}), kernel {os.uname().release}"
+
+
+def write_table(rows, touch, heap):
+    """build/overhead.md: the figures of this run as the README's Overhead
+    section shows them (pasted from here, never typed)."""
+    lines = [f"`make bench` on {time.strftime('%Y-%m-%d')}: {machine()}; median of "
+             f"{RUNS} interleaved runs, the workloads' own elapsed time.", "",
+             "| workload | traced by | time | ratio to untraced | ratio to the floor | target |",
+             "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", "BPF programs, ns a run (the kernel's bpf_stats):", "",
+              "| program | runs | ns a run | while |", "|---|---|---|---|"]
+    heap = {k: v for k, v in heap.items() if k.startswith("mt_heap")}
+    for costs, what in ((touch, "the page-touch loop"), (heap, "`record --heap`, malloc/free")):
+        for name, (ns, n) in sorted(costs.items(), key=lambda kv: -kv[1][1])[:3]:
+            lines.append(f"| `{name}` | {n} | {ns:.0f} | {what} |")
+    os.makedirs(os.path.dirname(TABLE), exist_ok=True)
+    with open(TABLE, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"table for the README: {os.path.relpath(TABLE, ROOT)}", flush=True)
+
+
 def main():
     if os.geteuid() != 0:
         print("make bench needs root (it loads BPF)")
@@ -537,6 +584,7 @@ def main():
     print(f"{'workload':18} {'untraced':>10} {'--all':>10} {'ratio':>7} "
           f"{'-- CMD':>10} {'ratio':>7} {'target':>8} {'watch':>10} {'ratio':>7} "
           f"{'/--all':>7} {'target':>8}")
+    rows = []
     for label, name, target in WORKLOADS:
         cmd = [os.path.join(WL, name)]
         base, all_, rec, wat = [], [], [], []
@@ -549,13 +597,34 @@ def main():
         print(f"{label:18} {b:9.3f}s {a:9.3f}s {a / b:6.3f}x {r:9.3f}s {r / b:6.3f}x "
               f"{'<=' + format(target, '.2f') + 'x':>8} {w:9.3f}s {w / b:6.3f}x "
               f"{w / a:6.3f}x {'<=1.03x':>8}", flush=True)
-    print_prog_costs(prog_costs())
-    base, bare, full, ubase, budget = heap_pairs()
+        rows += [(label, "untraced", f"{b:.3f} s", "", "", ""),
+                 ("", "`record --all`", f"{a:.3f} s", f"{a / b:.2f}x", "", f"<= {target:.2f}x"),
+                 ("", "`record -- CMD`", f"{r:.3f} s", f"{r / b:.2f}x", "", f"<= {target:.2f}x"),
+                 ("", "`watch`", f"{w:.3f} s", f"{w / b:.2f}x", "", f"<= 1.03x `--all`")]
+    touch = prog_costs()
+    print_prog_costs(touch)
+    base, bare, full, ubase, budget, ht = heap_pairs()
     print(f"heap probes per malloc/free pair: untraced {base:.0f} ns, floor (3 counting "
           f"uprobes) {bare / 1000:.2f} us, memtrail --heap {full / 1000:.2f} us "
-          f"({full / bare:.3f}x the floor, target <= 1.15x)", flush=True)
+          f"({full / bare:.3f}x the floor, target <= 1.10x)", flush=True)
+    if ht:
+        print(f"  heaptrack (LD_PRELOAD; the program started under it) {ht / 1000:.2f} us a pair "
+              f"({ht / base:.0f}x untraced)", flush=True)
+    heap = prog_costs(heap=True)
+    print_prog_costs(heap, "'record --heap' on the malloc/free loop")
     print(f"malloc/free loop, 3 s: untraced {ubase:.3f}s, --heap --overhead-budget 2 "
           f"{budget:.3f}s ({budget / ubase:.3f}x, target <= 1.02x + noise)", flush=True)
+    rows += [("malloc/free pairs (300,000)", "untraced", f"{base:.0f} ns a pair", "", "", ""),
+             ("", "floor: 3 counting uprobes", f"{bare / 1000:.2f} us", f"{bare / base:.0f}x",
+              "1.00x", ""),
+             ("", "`record --heap`", f"{full / 1000:.2f} us", f"{full / base:.0f}x",
+              f"{full / bare:.2f}x", "<= 1.10x the floor")]
+    if ht:
+        rows.append(("", "heaptrack (LD_PRELOAD)", f"{ht / 1000:.2f} us", f"{ht / base:.0f}x",
+                     f"{ht / bare:.2f}x", ""))
+    rows.append(("malloc/free loop (3 s)", "`record --heap --overhead-budget 2`",
+                 f"{budget:.3f} s", f"{budget / ubase:.2f}x", "", "<= 1.02x"))
+    write_table(rows, touch, heap)
     b, t = device_pairs()
     print(f"device alloc/free pairs (CUDA stand-in, 100k): untraced {b:.0f} ns/pair, "
           f"memtrail {t:.0f} ns/pair, +{t - b:.0f} ns ({t / b:.1f}x; two uprobe traps "
