@@ -105,6 +105,24 @@ static const char *const lost_hints[MEMTRAIL_LOST_MAX] = {
 				  "library mapped in between can be missed",
 };
 
+/*
+ * Under --overhead-budget a target whose probes never went on has no heap
+ * sites: say so, and why, rather than leave an empty list unexplained.
+ */
+static void print_heap_windows(FILE *f, const struct trail_target *tt)
+{
+	json_t *heap = tt->sites ? json_object_get(tt->sites, "heap") : NULL;
+	const char *mode = heap ? json_string_value(json_object_get(heap, "mode")) : NULL;
+
+	if (!mode || strcmp(mode, "budget") || json_integer_value(json_object_get(heap, "cycles")))
+		return;
+	fprintf(f, "%8s  heap: no probe window opened: it ran %.0f ms of CPU, and at "
+		"--overhead-budget %g a window opens once it has run about 1 s (no heap sites; "
+		"--heap alone probes from the start)\n", "",
+		json_number_value(json_object_get(heap, "target_cpu_ms")),
+		json_number_value(json_object_get(heap, "budget_pct")));
+}
+
 void table__print_summary(FILE *f, const struct trail *t)
 {
 	char base[32], peak[32], cur[32], ex[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], who[512];
@@ -145,6 +163,7 @@ void table__print_summary(FILE *f, const struct trail *t)
 			first = false;
 		}
 		print_device_limits(f, tt);
+		print_heap_windows(f, tt);
 		container__describe(who, sizeof(who), tt->attribution);
 		if (who[0])
 			fprintf(f, "%8s  %s\n", "", who);

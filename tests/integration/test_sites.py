@@ -294,6 +294,20 @@ def test_overhead_budget_cycles():
     check("in use not measured" in r.stdout, "the report says in-use was not measured")
 
 
+def test_overhead_budget_short_process_said():
+    """A process that ends before it has run a second of CPU time never earns
+    a window under --overhead-budget: the trail says no window opened, and
+    the summary says why instead of showing nothing."""
+    p, trail, data, out = recorded(["--overhead-budget", "2"],
+                                   cmd=[workload("bench_malloc"), "100000"])
+    check(data["ns"] < 1e9, f"the workload ran under a second: {data}")
+    h = trail["targets"][0]["sites"]["heap"]
+    check_eq((h["mode"], h["cycles"], h["probe_hits"]), ("budget", 0, 0), f"no window: {h}")
+    r = run([MEMTRAIL, "report", out])
+    check("no probe window opened" in r.stdout and "--overhead-budget 2" in r.stdout,
+          f"the summary says why there are no heap sites: {r.stdout!r}")
+
+
 TORCH = os.path.join(ROOT, "tests", "workloads", "torch_linear.py")
 
 
