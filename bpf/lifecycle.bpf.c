@@ -13,6 +13,8 @@ const volatile char filter_comm[MEMTRAIL_COMM_LEN] = {};
 const volatile __u64 filter_cgroup_ids[MEMTRAIL_FILTER_CGROUPS_MAX] = {};
 const volatile __u32 filter_n_cgroups = 0;
 const volatile __s32 filter_cgroup_subsys = -1;
+/* the hierarchy whose path user space reads for a target (v1 memory, or -1: v2) */
+const volatile __s32 paths_cgroup_subsys = -1;
 const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
 const volatile __u32 has_task_regs = 1;
@@ -209,7 +211,10 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		return 0;
 	BPF_CORE_READ_INTO(&e->comm, p, comm);
 	/* user space reads the cgroup's path only when this changed: not per exec */
-	e->cgroup_id = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, id);
+	if (paths_cgroup_subsys < 0)
+		e->cgroup_id = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, id);
+	else
+		e->cgroup_id = BPF_CORE_READ(task_css(p, paths_cgroup_subsys), cgroup, kn, id);
 	start = BPF_CORE_READ(mm, arg_start);
 	end = BPF_CORE_READ(mm, arg_end);
 	len = end > start ? end - start : 0;

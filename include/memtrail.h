@@ -241,7 +241,7 @@ struct memtrail_event_exec {
 	struct memtrail_event_hdr hdr;
 	__u32 args_len;	/* bytes of args used; NUL-separated argv */
 	__u32 pad;
-	__u64 cgroup_id;	/* its cgroup in the v2 hierarchy (kernfs id; the root where v1 only) */
+	__u64 cgroup_id;	/* its cgroup's kernfs id: v1 memory hierarchy where mounted, else v2 */
 	char comm[MEMTRAIL_COMM_LEN];
 	char args[MEMTRAIL_ARGS_LEN];
 };

@@ -200,6 +200,36 @@ char *cgroup__of_pid(uint32_t pid)
 	return cg;
 }
 
+int cgroup__paths_subsys(void)
+{
+	static int subsys = -2;
+	char line[4096];
+	FILE *f;
+
+	if (subsys != -2)
+		return subsys;
+	subsys = -1;
+	if (cgroup__unified())
+		return subsys;
+	/* a v1 hierarchy with the memory controller: /proc/PID/cgroup names it */
+	f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return subsys;
+	while (fgets(line, sizeof(line), f)) {
+		char *sep = strstr(line, " - cgroup "), *opts, *tok, *save;
+
+		if (!sep || !(opts = strrchr(sep, ' ')))
+			continue;
+		for (tok = strtok_r(opts + 1, ",\n", &save); tok; tok = strtok_r(NULL, ",\n", &save))
+			if (!strcmp(tok, "memory"))
+				subsys = subsys_index("memory");
+	}
+	fclose(f);
+	if (subsys < 0)
+		subsys = -1;
+	return subsys;
+}
+
 bool cgroup__unified(void)
 {
 	static int unified = -1;

@@ -24,6 +24,11 @@ char *cgroup__of_pid(uint32_t pid);
 /* The node has cgroup v2 alone at /sys/fs/cgroup (a cgroup's v2 id then names its path). */
 bool cgroup__unified(void);
 /*
+ * The controller whose hierarchy cgroup__of_pid reads: the index of the v1
+ * memory controller where one is mounted, else -1 (the v2 hierarchy).
+ */
+int cgroup__paths_subsys(void);
+/*
  * The path of the memory cgroup whose directory has inode ID (its kernfs id),
  * in the v1 memory hierarchy or else in cgroup v2; malloc'd or NULL.
  */

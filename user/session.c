@@ -284,10 +284,11 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	}
 	/*
 	 * runtimes move a process into its container's cgroup, then exec: the
-	 * kernel's id of its cgroup says whether it moved, so /proc is read
-	 * once a cgroup, not once an exec (v1 nodes: every exec)
+	 * kernel's id of its cgroup (in the hierarchy whose path is read: v1's
+	 * memory controller, else v2) says whether it moved, so /proc is read
+	 * once a cgroup, not once an exec
 	 */
-	if (!tt->cgroup || !e->cgroup_id || e->cgroup_id != tt->cgroup_id || !cgroup__unified()) {
+	if (!tt->cgroup || !e->cgroup_id || e->cgroup_id != tt->cgroup_id) {
 		cgroup = cgroup__of_pid(tt->pid);
 		if (cgroup) {
 			free(tt->cgroup);

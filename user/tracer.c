@@ -19,6 +19,7 @@
 #include "log.h"
 #include "reaper.h"
 #include "array.h"
+#include "cgroup.h"
 #include "tracer.h"
 #include "kfeatures.h"
 #include "proc.h"
@@ -355,6 +356,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	memcpy((void *)s->rodata->filter_cgroup_ids, cfg->cgroup_ids, sizeof(cfg->cgroup_ids));
 	s->rodata->filter_n_cgroups = cfg->n_cgroups;
 	s->rodata->filter_cgroup_subsys = cfg->cgroup_subsys;
+	s->rodata->paths_cgroup_subsys = cgroup__paths_subsys();
 	s->rodata->self_tgid = getpid();
 	s->rodata->nr_cpus = t->nr_cpus;
 	/* rules attach one by one, with a cookie naming their phase */

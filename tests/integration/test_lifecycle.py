@@ -7,8 +7,39 @@ import subprocess
 import sys
 import time
 
-from harness import (MEMTRAIL, MiB, Background, check, check_eq, level, load_trail, record, run,
-                     target, workload, no_programs_left, tmpdir)
+from harness import (MEMTRAIL, MiB, Background, cgroup_v2_root, check, check_eq, in_cgroup, level,
+                     load_trail, memcg_v1, record, remove_cgroup, run, target, workload,
+                     no_programs_left, tmpdir)
+
+
+def test_exec_after_a_cgroup_move_names_the_new_cgroup():
+    """A container runtime's way: a child forked in cgroup A moves itself into
+    B, then execs. Its exec names B (the kernel's id of its memory cgroup
+    moved, so the path is read again), and a sibling that stays names A (the
+    fork's path, kept without a read). The memory hierarchy is v1's where this
+    node mounts one, else v2."""
+    tag = f"memtrail-test-move-{os.getpid()}"
+    v1 = os.path.isdir("/sys/fs/cgroup/memory")
+    base = "/sys/fs/cgroup/memory" if v1 else cgroup_v2_root()
+    a, b = os.path.join(base, tag + "-a"), os.path.join(base, tag + "-b")
+    if v1:
+        memcg_v1(tag + "-a"), memcg_v1(tag + "-b")
+    else:
+        os.makedirs(a, exist_ok=True), os.makedirs(b, exist_ok=True)
+    try:
+        script = (f'sh -c \'echo $$ > "{b}/cgroup.procs" && exec /bin/sleep 0.2\' & '
+                  'sh -c \'exec /bin/sleep 0.2\' & wait')
+        p, trail, _ = record(in_cgroup(a, ["sh", "-c", script]))
+        check_eq(p.returncode, 0, f"memtrail status (stderr {p.stderr!r})")
+        sleeps = [t for t in trail["targets"] if t["comm"] == "sleep"]
+        check_eq(len(sleeps), 2, f"two sleeps: {[t['comm'] for t in trail['targets']]}")
+        got = sorted(t["cgroup"] for t in sleeps)
+        rel = "/" + tag
+        check_eq(got, [rel + "-a", rel + "-b"], "each sleep's cgroup")
+    finally:
+        remove_cgroup(a)
+        remove_cgroup(b)
+    no_programs_left()
 
 
 def test_children_followed_with_exit_status():
