@@ -862,12 +862,11 @@ int session__on_event(void *ctx, const void *data, size_t size)
  */
 static bool check_liveness(struct session *s, uint64_t t_ms)
 {
-	uint64_t lost[MEMTRAIL_LOST_MAX];
+	uint64_t lost = tracer__lost_one(s->tracer, MEMTRAIL_LOST_RINGBUF);
 
-	tracer__lost(s->tracer, lost);
-	if (lost[MEMTRAIL_LOST_RINGBUF] == s->lost_seen && t_ms < s->next_liveness_ms)
+	if (lost == s->lost_seen && t_ms < s->next_liveness_ms)
 		return false;
-	s->lost_seen = lost[MEMTRAIL_LOST_RINGBUF];
+	s->lost_seen = lost;
 	s->next_liveness_ms = t_ms + LIVENESS_PERIOD_MS;
 	return true;
 }

@@ -869,24 +869,24 @@ static uint64_t tracer__skipped(struct tracer *t)
 	return n;
 }
 
-void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX])
+uint64_t tracer__lost_one(struct tracer *t, uint32_t why)
 {
-	int fd = bpf_map__fd(t->skel->maps.lost);
-	uint64_t *vals = calloc(t->nr_cpus, sizeof(*vals));
-	uint32_t k;
+	uint64_t *vals = calloc(t->nr_cpus, sizeof(*vals)), n = 0;
 	int c;
 
-	memset(lost, 0, sizeof(uint64_t) * MEMTRAIL_LOST_MAX);
-	if (!vals)
-		return;
-	for (k = 0; k < MEMTRAIL_LOST_MAX; k++) {
-		if (bpf_map_lookup_elem(fd, &k, vals))
-			continue;
+	if (vals && !bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.lost), &why, vals))
 		for (c = 0; c < t->nr_cpus; c++)
-			lost[k] += vals[c];
-	}
+			n += vals[c];
 	free(vals);
-	lost[MEMTRAIL_LOST_SKIPPED] = tracer__skipped(t);
+	return n;
+}
+
+void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX])
+{
+	uint32_t k;
+
+	for (k = 0; k < MEMTRAIL_LOST_MAX; k++)
+		lost[k] = k == MEMTRAIL_LOST_SKIPPED ? tracer__skipped(t) : tracer__lost_one(t, k);
 }
 
 /* One uprobe_multi link of PROG on N offsets of PATH (PID 0: every process); fd or -errno. */

@@ -107,6 +107,8 @@ int tracer__take_cell(struct tracer *t, uint32_t tgid, uint32_t phase, struct me
 /* Drop a target from the kernel's maps once its final levels were read. */
 void tracer__forget(struct tracer *t, uint32_t tgid);
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
+/* The BPF side's drop counter WHY alone (not MEMTRAIL_LOST_SKIPPED), summed over CPUs. */
+uint64_t tracer__lost_one(struct tracer *t, uint32_t why);
 /* Device-runtime probes on one file: how they were attached. */
 struct tracer_probe_set {
 	int fd[2];			/* uprobe_multi links, entry and return; -1: none */
