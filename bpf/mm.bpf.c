@@ -171,7 +171,7 @@ int BPF_PROG(mt_rss_stat, struct mm_struct *mm, int member)
  * sections are applied in lock order, no concurrent thread can hide an
  * allocation, a free or a peak. Syncing at both ends, not adding each
  * section's change, also covers a section whose program the kernel skipped:
- * from 6.18 tracepoint programs run preemptible, and a program that finds
+ * on newer kernels (7.3) tracepoint programs run preemptible, and one that finds
  * itself already running on its CPU (its task preempted inside it) is not
  * run (bpftool's recursion_misses; memtrail reports them as lost 'skipped').
  * The level a skipped section left is then seen when the next section

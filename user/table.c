@@ -101,7 +101,7 @@ static const char *const lost_hints[MEMTRAIL_LOST_MAX] = {
 				 "their returns resume nothing",
 	[MEMTRAIL_LOST_SKIPPED] = "runs of memtrail's programs the kernel skipped (the program was "
 				  "already running on that CPU, its task preempted inside it: "
-				  "Linux 6.18 on); levels catch up at the next event, a peak or a "
+				  "seen on 7.3); levels catch up at the next event, a peak or a "
 				  "library mapped in between can be missed",
 };
 

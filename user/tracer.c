@@ -846,7 +846,7 @@ void tracer__forget(struct tracer *t, uint32_t tgid)
 /*
  * Runs of the loaded programs that the kernel skipped because the program
  * was already active on that CPU (bpf_prog_info.recursion_misses, Linux
- * 5.12 on; 0 before). Tracepoint programs run preemptible from 6.18, and
+ * 5.12 on; 0 before). Tracepoint programs run preemptible on newer kernels (7.3), and
  * trampoline (fentry) programs from 5.x, so a task preempted inside one
  * makes the next run on that CPU a miss.
  */
