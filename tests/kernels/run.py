@@ -193,17 +193,17 @@ def main(argv):
         failed += bad
         print(f"kernel {name} ({release}): {ok} passed, {bad} failed or not run "
               f"({time.time() - t0:.0f}s; console in build/kernels/console-{name}.log)", flush=True)
-        # a guest whose kernel died says so, with the first line of its oops
+        # a guest whose kernel oopsed (or panicked) says so, with its first such line
         oops = re.search(r"^\[[ 0-9.]+\] ((?:Oops|BUG|Kernel panic)[^\n]*)", log, re.M)
         if oops:
             where = re.search(r"^\[[ 0-9.]+\] RIP: 0010:(\S+)", log, re.M)
-            print(f"  {name}: the guest kernel died: {oops.group(1)}"
+            print(f"  {name}: the guest kernel reported: {oops.group(1)}"
                   + (f" at {where.group(1)}" if where else ""), flush=True)
         for t in run_here:
             if results.get(t) is not True:
                 m = re.search(r"^FAIL " + re.escape(t) + r" .*$", log, re.M)
                 why.append(f"  {name} {t}: {m.group(0)[:400] if m else 'did not run'}"
-                           + (" (the guest kernel died)" if oops and not m else ""))
+                           + (" (after the guest kernel's oops above)" if oops and not m else ""))
                 print(why[-1])
         for line in feats:
             f = line.split()
