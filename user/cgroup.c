@@ -215,14 +215,18 @@ int cgroup__paths_subsys(void)
 	f = fopen("/proc/self/mountinfo", "r");
 	if (!f)
 		return subsys;
-	while (fgets(line, sizeof(line), f)) {
+	while (subsys < 0 && fgets(line, sizeof(line), f)) {
 		char *sep = strstr(line, " - cgroup "), *opts, *tok, *save;
 
 		if (!sep || !(opts = strrchr(sep, ' ')))
 			continue;
 		for (tok = strtok_r(opts + 1, ",\n", &save); tok; tok = strtok_r(NULL, ",\n", &save))
-			if (!strcmp(tok, "memory"))
-				subsys = subsys_index("memory");
+			if (!strcmp(tok, "memory")) {
+				subsys = subsys_index("memory");	/* loads the kernel's BTF: once */
+				break;
+			}
+		if (subsys < 0 && tok)
+			break;	/* mounted, but the kernel's BTF names no memory controller */
 	}
 	fclose(f);
 	if (subsys < 0)
