@@ -78,7 +78,7 @@ static __always_inline int oom_victim(struct task_struct *victim)
 	e->rss_file = mm ? rss_bytes(mm, 0) : 0;
 	e->rss_anon = mm ? rss_bytes(mm, 1) : 0;
 	e->rss_shmem = mm ? rss_bytes(mm, 3) : 0;
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e, true);
 	return 0;
 }
 
@@ -145,7 +145,7 @@ int BPF_PROG(mt_reclaim, int order, gfp_t gfp_flags)
 	/* any margin: reclaim means a limit was reached; take the nearest limited */
 	memcg_at_limit(memory_css(mt_current_task()), MT_UNLIMITED_PAGES,
 		       &e->usage, &e->limit, &e->memcg_id);
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e, true);
 	return 0;
 }
 
@@ -173,6 +173,6 @@ int BPF_PROG(mt_signal, int sig, struct kernel_siginfo *info, struct task_struct
 	e->sender_ppid = BPF_CORE_READ(cur, real_parent, tgid);
 	e->result = result;
 	BPF_CORE_READ_INTO(&e->sender_comm, cur, comm);
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e, true);
 	return 0;
 }

@@ -487,7 +487,7 @@ static __always_inline void send_failure(struct pt_regs *ctx, struct memtrail_ta
 	n = bpf_get_stack(ctx, e->frames, sizeof(e->frames), BPF_F_USER_STACK);
 	e->n_frames = n > 0 ? n / sizeof(__u64) : 0;
 	frame_files(e);
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e, true);
 }
 
 /* A device's size, told to the target: to user space when it is new or changed. */
@@ -508,7 +508,7 @@ static __always_inline void send_total(struct memtrail_target *t, __u32 tgid, __
 	e->kind = kind;
 	e->device = device;
 	e->bytes = bytes;
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e, false);
 }
 
 /* What the call did, now that it returned RC. */

@@ -108,7 +108,7 @@ target_add(struct task_struct *task, __u32 tgid, __u32 ppid, __u32 reason)
 		e->ppid = ppid;
 		e->reason = reason;
 		BPF_CORE_READ_INTO(&e->comm, task, comm);
-		bpf_ringbuf_submit(e, 0);
+		event_submit(e, false);
 	}
 	return bpf_map_lookup_elem(&targets, &tgid);
 }
@@ -223,7 +223,7 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	if (len && bpf_probe_read_user(e->args, len, (void *)start))
 		len = 0;
 	e->args_len = len;
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e, false);
 	/* the program, its interpreter or a file they map unscanned: hold before the first instruction */
 	lib_mapped(BPF_CORE_READ(bprm, file), MT_PROT_EXEC);
 	if (t->lib_hold)
@@ -273,7 +273,7 @@ static __always_inline int exit_common(struct task_struct *p)
 	e->code = e->signal ? 0 : (code >> 8) & 0xff;
 	e->core_dumped = !!(code & 0x80);
 	e->phase = t->phase;
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e, false);
 	return 0;
 }
 

@@ -254,6 +254,28 @@ static __always_inline void *event_reserve(__u64 size, __u32 type, __u32 tgid)
 	return h;
 }
 
+/*
+ * Hand a reserved record to user space. User space drains the ring buffer at
+ * least every 50 ms (POLL_MS) whether woken or not, so most records need not
+ * wake it: a wakeup costs an interrupt here (irq_work) and a context switch
+ * there, and a storm of short processes would pay both several times a
+ * process. Records user space must act on at once (an OOM kill, memory
+ * pressure, a kill signal, a device failure, a spent budget, a held process)
+ * wake it, as does any record once the buffer holds MT_WAKE_BYTES unread.
+ * (Forced: the default wakes only when the reader has read everything before
+ * the record, which unwoken records ahead of it prevent.)
+ */
+#define MT_WAKE_BYTES (128 << 10)	/* an eighth of the buffer */
+
+static __always_inline void event_submit(void *e, bool urgent)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= MT_WAKE_BYTES)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
 /* The task's css of controller IDX (enum cgroup_subsys_id), or NULL. */
 static __always_inline struct cgroup_subsys_state *task_css(struct task_struct *task, __u32 idx)
 {
@@ -333,7 +355,7 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 	}
 	e->held = held;
 	e->pad = 0;
-	bpf_ringbuf_submit(e, held ? BPF_RB_FORCE_WAKEUP : 0);
+	event_submit(e, held);
 }
 
 #define MT_PROT_EXEC 0x4
@@ -371,7 +393,7 @@ static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 		e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIB_NEW, tgid);
 		if (e) {
 			e->key = key;
-			bpf_ringbuf_submit(e, 0);
+			event_submit(e, false);
 		}
 	}
 	t->lib_hold = 1;
@@ -632,7 +654,7 @@ static __always_inline __u32 phase_switch_to(struct memtrail_target *t, __u32 tg
 			bpf_probe_read_kernel_str(e->name, sizeof(e->name), name);
 		else
 			e->name[0] = '\0';
-		bpf_ringbuf_submit(e, 0);
+		event_submit(e, false);
 	}
 	return seq;
 }

@@ -108,7 +108,7 @@ static __always_inline void heap_hit(struct memtrail_target *t, __u32 tgid)
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_HEAP_BUDGET, tgid);
 	if (e) {
 		e->hits = n;
-		bpf_ringbuf_submit(e, 0);
+		event_submit(e, true);
 	}
 }
 

@@ -731,7 +731,9 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 		t->skel->bss->user_alive_ns = now;
 	}
 	n = ring_buffer__poll(t->rb, timeout_ms);
-
+	/* most records do not wake the reader (event_submit): read what came anyway */
+	if (n >= 0)
+		n = ring_buffer__consume(t->rb);
 	if (n == -EINTR)
 		return 0;
 	return n < 0 ? n : 0;
