@@ -336,6 +336,14 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 	bool hold = hold_libs && t->lib_hold && !holds_off &&
 		    bpf_ktime_get_ns() - user_alive_ns < MT_HOLD_FRESH_NS &&
 		    !(t->flags & MEMTRAIL_TARGET_OURS) && !terminal_job(task);
+	/*
+	 * User space reads it at once where files new to it were mapped (held
+	 * or not: a command of memtrail's own is never held) or where it cannot
+	 * know (no hold): a short process may call them and end before the next
+	 * poll, and its call sites need its mappings read while it lives.
+	 * Otherwise (a program of known libraries) within a poll.
+	 */
+	bool urgent = !hold_libs || t->lib_hold;
 	struct memtrail_event_libs *e;
 	__u32 held = 0;
 
@@ -355,7 +363,7 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 	}
 	e->held = held;
 	e->pad = 0;
-	event_submit(e, held);
+	event_submit(e, urgent);
 }
 
 #define MT_PROT_EXEC 0x4
