@@ -219,6 +219,7 @@ struct dev_file {
 struct dev_proc {
 	uint32_t pid;
 	uint64_t due_ms;	/* a scan is due then; 0: none */
+	uint64_t rescan_ms;	/* after that scan, another then (an exec's); 0: none */
 	bool executed;		/* its launch probes are not wanted */
 	struct proc_file {
 		size_t file;	/* index in devices.files */
@@ -1031,7 +1032,8 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 
 		if (!p->due_ms || p->due_ms > now_ms)
 			continue;
-		p->due_ms = 0;
+		p->due_ms = p->rescan_ms;
+		p->rescan_ms = 0;
 		devices__scan(d, p->pid);	/* may grow procs: index again */
 	}
 	/* after the scans: a process that mapped a dropped file meanwhile keeps it */
@@ -1101,12 +1103,16 @@ void devices__forget(struct devices *d, uint32_t pid, bool purge)
 	*p = d->procs[--d->n_procs];
 }
 
-void devices__exec(struct devices *d, uint32_t pid)
+void devices__exec(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t rescan_ms)
 {
-	struct dev_proc *p = proc_get(d, pid, false);
+	struct dev_proc *p = proc_get(d, pid, true);
 
-	if (p && p->n_files)
+	if (!p)
+		return;
+	if (p->n_files)
 		drop_files(d, p);
+	p->due_ms = now_ms ? now_ms : 1;
+	p->rescan_ms = now_ms + rescan_ms;
 }
 
 void devices__fork(struct devices *d, uint32_t parent, uint32_t child)

@@ -40,8 +40,13 @@ void devices__on_phase(struct devices *d, uint32_t pid, const char *name);
  * removed and is closed; the next process that maps it probes it again.
  */
 void devices__forget(struct devices *d, uint32_t pid, bool purge);
-/* PID exec'd: the files of its old image are not its any more (released if no one's). */
-void devices__exec(struct devices *d, uint32_t pid);
+/*
+ * PID exec'd: the files of its old image are not its any more (released if
+ * no one's); its new mappings are scanned at the next tick (after the events
+ * at hand: an exit among them spares a scan of a process already gone) and
+ * again RESCAN_MS later, for what its dynamic linker loads.
+ */
+void devices__exec(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t rescan_ms);
 /* CHILD was forked by PARENT: it maps PARENT's files (no /proc read). */
 void devices__fork(struct devices *d, uint32_t parent, uint32_t child);
 /* Files probed so far. */

@@ -299,9 +299,7 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	}
 	if (s->devices && probing()) {
 		/* a runtime linked in, then what its dynamic linker loads */
-		devices__exec(s->devices, tt->pid);
-		devices__scan(s->devices, tt->pid);
-		devices__schedule(s->devices, tt->pid, session__now_ms(s), EXEC_RESCAN_MS);
+		devices__exec(s->devices, tt->pid, session__now_ms(s), EXEC_RESCAN_MS);
 	}
 	if (s->heap || s->sites)
 		rescan_schedule(s, tt->pid, session__now_ms(s) + EXEC_RESCAN_MS);
@@ -402,7 +400,7 @@ static void end_target(struct session *s, struct trail_target *tt, uint64_t t_ms
 	if (s->heap)
 		heap__forget(s->heap, tt->pid);
 	tt->end_ms = t_ms ? t_ms : 1;
-	tracer__forget(s->tracer, tt->pid);
+	tracer__forget_ended(s->tracer, tt->pid);
 	if (s->live)
 		s->live--;
 	s->ended++;

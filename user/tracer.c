@@ -51,6 +51,8 @@ struct tracer {
 	size_t n_lib_new, cap_lib_new;
 	uint64_t holds, hold_ns, hold_max_ns;	/* processes held, and how long */
 	uint64_t poll_gap_ns;	/* the longest time between two polls (holds stop beyond 3 s) */
+	uint32_t *ended;	/* ended targets to delete from the kernel's map after this poll */
+	size_t n_ended, cap_ended;
 	struct guard guard;	/* continues those held if memtrail dies holding them */
 	struct kernel_features kf;
 };
@@ -718,6 +720,25 @@ int tracer__scan(struct tracer *t)
 	return err;
 }
 
+/*
+ * Delete the targets that ended during this poll: one system call for a
+ * storm's worth (Linux 5.6 on), one each where batches are refused or stop at
+ * a key (an entry gone already).
+ */
+static void forget_ended(struct tracer *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.targets);
+	__u32 n = t->n_ended;
+	size_t i;
+
+	if (!n)
+		return;
+	if (bpf_map_delete_batch(fd, t->ended, &n, NULL))
+		for (i = n < t->n_ended ? n : 0; i < t->n_ended; i++)
+			bpf_map_delete_elem(fd, &t->ended[i]);
+	t->n_ended = 0;
+}
+
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
 	int n;
@@ -734,6 +755,7 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	/* most records do not wake the reader (event_submit): read what came anyway */
 	if (n >= 0)
 		n = ring_buffer__consume(t->rb);
+	forget_ended(t);
 	if (n == -EINTR)
 		return 0;
 	return n < 0 ? n : 0;
@@ -843,6 +865,15 @@ void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase)
 void tracer__forget(struct tracer *t, uint32_t tgid)
 {
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &tgid);
+}
+
+void tracer__forget_ended(struct tracer *t, uint32_t tgid)
+{
+	if (array__grow((void **)&t->ended, &t->cap_ended, t->n_ended + 1, sizeof(*t->ended))) {
+		tracer__forget(t, tgid);
+		return;
+	}
+	t->ended[t->n_ended++] = tgid;
 }
 
 /*
@@ -1405,6 +1436,7 @@ void tracer__destroy(struct tracer *t)
 	guard__stop(&t->guard);
 	ring_buffer__free(t->rb);
 	free(t->lib_new);
+	free(t->ended);
 	for (i = 0; i < MEMTRAIL_RULES_MAX; i++) {
 		bpf_link__destroy(t->rule_links[i]);
 		bpf_link__destroy(t->scope_links[i]);

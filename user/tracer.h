@@ -106,6 +106,8 @@ void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase);
 int tracer__take_cell(struct tracer *t, uint32_t tgid, uint32_t phase, struct memtrail_cell *cell);
 /* Drop a target from the kernel's maps once its final levels were read. */
 void tracer__forget(struct tracer *t, uint32_t tgid);
+/* The same for a target whose end was read: at the end of this poll, with the others. */
+void tracer__forget_ended(struct tracer *t, uint32_t tgid);
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
 /* The BPF side's drop counter WHY alone (not MEMTRAIL_LOST_SKIPPED), summed over CPUs. */
 uint64_t tracer__lost_one(struct tracer *t, uint32_t why);
