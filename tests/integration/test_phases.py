@@ -211,6 +211,23 @@ def test_repeated_phases_aggregate_with_flat_memory():
           f"memtrail grew by {rss_big - rss_small} bytes from 20k to 200k phases")
 
 
+def test_phase_burst_loses_no_event():
+    """200,000 phase markers in a tight loop, in well under a second: many
+    times what the ring buffer holds between two of memtrail's polls. Its
+    records do not wake memtrail one by one, but the buffer an eighth full
+    does: every phase is counted, and no event is lost."""
+    n = 100000
+    p, trail, data = record([workload("phase_loop"), str(n), "--marker"])
+    check_eq(p.returncode, 0, f"status (stderr {p.stderr!r})")
+    check_eq(data, {"n": n}, "the workload's report")
+    lost = {k: v for k, v in trail["lost"].items() if v}
+    check_eq(lost, {}, "lost counters")
+    t = trail["targets"][0]
+    check_eq(len(t["phases"]) + t["phases_folded"], 2 * n + 1, "phases, listed and folded")
+    summary = {s["name"]: s["count"] for s in t["phase_summary"]}
+    check_eq((summary.get("a"), summary.get("b")), (n, n), "'a' and 'b' invocations")
+
+
 def test_mark_running_process():
     """mark reaches every memtrail that traces the process: two records of
     it (as a user's record beside a node's watch) both switch."""

@@ -2,9 +2,12 @@
 /*
  * Enters phase_a and phase_b N times each (default 100000): phase_a maps,
  * touches and unmaps 8 KiB, phase_b 4 KiB. Phases start by --phase rules.
- *   phase_loop [N]
+ * With --marker it only names phases "a" and "b" in turn, N times each, by
+ * memtrail_phase() and as fast as it can: a burst of phase events.
+ *   phase_loop [N] [--marker]
  */
 #include "common.h"
+#include "memtrail_marker.h"
 
 __attribute__((noinline)) void phase_a(void)
 {
@@ -20,6 +23,14 @@ int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 100000, i;
 
+	if (argc > 2 && !strcmp(argv[2], "--marker")) {
+		for (i = 0; i < n; i++) {
+			memtrail_phase("a");
+			memtrail_phase("b");
+		}
+		report("{\"n\": %ld}\n", n);
+		return 0;
+	}
 	for (i = 0; i < n; i++) {
 		phase_a();
 		phase_b();
