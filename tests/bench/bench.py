@@ -251,7 +251,9 @@ def print_storm(mode, rate, seconds, idle):
     cpu = r["user_sys"] + r["bpf"]
     print(f"{mode} during a storm of {r['started'] / r['seconds']:.0f} execs/s for "
           f"{r['seconds']:.0f} s beside {idle} idle processes: {cpu * 100:.2f}% of one core "
-          f"(memtrail {r['user_sys'] * 100:.2f}% + BPF {r['bpf'] * 100:.2f}%; target <= 5%), "
+          f"(memtrail {r['user_sys'] * 100:.2f}% + BPF {r['bpf'] * 100:.2f}%; target <= 5%; "
+          f"a process: {r['user_sys'] * r['seconds'] / r['started'] * 1e6:.0f} us + "
+          f"{r['bpf'] * r['seconds'] / r['started'] * 1e6:.0f} us), "
           f"VmRSS {r['rss0'] / 1024:.1f} -> {r['rss1'] / 1024:.1f} MiB, "
           f"lost {', '.join(r['lost']) or 'nothing'}, wrote {r['bytes'] / 1024:.0f} KiB",
           flush=True)
