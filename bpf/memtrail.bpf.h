@@ -1063,7 +1063,7 @@ static __always_inline void rss_event(struct memtrail_target *t, struct mm_struc
 		return;
 	}
 	pc = &((struct mm_struct___percpu *)mm)->rss_stat[i];
-	count = BPF_CORE_READ(pc, count);
+	count = pc->count;	/* a direct load: MM is a tracepoint's argument */
 	counters = (__u64)BPF_CORE_READ(pc, counters);
 	off = cpu_offset(bpf_get_smp_processor_id());
 	if (counters && off)

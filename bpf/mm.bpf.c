@@ -61,11 +61,16 @@ struct {
  */
 static __always_inline struct memtrail_target *mm_target(struct mm_struct *mm, __u32 *tgid)
 {
-	struct task_struct *owner = BPF_CORE_READ(mm, owner);
+	/*
+	 * MM is a tracepoint's argument (tp_btf): its fields and the owner's
+	 * load directly (CO-RE offsets, faults read as 0), not by a helper
+	 * call each: this runs at every page fault.
+	 */
+	struct task_struct *owner = mm->owner;
 
-	if (!owner || BPF_CORE_READ(owner, mm) != mm)
+	if (!owner || owner->mm != mm)
 		return NULL;
-	*tgid = BPF_CORE_READ(owner, tgid);
+	*tgid = owner->tgid;
 	return live_target(*tgid);
 }
 
