@@ -957,17 +957,21 @@ void devices__scan(struct devices *d, uint32_t pid)
 	}
 }
 
-void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t delay_ms)
+/* A scan of P due at AT (0 is "none": 1 then), unless one is due earlier. */
+static void proc_due(struct dev_proc *p, uint64_t at)
 {
-	struct dev_proc *p = proc_get(d, pid, true);
-	uint64_t at = now_ms + delay_ms;
-
-	if (!p)
-		return;
 	if (!at)
 		at = 1;
 	if (!p->due_ms || at < p->due_ms)
 		p->due_ms = at;
+}
+
+void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t delay_ms)
+{
+	struct dev_proc *p = proc_get(d, pid, true);
+
+	if (p)
+		proc_due(p, now_ms + delay_ms);
 }
 
 /* Forget the idle files not looked up since the last forgetting (FILES_KEEP). */
@@ -1111,7 +1115,7 @@ void devices__exec(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t re
 		return;
 	if (p->n_files)
 		drop_files(d, p);
-	p->due_ms = now_ms ? now_ms : 1;
+	proc_due(p, now_ms);
 	p->rescan_ms = now_ms + rescan_ms;
 }
 
