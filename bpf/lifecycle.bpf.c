@@ -24,6 +24,8 @@ const volatile __u32 hold_libs = 0;
 const volatile __u32 lib_map_lock = 0;
 volatile __u32 holds_off = 0;
 volatile __u64 user_alive_ns = 0;
+volatile __u32 sample_gen = 0;
+volatile __u32 dirty_full = 0;
 
 static __always_inline bool comm_matches(struct task_struct *task)
 {

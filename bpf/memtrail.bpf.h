@@ -65,6 +65,10 @@ extern const volatile __u32 lib_map_lock;
 extern volatile __u32 holds_off;
 /* CLOCK_MONOTONIC when user space last polled the ring buffer */
 extern volatile __u64 user_alive_ns;
+/* user space's samples so far (0: it reads every target's levels, none is named in dirty) */
+extern volatile __u32 sample_gen;
+/* set when a target could not be named in dirty: user space's next sample reads every one */
+extern volatile __u32 dirty_full;
 
 /* Traced processes by tgid; sized from user space. */
 struct {
@@ -86,6 +90,18 @@ struct {
 	__type(key, struct memtrail_cell_key);
 	__type(value, struct memtrail_cell);
 } cells SEC(".maps") __weak;
+
+/*
+ * The targets whose levels changed since user space's last sample, by tgid
+ * (mark_dirty): an idle target costs a sample nothing. Sized from user space.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, __u32);
+} dirty SEC(".maps") __weak;
 
 /* Per address space of a target: last absolute counter values. */
 struct {
@@ -491,6 +507,26 @@ static __always_inline __u32 kind_index(__u32 kind)
 	return kind;
 }
 
+/*
+ * Name TGID in dirty, once per user space sample: its levels changed. Called
+ * after the change, whose atomic add is a full barrier; user space bumps
+ * sample_gen, with a barrier, after it took the names and before it reads
+ * the levels. So a change either precedes the bump (the read sees it: the
+ * target was named in this generation, before or after the names were
+ * taken, and is read now or next time) or follows it and names the target
+ * again. Where the map is full, dirty_full makes the next sample read all.
+ */
+static __always_inline void mark_dirty(struct memtrail_target *t, __u32 tgid)
+{
+	__u32 gen = sample_gen;
+
+	if (!gen || MT_READ(t->dirty_gen) == gen)
+		return;
+	if (bpf_map_update_elem(&dirty, &tgid, &gen, BPF_ANY))
+		dirty_full = 1;
+	t->dirty_gen = gen;
+}
+
 static __always_inline void account_level(struct memtrail_target *t, __u32 tgid, __u32 kind,
 					  __s64 delta, bool base)
 {
@@ -499,8 +535,10 @@ static __always_inline void account_level(struct memtrail_target *t, __u32 tgid,
 	if (!delta || kind >= MEMTRAIL_KIND_MAX)
 		return;
 	c = cell_get(tgid, t->phase);
-	if (c)
-		level_add(&c->kinds[kind_index(kind)], delta, base);
+	if (!c)
+		return;
+	level_add(&c->kinds[kind_index(kind)], delta, base);
+	mark_dirty(t, tgid);
 }
 
 static __always_inline void account(struct memtrail_target *t, __u32 tgid, __u32 kind,

@@ -149,7 +149,7 @@ struct memtrail_target {
 	__u32 dev_epoch;	/* device OOMs so far: allocations are dated by it */
 	__u32 dev_used;		/* it made device allocations: its exec gives them back */
 	__u32 lib_hold;		/* mapped a file not yet scanned: hold it before that code runs */
-	__u32 pad;
+	__u32 dirty_gen;	/* the sample_gen it was last named in the dirty map at */
 	__u64 heap_hits;	/* heap probe hits (entries and returns), for the overhead budget */
 };
 

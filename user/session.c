@@ -903,15 +903,16 @@ static void batch_target(void *ctx, const void *tgid, const void *v)
 }
 
 /*
- * The open phases' cells of all targets: one batch read of the map, not a
- * lookup per target (10,000 idle processes were 10,000 system calls a
- * sample). False when the kernel has none: read one by one.
+ * The open phases' cells of all targets (CELLS) and which targets the kernel
+ * holds unexited (LIVENESS): one batch read of each map, not a lookup per
+ * target (10,000 idle processes were 10,000 system calls a sample). False
+ * when the kernel has none: read one by one.
  */
-static bool batch_read(struct session *s, bool liveness)
+static bool batch_read(struct session *s, bool liveness, bool cells)
 {
 	size_t n = s->trail.n_targets, i;
 
-	if (s->no_batch || !n)
+	if (s->no_batch || !n || (!liveness && !cells))
 		return false;
 	if (array__grow((void **)&s->batch, &s->cap_batch, n, sizeof(*s->batch)))
 		return false;
@@ -921,7 +922,7 @@ static bool batch_read(struct session *s, bool liveness)
 	/* which live: the kernel's flags, not a /proc read per target */
 	if (liveness && tracer__each_target(s->tracer, batch_target, s))
 		return false;
-	if (tracer__each_cell(s->tracer, batch_cell, s)) {
+	if (cells && tracer__each_cell(s->tracer, batch_cell, s)) {
 		s->no_batch = true;	/* said once in -v: the kernel has no batch lookups */
 		log__debug("cells read one by one: no batch lookups");
 		return false;
@@ -929,10 +930,45 @@ static bool batch_read(struct session *s, bool liveness)
 	return true;
 }
 
+/* A target the kernel named: its levels changed since the last sample. */
+static void dirty_target(void *ctx, const void *tgid, const void *v)
+{
+	struct session *s = ctx;
+	struct trail_target *tt = session__live(s, *(const uint32_t *)tgid);
+
+	(void)v;
+	if (tt)
+		tt->dirty = true;
+	s->n_dirty++;
+}
+
+/*
+ * Whether this sample reads every target's levels: where the kernel does
+ * not name the changed ones, where it could not name one, or where so many
+ * changed that one batch read of all cells beats a lookup each. Otherwise
+ * only those flagged dirty, new, or in a new phase are read: an idle target
+ * costs a sample nothing.
+ */
+static bool read_all(struct session *s)
+{
+	bool all = false;
+
+	if (s->no_dirty)
+		return true;
+	s->n_dirty = 0;
+	if (tracer__take_dirty(s->tracer, dirty_target, s, &all)) {
+		s->no_dirty = true;
+		log__debug("every target read at each sample: no batch operations");
+		return true;
+	}
+	return all || s->n_dirty * 4 > s->trail.n_targets;
+}
+
 void session__sample_all(struct session *s, uint64_t t_ms)
 {
 	bool liveness = check_liveness(s, t_ms);
-	bool batched = batch_read(s, liveness);
+	bool all = read_all(s);
+	bool batched = batch_read(s, liveness, all);
 	size_t i;
 
 	for (i = 0; i < s->trail.n_targets; i++) {
@@ -942,14 +978,19 @@ void session__sample_all(struct session *s, uint64_t t_ms)
 
 		if (tt->exited || tt->end_ms)
 			continue;
-		/*
-		 * not in the batch (none yet, made while it ran, or a phase
-		 * began since: events are read below): looked up alone
-		 */
-		if (in_batch && s->batch[i].have && s->batch[i].phase == tt->phase_seq)
-			refresh_from(s, tt, &s->batch[i].cell, t_ms, false);
-		else
-			session__refresh(s, tt, t_ms, false);
+		if (all || tt->dirty || !tt->sampled || tt->sampled_seq != tt->phase_seq) {
+			/*
+			 * not in the batch (none yet, made while it ran, or a
+			 * phase began since: events are read below): looked up alone
+			 */
+			if (in_batch && s->batch[i].have && s->batch[i].phase == tt->phase_seq)
+				refresh_from(s, tt, &s->batch[i].cell, t_ms, false);
+			else
+				session__refresh(s, tt, t_ms, false);
+			tt->dirty = false;
+			tt->sampled = true;
+			tt->sampled_seq = tt->phase_seq;
+		}
 		/* the kernel's flag says which may have ended; /proc says which did */
 		if (!liveness || (in_batch && s->batch[i].alive) || proc__alive(pid))
 			continue;

@@ -407,6 +407,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	    bpf_map__set_max_entries(s->maps.site_stacks, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.stack_ids, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.targets, n) ||
+	    bpf_map__set_max_entries(s->maps.dirty, n) ||
 	    bpf_map__set_max_entries(s->maps.cells, n < CELLS_MIN ? CELLS_MIN : n) ||
 	    bpf_map__set_max_entries(s->maps.mm_state, 2 * n) ||
 	    bpf_map__set_max_entries(s->maps.rss_local, 2 * n))
@@ -788,7 +789,7 @@ int tracer__read_cell(struct tracer *t, uint32_t tgid, uint32_t phase,
  * each. 0, or -errno when the first call failed (nothing seen); a later
  * failure keeps what was seen.
  */
-static int each_batch(int fd, size_t key_size, size_t val_size,
+static int each_batch(int fd, size_t key_size, size_t val_size, bool take,
 		      tracer_entry_fn fn, void *ctx)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
@@ -805,7 +806,9 @@ static int each_batch(int fd, size_t key_size, size_t val_size,
 		int rc;
 
 		count = BATCH;
-		rc = bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &count, &opts);
+		rc = take ? bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out, keys, vals,
+							    &count, &opts)
+			  : bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &count, &opts);
 		rc = rc < 0 ? -errno : 0;
 		if (rc && rc != -ENOENT) {
 			err = first ? rc : 0;
@@ -827,13 +830,27 @@ out:
 int tracer__each_cell(struct tracer *t, tracer_entry_fn fn, void *ctx)
 {
 	return each_batch(bpf_map__fd(t->skel->maps.cells), sizeof(struct memtrail_cell_key),
-			  sizeof(struct memtrail_cell), fn, ctx);
+			  sizeof(struct memtrail_cell), false, fn, ctx);
 }
 
 int tracer__each_target(struct tracer *t, tracer_entry_fn fn, void *ctx)
 {
 	return each_batch(bpf_map__fd(t->skel->maps.targets), sizeof(__u32),
-			  sizeof(struct memtrail_target), fn, ctx);
+			  sizeof(struct memtrail_target), false, fn, ctx);
+}
+
+int tracer__take_dirty(struct tracer *t, tracer_entry_fn fn, void *ctx, bool *all)
+{
+	int err = each_batch(bpf_map__fd(t->skel->maps.dirty), sizeof(__u32), sizeof(__u32), true,
+			     fn, ctx);
+
+	if (err)
+		return err;
+	*all = __atomic_exchange_n(&t->skel->bss->dirty_full, 0, __ATOMIC_SEQ_CST);
+	/* after the names are taken, before any level is read: see mark_dirty() */
+	__atomic_add_fetch(&t->skel->bss->sample_gen, 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return 0;
 }
 
 int tracer__take_cell(struct tracer *t, uint32_t tgid, uint32_t phase, struct memtrail_cell *cell)

@@ -97,6 +97,14 @@ int tracer__each_cell(struct tracer *t, tracer_entry_fn fn, void *ctx);
  * memtrail_target; exited ones flagged MEMTRAIL_TARGET_EXITED).
  */
 int tracer__each_target(struct tracer *t, tracer_entry_fn fn, void *ctx);
+/*
+ * The targets whose levels changed since the last call, named by the kernel
+ * (key a uint32_t tgid): FN for each, taken out. *ALL is set when the kernel
+ * could not name one (its map was full): read every target this time. A
+ * target first named by the first call changed at any time before it. 0, or
+ * -errno with nothing taken (no batch operations: read every target always).
+ */
+int tracer__take_dirty(struct tracer *t, tracer_entry_fn fn, void *ctx, bool *all);
 /* Drop the cell of a phase whose figures were read. */
 void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase);
 /*

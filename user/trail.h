@@ -72,6 +72,9 @@ struct trail_target {
 	struct verdict_facts facts;
 	/* while recording: the phase the target is in */
 	uint32_t phase_seq;
+	/* while recording: levels read at a sample (in phase sampled_seq), changed since */
+	bool sampled, dirty;
+	uint32_t sampled_seq;
 	char phase_name[MEMTRAIL_PHASE_NAME_LEN];
 	uint64_t phase_start_ms;
 };

@@ -7,6 +7,7 @@ from harness import (MiB, Background, check, check_eq, check_within, level, reco
                      target, workload, no_programs_left, tmpdir)
 import os
 import json
+import time
 
 
 def check_mapper(t, data):
@@ -112,6 +113,38 @@ def test_attach_by_pid():
     check(base and base[1] in units and
           abs(float(base[0]) * units[base[1]] - held["VmData"]) <= held["VmData"] / 100,
           f"the summary's BASELINE column says {base}, VmData was {held['VmData']}: {out_text!r}")
+    no_programs_left()
+
+
+def test_change_after_idle_samples_is_sampled():
+    """A sample reads only the targets the kernel names as changed since the
+    last one: a target idle for many samples still has its next change in the
+    next sample. The stepper holds each level for 25 intervals (its own idle
+    time, not a wait for memtrail); each is in the timeline, equal to VmData
+    then."""
+    w = subprocess.Popen([workload("stepper"), "+8", "+16", "-8", "+4"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, bufsize=0)
+    out = os.path.join(tmpdir(), "trail.json")
+    bg = Background(["record", "-q", "-o", out, "--interval", "20", "--pid", str(w.pid)])
+    held = []
+    try:
+        for _ in range(4):
+            time.sleep(0.5)
+            w.stdin.write("g")
+            check_eq(w.stdout.readline(), "ok\n", "stepper step")
+            with open(f"/proc/{w.pid}/status") as f:
+                held.append(next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmData")))
+        time.sleep(0.5)
+    finally:
+        w.stdin.close()
+        w.wait()
+        rc, _, err = bg.stop(sig=None)
+    check_eq(rc, 0, f"memtrail status (stderr {err!r})")
+    with open(out) as f:
+        t = target(json.load(f), w.pid)
+    seen = [s["mapped"] for s in t["timeline"]]
+    for i, v in enumerate(held):
+        check(v in seen, f"step {i + 1}: VmData {v} held for 25 samples, not in the timeline {seen}")
     no_programs_left()
 
 
