@@ -42,7 +42,8 @@ CI_KERNELS = ["5.10", "6.1"]
 # does) and the cell reads "no", its tests not run
 CHECKS = [
     ("support claim", ["test_errors.test_kernel_support_claim"], None),
-    ("mapped+rss", ["test_accounting.test_mapped_exact_rss_within_2pct"], None),
+    ("mapped+rss", ["test_accounting.test_mapped_exact_rss_within_2pct",
+                    "test_accounting.test_change_after_idle_samples_is_sampled"], None),
     ("threads", ["test_accounting.test_threads_peak_exact_20_runs"], None),
     ("attach -p", ["test_accounting.test_attach_by_pid"], None),
     ("exit", ["test_lifecycle.test_children_followed_with_exit_status"], None),
