@@ -281,8 +281,12 @@ const char *devices__error_name(uint32_t runtime, const char *fn, int rc)
 		{ 34, "CUDA_ERROR_STUB_LIBRARY", "cudaErrorStubLibrary" },
 		{ 35, NULL, "cudaErrorInsufficientDriver" },
 		{ 100, "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice" },
+		{ 101, "CUDA_ERROR_INVALID_DEVICE", "cudaErrorInvalidDevice" },
 		{ 201, "CUDA_ERROR_INVALID_CONTEXT", "cudaErrorDeviceUninitialized" },
+		/* PyTorch's expandable segments ask cuMemCreate for a fabric handle first */
+		{ 800, "CUDA_ERROR_NOT_PERMITTED", "cudaErrorNotPermitted" },
 		{ 801, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported" },
+		{ 999, "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown" },
 	};
 	static const struct { int rc; const char *name; } nrt[] = {
 		{ 1, "NRT_FAILURE" }, { 2, "NRT_INVALID" }, { 3, "NRT_INVALID_HANDLE" },

@@ -918,7 +918,7 @@ static int take_object(struct schema *s, json_t *o, const char *key,
 static int check_event(struct schema *s, json_t *ev)
 {
 	static const char *const strings[] = { "comm", "sender_comm", "function", "runtime",
-					       "error", "kind", "phase" };
+					       "kind", "phase" };
 	const char *type;
 	json_t *site, *live, *v;
 	bool is_exit;
@@ -945,6 +945,9 @@ static int check_event(struct schema *s, json_t *ev)
 	for (i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
 		if (schema__str(s, ev, strings[i], 0, ANY_LEN, NULL) < 0)
 			return -1;
+	/* null: a failed device call's code memtrail has no name for */
+	if (schema__str(s, ev, "error", OR_NULL, ANY_LEN, NULL) < 0)
+		return -1;
 	at = schema__key(s, "site");
 	json_array_foreach(site, i, v) {
 		if (!json_is_string(v)) {

@@ -301,7 +301,10 @@ static void accepts_the_writers_shapes(void **state)
 		"\"heap\", \"phase\": \"a\", \"phase_seq\": null, \"folded\": true, \"alloc_bytes\": 8, "
 		"\"alloc_objects\": 1.5, \"frames\": []}]}, "
 		"\"timeline\": [{\"t_ms\": 5, \"rss_file\": -2859008}]",
-		", \"events\": [{\"t_ms\": 9223372036854, \"type\": \"signal\", \"signal\": 64}]"), 0,
+		", \"events\": [{\"t_ms\": 9223372036854, \"type\": \"signal\", \"signal\": 64}, "
+		/* a device call failed with a code memtrail has no name for */
+		"{\"t_ms\": 10, \"type\": \"device_error\", \"pid\": 1, \"function\": \"cuMemCreate\", "
+		"\"code\": 12345, \"error\": null, \"device\": null, \"size\": 1, \"site\": []}]"), 0,
 		NULL);
 	struct trail t;
 	char err[256] = "";
