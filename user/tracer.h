@@ -99,10 +99,12 @@ int tracer__each_cell(struct tracer *t, tracer_entry_fn fn, void *ctx);
 int tracer__each_target(struct tracer *t, tracer_entry_fn fn, void *ctx);
 /*
  * The targets whose levels changed since the last call, named by the kernel
- * (key a uint32_t tgid): FN for each, taken out. *ALL is set when the kernel
- * could not name one (its map was full): read every target this time. A
- * target first named by the first call changed at any time before it. 0, or
- * -errno with nothing taken (no batch operations: read every target always).
+ * (key a uint32_t tgid): FN for each, taken out; then the next generation
+ * begins. Read the named targets' levels after this returns. Nothing is
+ * named before the first call: read each new target once. *ALL is set when
+ * the kernel could not name one (its map was full): read every target this
+ * time. 0, or -errno with nothing taken (no batch operations: read every
+ * target at every sample).
  */
 int tracer__take_dirty(struct tracer *t, tracer_entry_fn fn, void *ctx, bool *all);
 /* Drop the cell of a phase whose figures were read. */

@@ -122,8 +122,9 @@ def test_change_after_idle_samples_is_sampled():
     next sample. The stepper holds each level for 25 intervals (its own idle
     time, not a wait for memtrail); each is in the timeline, equal to VmData
     then."""
-    w = subprocess.Popen([workload("stepper"), "+8", "+16", "-8", "+4"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, bufsize=0)
+    # the fifth step only ends it: the stepper exits after its last step
+    w = subprocess.Popen([workload("stepper"), "+8", "+16", "-8", "+4", "-4"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=0)
     out = os.path.join(tmpdir(), "trail.json")
     bg = Background(["record", "-q", "-o", out, "--interval", "20", "--pid", str(w.pid)])
     held = []
@@ -135,6 +136,8 @@ def test_change_after_idle_samples_is_sampled():
             with open(f"/proc/{w.pid}/status") as f:
                 held.append(next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmData")))
         time.sleep(0.5)
+        w.stdin.write("g")
+        check_eq(w.stdout.readline(), "ok\n", "stepper's last step")
     finally:
         w.stdin.close()
         w.wait()
