@@ -246,23 +246,41 @@ static __always_inline void vmm_unref(struct memtrail_target *t, __u32 tgid, __u
 {
 	struct memtrail_dev_key key = { .tgid = tgid, .addr = handle };
 	struct memtrail_vmm_handle *h = bpf_map_lookup_elem(&vmm_handles, &key);
+	__u32 kind, *pending;
 	__u64 size;
-	__u32 kind;
 
-	if (!h)
-		return;		/* imported, or created before memtrail looked */
+	if (!h || h->dead)
+		return;		/* imported, created before memtrail looked, or gone */
 	if (mt_add_fetch(&h->refs, -1))
 		return;
 	size = h->size;
 	kind = h->kind;
+	pending = bpf_map_lookup_elem(&dev_snap, &tgid);
+	if (pending) {
+		/*
+		 * live at the failure user space is about to list (an allocator
+		 * gives back what it made for a request that failed): kept, dated
+		 */
+		if (!mt_cmpxchg(&h->dead, 0, *pending))
+			account(t, tgid, kind, -(__s64)size);
+		return;
+	}
 	if (!bpf_map_delete_elem(&vmm_handles, &key))
 		account(t, tgid, kind, -(__s64)size);
 }
 
-static __always_inline void vmm_ref(__u32 tgid, __u64 handle)
+/* A live handle of TGID, or NULL. */
+static __always_inline struct memtrail_vmm_handle *vmm_handle(__u32 tgid, __u64 handle)
 {
 	struct memtrail_dev_key key = { .tgid = tgid, .addr = handle };
 	struct memtrail_vmm_handle *h = bpf_map_lookup_elem(&vmm_handles, &key);
+
+	return h && !h->dead ? h : NULL;
+}
+
+static __always_inline void vmm_ref(__u32 tgid, __u64 handle)
+{
+	struct memtrail_vmm_handle *h = vmm_handle(tgid, handle);
 
 	if (h)
 		__sync_fetch_and_add(&h->refs, 1);
@@ -580,12 +598,18 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 	case MEMTRAIL_OP_VMM_CREATE: {
 		struct memtrail_vmm_handle h = {
 			.size = size, .kind = kind, .device = device, .phase = t->phase, .refs = 1,
+			.born = t->dev_epoch,
 		};
 		struct memtrail_dev_key key = { .tgid = tgid };
+		long err;
 
 		if (bpf_probe_read_user(&key.addr, sizeof(key.addr), (void *)f->arg[0]) || !size)
 			break;
-		if (bpf_map_update_elem(&vmm_handles, &key, &h, BPF_NOEXIST)) {
+		err = bpf_map_update_elem(&vmm_handles, &key, &h, BPF_NOEXIST);
+		/* the value of a handle released since a failure, kept for its listing: made anew */
+		if (err == -17 /* EEXIST */ && !vmm_handle(tgid, key.addr))
+			err = bpf_map_update_elem(&vmm_handles, &key, &h, BPF_EXIST);
+		if (err) {
 			count_lost(MEMTRAIL_LOST_DEVICE);
 		} else {
 			t->dev_used = 1;
@@ -597,9 +621,8 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 		/* cuMemMap(va, size, offset, handle, flags): arg[3] holds the handle */
 		struct memtrail_dev_key key = { .tgid = tgid, .addr = f->arg[0] };
 		struct vmm_mapping m = { .handle = f->arg[3], .size = f->arg[1] };
-		struct memtrail_dev_key hk = { .tgid = tgid, .addr = m.handle };
 
-		if (!bpf_map_lookup_elem(&vmm_handles, &hk))
+		if (!vmm_handle(tgid, m.handle))
 			break;
 		if (!bpf_map_update_elem(&vmm_maps, &key, &m, BPF_NOEXIST))
 			vmm_ref(tgid, m.handle);
@@ -756,7 +779,7 @@ static long forget_handle(struct bpf_map *map, struct memtrail_dev_key *key,
 
 	if (key->tgid != c->tgid)
 		return 0;
-	if (kind < MEMTRAIL_KIND_MAX)
+	if (!h->dead && kind < MEMTRAIL_KIND_MAX)
 		c->bytes[kind] += h->size;
 	bpf_map_delete_elem(map, key);
 	return 0;

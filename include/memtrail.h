@@ -365,6 +365,8 @@ struct memtrail_vmm_handle {
 	__s32 device;
 	__u32 phase;
 	__u32 refs;	/* 1 until cuMemRelease, plus one per live mapping or retain */
+	__u32 born;	/* as in struct memtrail_dev_alloc */
+	__u32 dead;
 };
 
 #define MEMTRAIL_STACK_DEPTH 16

@@ -1154,47 +1154,67 @@ static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
 	return keys;
 }
 
+/*
+ * Entries of TGID in device map FD kept for a listing (dead: released while a
+ * device OOM snapshot was pending), now listed: they go.
+ */
+static void purge_dead(int fd, const struct memtrail_dev_key *keys, size_t n, size_t dead_at,
+		       size_t value_size)
+{
+	char v[64];
+	__u32 dead;
+	size_t i;
+
+	for (i = 0; i < n && value_size <= sizeof(v); i++) {
+		if (bpf_map_lookup_elem(fd, &keys[i], v))
+			continue;
+		memcpy(&dead, v + dead_at, sizeof(dead));
+		if (dead)
+			bpf_map_delete_elem(fd, &keys[i]);
+	}
+}
+
 int tracer__device_allocs(struct tracer *t, uint32_t tgid, uint32_t epoch, tracer_alloc_fn fn,
 			  void *ctx)
 {
 	int afd = bpf_map__fd(t->skel->maps.dev_allocs);
 	int hfd = bpf_map__fd(t->skel->maps.vmm_handles);
-	struct memtrail_dev_key *keys;
-	size_t i, n;
+	struct memtrail_dev_key *akeys, *hkeys;
+	size_t i, na, nh;
 
-	keys = keys_of(afd, tgid, &n);
-	for (i = 0; i < n; i++) {
+	akeys = keys_of(afd, tgid, &na);
+	for (i = 0; i < na; i++) {
 		struct memtrail_dev_alloc a;
 
-		if (bpf_map_lookup_elem(afd, &keys[i], &a))
+		if (bpf_map_lookup_elem(afd, &akeys[i], &a))
 			continue;
 		if (epoch ? a.born < epoch && (!a.dead || a.dead >= epoch) : !a.dead)
-			fn(ctx, keys[i].addr, &a);
+			fn(ctx, akeys[i].addr, &a);
 	}
-	if (epoch) {
-		/* frees delete again; those kept for this listing go */
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.dev_snap), &tgid);
-		for (i = 0; i < n; i++) {
-			struct memtrail_dev_alloc a;
-
-			if (!bpf_map_lookup_elem(afd, &keys[i], &a) && a.dead)
-				bpf_map_delete_elem(afd, &keys[i]);
-		}
-	}
-	free(keys);
-	keys = keys_of(hfd, tgid, &n);
-	for (i = 0; i < n; i++) {
+	hkeys = keys_of(hfd, tgid, &nh);
+	for (i = 0; i < nh; i++) {
 		struct memtrail_vmm_handle h;
 		struct memtrail_dev_alloc a;
 
-		if (bpf_map_lookup_elem(hfd, &keys[i], &h))
+		if (bpf_map_lookup_elem(hfd, &hkeys[i], &h))
+			continue;
+		if (epoch ? h.born >= epoch || (h.dead && h.dead < epoch) : h.dead)
 			continue;
 		a = (struct memtrail_dev_alloc){ .size = h.size, .kind = h.kind,
 						 .device = h.device, .phase = h.phase,
 						 .name = UINT32_MAX };
-		fn(ctx, keys[i].addr, &a);
+		fn(ctx, hkeys[i].addr, &a);
 	}
-	free(keys);
+	if (epoch) {
+		/* frees and releases delete again; what was kept for this listing goes */
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.dev_snap), &tgid);
+		purge_dead(afd, akeys, na, offsetof(struct memtrail_dev_alloc, dead),
+			   sizeof(struct memtrail_dev_alloc));
+		purge_dead(hfd, hkeys, nh, offsetof(struct memtrail_vmm_handle, dead),
+			   sizeof(struct memtrail_vmm_handle));
+	}
+	free(akeys);
+	free(hkeys);
 	return 0;
 }
 

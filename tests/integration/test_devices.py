@@ -15,7 +15,7 @@ import threading
 import time
 
 from harness import (MEMTRAIL, ROOT, Background, proc_state, wait_stopped, MiB, check, check_eq,
-                     load_trail, no_programs_left, record, run, target, tmpdir, workload)
+                     level, load_trail, no_programs_left, record, run, target, tmpdir, workload)
 
 STANDINS = os.path.join(ROOT, "build", "standins")
 LIBCUDA = os.path.join(STANDINS, "libcuda.so.1")
@@ -255,19 +255,21 @@ def overlay_copy(d, program):
     return os.path.join(merged, "bin", os.path.basename(program)), merged, rw
 
 
-def check_command_site_after_exit(program, env):
-    """record's command (cuda_phases --wait) reaches its device OOM and exits
-    while memtrail is stopped (SIGSTOP), so the OOM is read after the exit
-    for certain: its call site must still name main."""
+def record_while_stopped(command, env=None):
+    """record's COMMAND (a workload taking --wait) runs from its start to its
+    exit while memtrail is stopped (SIGSTOP): what memtrail reads of it, it
+    reads after the exit for certain. (memtrail's status, its stdout, stderr,
+    the trail's path)"""
     d = tmpdir()
     out = os.path.join(d, "trail.json")
-    bg = Background(["record", "-o", out, "--", program, "--wait"],
+    comm = os.path.basename(command[0])[:15]
+    bg = Background(["record", "-o", out, "--", command[0], "--wait", *command[1:]],
                     stdin=subprocess.PIPE, env=env)
     try:
         with open(f"/proc/{bg.proc.pid}/task/{bg.proc.pid}/children") as f:
             kids = [int(x) for x in f.read().split()]
         wl = [k for k in kids if proc_state(k) and open(f"/proc/{k}/comm").read().strip()
-              == "cuda_phases"]
+              == comm]
         check_eq(len(wl), 1, f"record's command among its children {kids}")
         # let go once probed: then it waits for its stdin
         deadline = time.time() + 30
@@ -291,6 +293,14 @@ def check_command_site_after_exit(program, env):
     finally:
         if bg.proc.poll() is None:
             bg.proc.kill()
+    return rc, stdout, err, out
+
+
+def check_command_site_after_exit(program, env):
+    """record's command (cuda_phases --wait) reaches its device OOM and exits
+    while memtrail is stopped (SIGSTOP), so the OOM is read after the exit
+    for certain: its call site must still name main."""
+    rc, stdout, err, out = record_while_stopped([program], env)
     check_eq(rc, 0, f"record status: {err!r}")
     data = json.loads([x for x in stdout.splitlines() if x.startswith("{")][-1])
     ooms = events(load_trail(out), "device_oom")
@@ -298,6 +308,28 @@ def check_command_site_after_exit(program, env):
     check_oom(ooms[0], data)
     no_programs_left()
     return load_trail(out)
+
+
+def test_vmm_oom_lists_handles_given_back_after_it():
+    """An allocator that gives back the handles it made for a request as soon
+    as the request fails (PyTorch's expandable segments: on a real H100 a
+    4 TiB tensor made and released 78 GiB of 20 MiB handles): the device OOM
+    event lists what was live at the failure, though memtrail reads it only
+    after every handle is gone (stopped while the workload runs)."""
+    rc, stdout, err, out = record_while_stopped([workload("vmm"), "--oom"])
+    check_eq(rc, 0, f"record status: {err!r}")
+    data = json.loads([x for x in stdout.splitlines() if x.startswith("{")][-1])
+    trail = load_trail(out)
+    ooms = events(trail, "device_oom")
+    check_eq(len(ooms), 1, "one device OOM event")
+    live = ooms[0]["live_allocations"]
+    check_eq((live["count"], live["bytes"]), (data["live_at_oom"]["count"],
+             data["live_at_oom"]["bytes"]), f"live at the failure: {live}")
+    check(all(a["function"] == "cuMemCreate" for a in live["largest"]), f"{live['largest']}")
+    t = target(trail, data["pid"])
+    check_eq(level(t, "cuda_device", "peak"), data["live_at_oom"]["bytes"], "cuda_device peak")
+    check_eq(level(t, "cuda_device", "current"), 0, "cuda_device at the end")
+    no_programs_left()
 
 
 def test_command_call_site_after_exit_without_find_vma():

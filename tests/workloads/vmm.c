@@ -20,7 +20,11 @@
  *   M release L                                  -3
  * After each step cuMemGetInfo_v2 must agree with the device level.
  * Prints the ledger as JSON.
- *   vmm [--wait]
+ * With --oom instead, PyTorch's expandable segments as a request fails: 2 MiB
+ * handles created and mapped one after another (5 of them), the sixth
+ * cuMemCreate fails (CUDA_ERROR_OUT_OF_MEMORY, injected), and every handle
+ * is given back at once. Prints {"pid", "live_at_oom": {"count", "bytes"}}.
+ *   vmm [--wait] [--oom]
  */
 #include "common.h"
 #include "ledger.h"
@@ -97,12 +101,49 @@ static void check(void)
 	}
 }
 
+int standin_fail_next(int n);
+
+/* --oom: handles made for a request, a failure, all given back (see the top). */
+static int oom_run(void)
+{
+	CUmemAllocationProp prop = { .type = PINNED, .location = { .type = LOC_DEVICE } };
+	CUmemGenericAllocationHandle h[5], extra;
+	CUdeviceptr va;
+	int i;
+
+	MUST(cuMemAddressReserve(&va, VA_SIZE, 2 * MiB, 0, 0));
+	for (i = 0; i < 5; i++) {
+		MUST(cuMemCreate(&h[i], 2 * MiB, &prop, 0));
+		MUST(cuMemMap(va + i * 2 * MiB, 2 * MiB, 0, h[i], 0));
+	}
+	standin_fail_next(1);
+	if (cuMemCreate(&extra, 2 * MiB, &prop, 0) != 2) {
+		dprintf(2, "vmm: the injected cuMemCreate failure did not come\n");
+		return 1;
+	}
+	for (i = 0; i < 5; i++) {
+		MUST(cuMemUnmap(va + i * 2 * MiB, 2 * MiB));
+		MUST(cuMemRelease(h[i]));
+	}
+	MUST(cuMemAddressFree(va, VA_SIZE));
+	printf("{\"pid\": %d, \"live_at_oom\": {\"count\": 5, \"bytes\": %llu}}\n", getpid(),
+	       5ULL * 2 * MiB);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	CUmemGenericAllocationHandle h1, h2, h3, h4, h5, h6, h6b, h7, h8, h9;
 	CUdeviceptr va, va1, va2, va4a, va4b, va5, va6, va9, vj;
+	int i;
 
 	wait_go(argc, argv);
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--oom")) {
+			MUST(cuInit(0));
+			return oom_run();
+		}
+	}
 
 	ledger_phase("runtime_init");
 	MUST(cuInit(0));
