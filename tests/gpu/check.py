@@ -193,6 +193,10 @@ def main():
         check(ev and all(e.get("error") in ("CUDA_ERROR_OUT_OF_MEMORY",
                                              "cudaErrorMemoryAllocation") for e in ev),
               f"{name}: device_oom events: {json.dumps(ev)[:800]}")
+        # the failures come at the top: what each lists as live is what was live then
+        live = [e.get("live_allocations", {}).get("bytes") for e in ev]
+        check(ev and max(live) == peak,
+              f"{name}: the most any device_oom lists as live, of {live}, == the peak {peak}")
     watch_device_oom()
     bench_pairs()
     # the trails and snapshots in one file (a few files come back from the machine)
