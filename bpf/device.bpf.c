@@ -188,26 +188,35 @@ static __always_inline __s32 current_device(__u32 tid)
 	return d ? *d : -1;
 }
 
+/*
+ * An allocation or handle of MAP at KEY (its DEAD field) is gone: true for
+ * the one caller that is to take its bytes off. While a device OOM listing
+ * is pending it stays, dated (live at the failure user space is about to
+ * list: an allocator may give back at once what it made for a request that
+ * failed); else it is deleted, and of two racing frees the one that deletes
+ * accounts.
+ */
+static __always_inline bool dev_gone(void *map, struct memtrail_dev_key *key, __u32 *dead)
+{
+	__u32 *pending = bpf_map_lookup_elem(&dev_snap, &key->tgid);
+
+	if (pending)
+		return !mt_cmpxchg(dead, 0, *pending);
+	return !bpf_map_delete_elem(map, key);
+}
+
 static __always_inline void account_free(struct memtrail_target *t, __u32 tgid, __u64 addr)
 {
 	struct memtrail_dev_key key = { .tgid = tgid, .addr = addr };
 	struct memtrail_dev_alloc *a = bpf_map_lookup_elem(&dev_allocs, &key);
-	__u32 kind, *pending;
 	__u64 size;
+	__u32 kind;
 
 	if (!a || a->dead)
 		return;
 	size = a->size;
 	kind = a->kind;
-	pending = bpf_map_lookup_elem(&dev_snap, &tgid);
-	if (pending) {
-		/* live at the failure user space is about to list: keep it, dated */
-		if (!mt_cmpxchg(&a->dead, 0, *pending))
-			account(t, tgid, kind, -(__s64)size);
-		return;
-	}
-	/* of two racing frees of one address, the one that deletes accounts */
-	if (!bpf_map_delete_elem(&dev_allocs, &key))
+	if (dev_gone(&dev_allocs, &key, &a->dead))
 		account(t, tgid, kind, -(__s64)size);
 }
 
@@ -246,8 +255,8 @@ static __always_inline void vmm_unref(struct memtrail_target *t, __u32 tgid, __u
 {
 	struct memtrail_dev_key key = { .tgid = tgid, .addr = handle };
 	struct memtrail_vmm_handle *h = bpf_map_lookup_elem(&vmm_handles, &key);
-	__u32 kind, *pending;
 	__u64 size;
+	__u32 kind;
 
 	if (!h || h->dead)
 		return;		/* imported, created before memtrail looked, or gone */
@@ -255,17 +264,7 @@ static __always_inline void vmm_unref(struct memtrail_target *t, __u32 tgid, __u
 		return;
 	size = h->size;
 	kind = h->kind;
-	pending = bpf_map_lookup_elem(&dev_snap, &tgid);
-	if (pending) {
-		/*
-		 * live at the failure user space is about to list (an allocator
-		 * gives back what it made for a request that failed): kept, dated
-		 */
-		if (!mt_cmpxchg(&h->dead, 0, *pending))
-			account(t, tgid, kind, -(__s64)size);
-		return;
-	}
-	if (!bpf_map_delete_elem(&vmm_handles, &key))
+	if (dev_gone(&vmm_handles, &key, &h->dead))
 		account(t, tgid, kind, -(__s64)size);
 }
 

@@ -930,16 +930,21 @@ static bool batch_read(struct session *s, bool liveness, bool cells)
 	return true;
 }
 
+struct dirty_names {
+	struct session *s;
+	size_t n;	/* names taken */
+};
+
 /* A target the kernel named: its levels changed since the last sample. */
 static void dirty_target(void *ctx, const void *tgid, const void *v)
 {
-	struct session *s = ctx;
-	struct trail_target *tt = session__live(s, *(const uint32_t *)tgid);
+	struct dirty_names *d = ctx;
+	struct trail_target *tt = session__live(d->s, *(const uint32_t *)tgid);
 
 	(void)v;
 	if (tt)
 		tt->dirty = true;
-	s->n_dirty++;
+	d->n++;
 }
 
 /*
@@ -951,17 +956,17 @@ static void dirty_target(void *ctx, const void *tgid, const void *v)
  */
 static bool read_all(struct session *s)
 {
+	struct dirty_names d = { .s = s };
 	bool all = false;
 
 	if (s->no_dirty)
 		return true;
-	s->n_dirty = 0;
-	if (tracer__take_dirty(s->tracer, dirty_target, s, &all)) {
+	if (tracer__take_dirty(s->tracer, dirty_target, &d, &all)) {
 		s->no_dirty = true;
 		log__debug("every target read at each sample: no batch operations");
 		return true;
 	}
-	return all || s->n_dirty * 4 > s->trail.n_targets;
+	return all || d.n * 4 > s->trail.n_targets;
 }
 
 void session__sample_all(struct session *s, uint64_t t_ms)

@@ -65,7 +65,6 @@ struct session {
 	size_t n_batch, cap_batch;
 	bool no_batch;		/* the kernel has no batch lookups */
 	bool no_dirty;		/* nor the kernel's names of changed targets: read all */
-	size_t n_dirty;		/* targets the kernel named at this sample */
 	uint64_t t0_ns;		/* CLOCK_MONOTONIC at t_ms 0 */
 	size_t live;		/* targets that have not exited */
 	size_t ended;		/* targets ended since the last sweep (watch, top) */

@@ -1155,6 +1155,16 @@ static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
 }
 
 /*
+ * Whether an allocation or handle BORN and DEAD (struct memtrail_dev_alloc)
+ * is listed: for the device OOM of EPOCH, made before it and not gone
+ * before it; else (0) the live ones.
+ */
+static bool dev_listed(__u32 born, __u32 dead, uint32_t epoch)
+{
+	return epoch ? born < epoch && (!dead || dead >= epoch) : !dead;
+}
+
+/*
  * Entries of TGID in device map FD kept for a listing (dead: released while a
  * device OOM snapshot was pending), now listed: they go.
  */
@@ -1188,7 +1198,7 @@ int tracer__device_allocs(struct tracer *t, uint32_t tgid, uint32_t epoch, trace
 
 		if (bpf_map_lookup_elem(afd, &akeys[i], &a))
 			continue;
-		if (epoch ? a.born < epoch && (!a.dead || a.dead >= epoch) : !a.dead)
+		if (dev_listed(a.born, a.dead, epoch))
 			fn(ctx, akeys[i].addr, &a);
 	}
 	hkeys = keys_of(hfd, tgid, &nh);
@@ -1196,9 +1206,7 @@ int tracer__device_allocs(struct tracer *t, uint32_t tgid, uint32_t epoch, trace
 		struct memtrail_vmm_handle h;
 		struct memtrail_dev_alloc a;
 
-		if (bpf_map_lookup_elem(hfd, &hkeys[i], &h))
-			continue;
-		if (epoch ? h.born >= epoch || (h.dead && h.dead < epoch) : h.dead)
+		if (bpf_map_lookup_elem(hfd, &hkeys[i], &h) || !dev_listed(h.born, h.dead, epoch))
 			continue;
 		a = (struct memtrail_dev_alloc){ .size = h.size, .kind = h.kind,
 						 .device = h.device, .phase = h.phase,
