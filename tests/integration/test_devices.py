@@ -255,11 +255,32 @@ def overlay_copy(d, program):
     return os.path.join(merged, "bin", os.path.basename(program)), merged, rw
 
 
-def record_while_stopped(command, env=None):
+def holds_mapped(holder, pid, path):
+    """Whether process HOLDER has open the file process PID maps as PATH
+    (the file itself, by device and inode, as /proc/PID/map_files opens it)."""
+    want = set()
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and fields[5].strip() == os.path.realpath(path):
+                    st = os.stat(f"/proc/{pid}/map_files/{fields[0]}")
+                    want.add((st.st_dev, st.st_ino))
+    for fd in glob.glob(f"/proc/{holder}/fd/*"):
+        with contextlib.suppress(OSError):
+            st = os.stat(fd)
+            if (st.st_dev, st.st_ino) in want:
+                return True
+    return False
+
+
+def record_while_stopped(command, env=None, held=False):
     """record's COMMAND (a workload taking --wait) runs from its start to its
     exit while memtrail is stopped (SIGSTOP): what memtrail reads of it, it
-    reads after the exit for certain. (memtrail's status, its stdout, stderr,
-    the trail's path)"""
+    reads after the exit for certain. HELD: memtrail is stopped only once it
+    holds the program's file open (its scan of the running command; it comes
+    at a tick after the exec). (memtrail's status, its stdout, stderr, the
+    trail's path)"""
     d = tmpdir()
     out = os.path.join(d, "trail.json")
     comm = os.path.basename(command[0])[:15]
@@ -276,6 +297,10 @@ def record_while_stopped(command, env=None):
         while time.time() < deadline and proc_state(wl[0]) != "S":
             time.sleep(0.02)
         check_eq(proc_state(wl[0]), "S", "the command waiting for its stdin")
+        while held and time.time() < deadline and not holds_mapped(bg.proc.pid, wl[0], command[0]):
+            time.sleep(0.02)
+        check(not held or holds_mapped(bg.proc.pid, wl[0], command[0]),
+              "memtrail holds the running command's program open")
         bg.proc.send_signal(signal.SIGSTOP)
         try:
             wait_stopped(bg.proc.pid)
@@ -300,7 +325,7 @@ def check_command_site_after_exit(program, env):
     """record's command (cuda_phases --wait) reaches its device OOM and exits
     while memtrail is stopped (SIGSTOP), so the OOM is read after the exit
     for certain: its call site must still name main."""
-    rc, stdout, err, out = record_while_stopped([program], env)
+    rc, stdout, err, out = record_while_stopped([program], env, held=True)
     check_eq(rc, 0, f"record status: {err!r}")
     data = json.loads([x for x in stdout.splitlines() if x.startswith("{")][-1])
     ooms = events(load_trail(out), "device_oom")
