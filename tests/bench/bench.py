@@ -5,7 +5,9 @@ against the same workloads untraced, as ratios of the workloads' own
 elapsed time (median of interleaved runs); heap probes per malloc/free pair
 against the bare counting uprobe (the floor) and under an overhead budget;
 watch and record --all during a process storm (BENCH_STORM=RATE,SECONDS,IDLE:
-2,000 execs a second for 60 s beside 10,000 idle processes by default);
+2,000 execs a second for 60 s beside 10,000 idle processes by default), and
+the floor of any tracer of every process during the same storm (counting
+programs on the same kernel hooks);
 then memtrail watch's own CPU use with 2,000 and 10,000 idle processes on the node;
 report --html of a one-hour, 200-target trail. Not a test: it asserts nothing, it
 prints the figures and the targets they are held to, and writes the overhead
@@ -205,6 +207,31 @@ def vm_rss_kib(pid):
         return int([l.split()[1] for l in f if l.startswith("VmRSS:")][0])
 
 
+def storm_floor(rate, seconds, idle):
+    """The floor of tracing every process, during the same storm: programs
+    that only count hits on the kernel hooks watch takes for each process
+    (fork, exec, exit, rss_stat, mmap_lock taken and released,
+    signal_generate; tests/bench/floor.c --hooks), and no memtrail. Their run
+    time (bpf_stats) and hits, with the storm's own count."""
+    stats = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(stats) as f:
+        was = f.read().strip()
+    with open(stats, "w") as f:
+        f.write("1")
+    try:
+        with idle_processes(idle):
+            time.sleep(2)  # as before storm(): the idle processes settled
+            p = subprocess.run([os.path.join(ROOT, "build", "bench", "floor"), "--hooks", "--",
+                                os.path.join(WL, "storm"), str(rate), str(seconds)],
+                               capture_output=True, text=True, check=True)
+    finally:
+        with open(stats, "w") as f:
+            f.write(was)
+    got, floor = json.loads(p.stdout.splitlines()[-1]), json.loads(p.stderr.splitlines()[-1])
+    return {"started": got["started"], "seconds": got["seconds"], "hits": floor["floor_hits"],
+            "bpf": floor["floor_run_ns"] / 1e9 / got["seconds"]}
+
+
 def storm(mode, rate, seconds, idle):
     """memtrail (watch, or record --all) while the storm workload starts RATE
     short-lived processes a second for SECONDS beside IDLE sleeping ones:
@@ -257,6 +284,15 @@ def print_storm(mode, rate, seconds, idle):
           f"VmRSS {r['rss0'] / 1024:.1f} -> {r['rss1'] / 1024:.1f} MiB, "
           f"lost {', '.join(r['lost']) or 'nothing'}, wrote {r['bytes'] / 1024:.0f} KiB",
           flush=True)
+
+
+def print_storm_floor(rate, seconds, idle):
+    f = storm_floor(rate, seconds, idle)
+    print(f"floor during a storm of {f['started'] / f['seconds']:.0f} execs/s for "
+          f"{f['seconds']:.0f} s beside {idle} idle processes, no memtrail: programs that only "
+          f"count on the hooks watch takes used {f['bpf'] * 100:.2f}% of one core, "
+          f"{f['bpf'] * f['seconds'] / f['started'] * 1e6:.1f} us and "
+          f"{f['hits'] / f['started']:.0f} hooks a process", flush=True)
 
 
 def metrics_scrape(n=2000, scrapes=20):
@@ -642,6 +678,7 @@ def main():
     print(f"1M live device allocations: memtrail VmRSS {rss / 1024:.1f} MiB, kernel map "
           f"dev_allocs {kmem / 2**20:.1f} MiB (bounded: 1M entries at most)", flush=True)
     rate, secs, idle = (int(x) for x in os.environ.get("BENCH_STORM", "2000,60,10000").split(","))
+    print_storm_floor(rate, secs, idle)
     for mode in ("watch", "record"):
         print_storm(mode, rate, secs, idle)
     cpu, rss = watch_idle_cpu()
