@@ -41,44 +41,18 @@ int floor_return(void *ctx)
 	return count();
 }
 
-SEC("tp_btf/sched_process_fork")
-int floor_fork(void *ctx)
-{
-	return count();
-}
+/* A counting program on tracepoint TP. */
+#define FLOOR_HOOK(name, tp)			\
+	SEC("tp_btf/" tp)			\
+	int floor_##name(void *ctx)		\
+	{					\
+		return count();			\
+	}
 
-SEC("tp_btf/sched_process_exec")
-int floor_exec(void *ctx)
-{
-	return count();
-}
-
-SEC("tp_btf/sched_process_exit")
-int floor_exit(void *ctx)
-{
-	return count();
-}
-
-SEC("tp_btf/rss_stat")
-int floor_rss(void *ctx)
-{
-	return count();
-}
-
-SEC("tp_btf/mmap_lock_acquire_returned")
-int floor_lock(void *ctx)
-{
-	return count();
-}
-
-SEC("tp_btf/mmap_lock_released")
-int floor_unlock(void *ctx)
-{
-	return count();
-}
-
-SEC("tp_btf/signal_generate")
-int floor_signal(void *ctx)
-{
-	return count();
-}
+FLOOR_HOOK(fork, "sched_process_fork")
+FLOOR_HOOK(exec, "sched_process_exec")
+FLOOR_HOOK(exit, "sched_process_exit")
+FLOOR_HOOK(rss, "rss_stat")
+FLOOR_HOOK(lock, "mmap_lock_acquire_returned")
+FLOOR_HOOK(unlock, "mmap_lock_released")
+FLOOR_HOOK(signal, "signal_generate")
