@@ -54,6 +54,18 @@ struct {
 } mm_windows SEC(".maps");
 
 /*
+ * Whether a write section keeps its window (mm_windows: the level and the
+ * system call's arguments at its start) for its end: mapping sites and
+ * files mapped executable (lib_map_lock) want it. Without them (watch,
+ * where the kernel has a cheaper hook for mapped files) each end of a
+ * section only syncs the level.
+ */
+static __always_inline bool windows(void)
+{
+	return sites_mapping || lib_map_lock;
+}
+
+/*
  * The live target that owns MM, or NULL. An owner that has not adopted the
  * mm yet is a child inside fork (it still wears its parent's tgid) or a task
  * inside exec or exit; their changes are picked up by the fork/exec sync, or
@@ -72,6 +84,12 @@ static __always_inline struct memtrail_target *mm_target(struct mm_struct *mm, _
 		return NULL;
 	*tgid = owner->tgid;
 	return live_target(*tgid);
+}
+
+/* mapped_bytes() of a tracepoint's MM argument: a direct load, not a helper call. */
+static __always_inline __s64 mapped_now(struct mm_struct *mm)
+{
+	return (__s64)mm->data_vm << MEMTRAIL_PAGE_SHIFT;
 }
 
 /*
@@ -188,17 +206,21 @@ static __always_inline int lock_taken(struct mm_struct *mm, bool write, bool suc
 	struct memtrail_target *t;
 	struct mm_window w;
 	__u32 tid, tgid;
+	__s64 before;
 
 	if (!write || !success)
 		return 0;
 	t = mm_target(mm, &tgid);
 	if (!t)
 		return 0;
+	before = mapped_now(mm);
+	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, before);
+	if (!windows())
+		return 0;
 	tid = (__u32)bpf_get_current_pid_tgid();
 	__builtin_memset(&w, 0, sizeof(w));
 	w.mm = (__u64)mm;
-	w.before = mapped_bytes(mm);
-	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, w.before);
+	w.before = before;
 	w.nr = -1;
 	/* (the compat object is for kernels without these tracepoints: no sites there) */
 #if defined(MT_NR_MMAP) && !defined(MEMTRAIL_COMPAT)
@@ -388,7 +410,7 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 static __always_inline int lock_released(void *ctx, struct mm_struct *mm, bool write)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid(), tgid;
-	struct mm_window *w = bpf_map_lookup_elem(&mm_windows, &tid);
+	struct mm_window *w = windows() ? bpf_map_lookup_elem(&mm_windows, &tid) : NULL;
 	struct memtrail_target *t;
 	__s64 after, delta;
 
@@ -400,7 +422,7 @@ static __always_inline int lock_released(void *ctx, struct mm_struct *mm, bool w
 	t = mm_target(mm, &tgid);
 	if (!t)
 		goto out;
-	after = mapped_bytes(mm);
+	after = mapped_now(mm);
 	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, after);
 	if (!w)
 		return 0;	/* its start was skipped: the level is right, the section's site unknown */

@@ -528,6 +528,7 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg,
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_targets = o->max_targets;
+	cfg->no_devices = o->no_devices;
 	cfg->sites = (struct tracer_sites){
 		.mapping = !o->no_sites,
 		.faults = o->faults,

@@ -469,6 +469,7 @@ static int build_config(const struct top_opts *o, struct tracer_config *cfg)
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_targets = o->max_targets;
+	cfg->no_devices = o->no_devices;
 	cfg->cgroup_subsys = -1;
 	cfg->mode = MEMTRAIL_FILTER_ALL;
 	if (o->n_pids) {

@@ -239,7 +239,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 {
 	const struct kernel_features *kf = &t->kf;
 	struct memtrail_bpf *s = t->skel;
-	bool device = kf->f[FEAT_DEVICE].state != FEATURE_NO;
+	bool device = kf->f[FEAT_DEVICE].state != FEATURE_NO && !cfg->no_devices;
 	bool multi = device && !t->no_multi;
 	struct bpf_program *each[MEMTRAIL_RULE_PROGS];
 	size_t n_specs;
@@ -293,8 +293,13 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(p, false);
 	}
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
-	/* holds serve the probes that come from scans: device runtimes and allocators */
-	t->hold = kf->f[FEAT_LIB_HOLD].state == FEATURE_YES && (device || cfg->sites.heap);
+	/*
+	 * holds serve the probes that come from scans (device runtimes,
+	 * allocators) and the names of sites' stacks (a process's libraries
+	 * seen before their code runs, however short its life)
+	 */
+	t->hold = kf->f[FEAT_LIB_HOLD].state == FEATURE_YES &&
+		  (device || cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults);
 	bpf_program__set_autoload(s->progs.mt_lib_map_lsm, t->hold && kf->mmap_hook == MMAP_HOOK_LSM);
 	bpf_program__set_autoload(s->progs.mt_lib_map, t->hold && kf->mmap_hook == MMAP_HOOK_FENTRY);
 	bpf_program__set_autoload(s->progs.mt_lib_map_sys, t->hold && kf->mmap_hook == MMAP_HOOK_SYSCALL);

@@ -52,6 +52,7 @@ struct tracer_config {
 	size_t n_cgroups;
 	int cgroup_subsys;	/* their v1 controller index, -1 for cgroup v2 */
 	uint32_t max_targets;
+	bool no_devices;	/* CUDA and Neuron runtimes not probed: nor their programs loaded */
 	const struct phase_rule *rules;
 	size_t n_rules;
 	struct tracer_sites sites;

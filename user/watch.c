@@ -877,6 +877,7 @@ static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_targets = o->max_targets;
+	cfg->no_devices = o->no_devices;
 	cfg->cgroup_subsys = -1;
 	cfg->mode = o->n_cgroups ? MEMTRAIL_FILTER_CGROUP : MEMTRAIL_FILTER_ALL;
 	for (i = 0; i < o->n_cgroups; i++) {

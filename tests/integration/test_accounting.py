@@ -49,6 +49,32 @@ def test_mapped_exact_rss_within_2pct():
     no_programs_left()
 
 
+def test_mapped_exact_without_section_windows():
+    """No mapping sites and no holds for new libraries (--no-sites
+    --no-devices; watch where the kernel has a cheaper hook for mapped files
+    than the mmap lock): a write section's end syncs the level with nothing
+    kept from its start. The same ground truth, and the peak of 8 threads
+    mapping at once."""
+    extra = ["--no-sites", "--no-devices"]
+    p, trail, data = record([workload("mapper")], extra=extra)
+    check_eq(p.returncode, 0, f"memtrail status (stderr {p.stderr!r})")
+    check(data, "the workload printed no report")
+    check_mapper(trail["targets"][0], data)
+    for run in range(10):
+        p, trail, data = record([workload("threads")], extra=extra)
+        check_eq(p.returncode, 0, f"run {run}: memtrail status (stderr {p.stderr!r})")
+        check(data, f"run {run}: the workload failed its own check")
+        t = trail["targets"][0]
+        check_eq(level(t, "mapped", "peak"), data["base_data"] + data["peak_extra"],
+                 f"run {run}: mapped peak of 8 concurrent threads")
+        work = [x for x in t["phases"] if x["name"] == "work"]
+        check_eq(len(work), 1, f"run {run}: phase 'work'")
+        m, moved = work[0]["kinds"]["mapped"], data["churn"] + data["peak_extra"]
+        check_eq((m["allocations"], m["deallocations"]), (moved, moved),
+                 f"run {run}: phase 'work' mapped allocations and deallocations")
+    no_programs_left()
+
+
 def test_levels_exact_after_memtrail_own_children_10_runs():
     """--heap times its probes on a child of memtrail's own, traced while it
     runs and forgotten when done: a new process's address space may then
