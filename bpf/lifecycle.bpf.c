@@ -19,6 +19,7 @@ const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
 const volatile __u32 has_task_regs = 1;
 const volatile __u32 has_find_vma = 1;
+const volatile __u32 has_task_storage = 0;
 const volatile __u32 has_scopes = 0;
 const volatile __u32 hold_libs = 0;
 const volatile __u32 lib_map_lock = 0;

@@ -54,15 +54,57 @@ struct {
 } mm_windows SEC(".maps");
 
 /*
+ * The mm whose mmap lock the thread took for writing, until it lets it go
+ * (0: none): a munmap downgrades its write lock to a read lock and gives
+ * back its memory under that, so the read section's end is a write
+ * section's end too. Where sections keep no window (below).
+ */
+#ifdef MEMTRAIL_COMPAT
+/* (the compat object keeps windows: this map is not created) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} mm_writing SEC(".maps");
+#else
+struct {
+	__uint(type, MT_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} mm_writing SEC(".maps");
+#endif
+
+/*
  * Whether a write section keeps its window (mm_windows: the level and the
  * system call's arguments at its start) for its end: mapping sites and
- * files mapped executable (lib_map_lock) want it. Without them (watch,
- * where the kernel has a cheaper hook for mapped files) each end of a
+ * files mapped executable (lib_map_lock) want it, and kernels without task
+ * storage mark the thread's section there. Else (watch, where the kernel
+ * has a cheaper hook for mapped files than the mmap lock) the section's
+ * thread is marked in its task storage (mm_writing) and each end of the
  * section only syncs the level.
  */
 static __always_inline bool windows(void)
 {
-	return sites_mapping || lib_map_lock;
+#ifdef MEMTRAIL_COMPAT
+	return true;
+#else
+	return sites_mapping || lib_map_lock || !has_task_storage;
+#endif
+}
+
+/* The current thread's mm_writing, created with CREATE; NULL: none (or windows kept). */
+static __always_inline __u64 *writing(bool create)
+{
+#ifdef MEMTRAIL_COMPAT
+	return NULL;
+#else
+	if (windows())
+		return NULL;
+	return bpf_task_storage_get(&mm_writing, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+#endif
 }
 
 /*
@@ -215,8 +257,15 @@ static __always_inline int lock_taken(struct mm_struct *mm, bool write, bool suc
 		return 0;
 	before = mapped_now(mm);
 	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, before);
-	if (!windows())
+	if (!windows()) {
+		__u64 *m = writing(true);
+
+		if (m)
+			*m = (__u64)mm;
+		else
+			count_lost(MEMTRAIL_LOST_MM);	/* a downgraded end is seen at the next section */
 		return 0;
+	}
 	tid = (__u32)bpf_get_current_pid_tgid();
 	__builtin_memset(&w, 0, sizeof(w));
 	w.mm = (__u64)mm;
@@ -413,6 +462,20 @@ static __always_inline int lock_released(void *ctx, struct mm_struct *mm, bool w
 	struct mm_window *w = windows() ? bpf_map_lookup_elem(&mm_windows, &tid) : NULL;
 	struct memtrail_target *t;
 	__s64 after, delta;
+	__u64 *m;
+
+	if (!windows()) {
+		m = writing(false);
+		/* a read section's end: a downgraded write section's, or nothing changed */
+		if (!write && (!m || *m != (__u64)mm))
+			return 0;
+		if (m)
+			*m = 0;
+		t = mm_target(mm, &tgid);
+		if (t)
+			mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, mapped_now(mm));
+		return 0;
+	}
 
 	if (w && w->mm != (__u64)mm)
 		w = NULL;

@@ -60,9 +60,6 @@ static __always_inline struct heap_call *heap_call_get(bool create)
 	return bpf_map_lookup_elem(&heap_calls, &tid);
 }
 #else
-/* by number: headers of a 5.10 build kernel do not name it (5.11), CO-RE objects use it from 5.11 */
-#define MT_MAP_TYPE_TASK_STORAGE 29
-
 struct {
 	__uint(type, MT_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
