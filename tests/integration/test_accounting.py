@@ -70,8 +70,14 @@ def test_mapped_exact_without_section_windows():
         work = [x for x in t["phases"] if x["name"] == "work"]
         check_eq(len(work), 1, f"run {run}: phase 'work'")
         m, moved = work[0]["kinds"]["mapped"], data["churn"] + data["peak_extra"]
-        check_eq((m["allocations"], m["deallocations"]), (moved, moved),
-                 f"run {run}: phase 'work' mapped allocations and deallocations")
+        if trail["kernel"]["features"]["mapped"]["state"] == "degraded":
+            # no mmap_lock tracepoints (5.10): synced as each call returns, so
+            # threads mapping at once net out (README, Kernels): the net only
+            check_eq(m["allocations"] - m["deallocations"], 0,
+                     f"run {run}: phase 'work' mapped net change")
+        else:
+            check_eq((m["allocations"], m["deallocations"]), (moved, moved),
+                     f"run {run}: phase 'work' mapped allocations and deallocations")
     no_programs_left()
 
 
