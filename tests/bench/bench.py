@@ -77,39 +77,49 @@ def with_watch(fn):
         subprocess.run(["rm", "-rf", d])
 
 
+@contextlib.contextmanager
+def bpf_stats():
+    """The kernel's bpf_stats on while the block runs (BPF programs' run
+    time and count kept), then as it was."""
+    stats = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(stats) as f:
+        was = f.read().strip()
+    with open(stats, "w") as f:
+        f.write("1")
+    try:
+        yield
+    finally:
+        with open(stats, "w") as f:
+            f.write(was)
+
+
 def prog_costs(rounds=40, heap=False):
     """ns per run of each memtrail BPF program (the kernel's bpf_stats:
     run_time_ns / run_cnt) while 'record --comm bench_touch' traces the
     page-touch loop (an rss_stat event per page), or with HEAP while
     'record --heap' traces the malloc/free loop (the heap probes)."""
-    stats = "/proc/sys/kernel/bpf_stats_enabled"
-    with open(stats) as f:
-        was = f.read().strip()
     out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
-    with open(stats, "w") as f:
-        f.write("1")
     try:
-        if heap:
-            # the program table is read while the traced loop's shell still lives
-            p = subprocess.run([MEMTRAIL, "record", "-q", "-o", out, "--heap", "--", "sh", "-c",
-                                f"{os.path.join(WL, 'bench_malloc')} 300000 > /dev/null && "
-                                "bpftool prog show -j"],
-                               capture_output=True, text=True, check=True)
-            progs = json.loads([l for l in p.stdout.splitlines() if l.startswith("[")][-1])
-        else:
-            m = start(["record", "-q", "-o", out, "--comm", "bench_touch"])
-            try:
-                subprocess.run([os.path.join(WL, "bench_touch"), str(rounds)], check=True,
-                               capture_output=True)
-                progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"],
-                                                  capture_output=True, text=True,
-                                                  check=True).stdout)
-            finally:
-                m.send_signal(2)
-                m.communicate()
+        with bpf_stats():
+            if heap:
+                # the program table is read while the traced loop's shell still lives
+                p = subprocess.run([MEMTRAIL, "record", "-q", "-o", out, "--heap", "--", "sh",
+                                    "-c", f"{os.path.join(WL, 'bench_malloc')} 300000 > /dev/null"
+                                    " && bpftool prog show -j"],
+                                   capture_output=True, text=True, check=True)
+                progs = json.loads([l for l in p.stdout.splitlines() if l.startswith("[")][-1])
+            else:
+                m = start(["record", "-q", "-o", out, "--comm", "bench_touch"])
+                try:
+                    subprocess.run([os.path.join(WL, "bench_touch"), str(rounds)], check=True,
+                                   capture_output=True)
+                    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"],
+                                                      capture_output=True, text=True,
+                                                      check=True).stdout)
+                finally:
+                    m.send_signal(2)
+                    m.communicate()
     finally:
-        with open(stats, "w") as f:
-            f.write(was)
         if os.path.exists(out):
             os.unlink(out)
     return {p["name"]: (p["run_time_ns"] / p["run_cnt"], p["run_cnt"]) for p in progs
@@ -213,20 +223,11 @@ def storm_floor(rate, seconds, idle):
     (fork, exec, exit, rss_stat, mmap_lock taken and released,
     signal_generate; tests/bench/floor.c --hooks), and no memtrail. Their run
     time (bpf_stats) and hits, with the storm's own count."""
-    stats = "/proc/sys/kernel/bpf_stats_enabled"
-    with open(stats) as f:
-        was = f.read().strip()
-    with open(stats, "w") as f:
-        f.write("1")
-    try:
-        with idle_processes(idle):
-            time.sleep(2)  # as before storm(): the idle processes settled
-            p = subprocess.run([os.path.join(ROOT, "build", "bench", "floor"), "--hooks", "--",
-                                os.path.join(WL, "storm"), str(rate), str(seconds)],
-                               capture_output=True, text=True, check=True)
-    finally:
-        with open(stats, "w") as f:
-            f.write(was)
+    with bpf_stats(), idle_processes(idle):
+        time.sleep(2)  # as before storm(): the idle processes settled
+        p = subprocess.run([os.path.join(ROOT, "build", "bench", "floor"), "--hooks", "--",
+                            os.path.join(WL, "storm"), str(rate), str(seconds)],
+                           capture_output=True, text=True, check=True)
     got, floor = json.loads(p.stdout.splitlines()[-1]), json.loads(p.stderr.splitlines()[-1])
     return {"started": got["started"], "seconds": got["seconds"], "hits": floor["floor_hits"],
             "bpf": floor["floor_run_ns"] / 1e9 / got["seconds"]}
@@ -238,16 +239,11 @@ def storm(mode, rate, seconds, idle):
     memtrail's CPU (its own user+sys and its BPF programs' run time) over the
     storm, its VmRSS before and after, what it said it lost, and what it
     wrote. The storm's rate reached is its own count over its own time."""
-    stats = "/proc/sys/kernel/bpf_stats_enabled"
-    with open(stats) as f:
-        was = f.read().strip()
     d = tempfile.mkdtemp(prefix="memtrail-bench-")
     out = os.path.join(d, "trail.json") if mode == "record" else d
     args = ["record", "-q", "-o", out, "--all"] if mode == "record" else ["watch", "-o", d]
-    with open(stats, "w") as f:
-        f.write("1")
     try:
-        with idle_processes(idle):
+        with bpf_stats(), idle_processes(idle):
             m = start(args)
             time.sleep(2)  # past the start-up scan
             rss0 = vm_rss_kib(m.pid)
@@ -268,8 +264,6 @@ def storm(mode, rate, seconds, idle):
                 "user_sys": (c1 - c0) / got["seconds"], "bpf": (b1 - b0) / 1e9 / got["seconds"],
                 "rss0": rss0, "rss1": rss1, "lost": lost, "bytes": size}
     finally:
-        with open(stats, "w") as f:
-            f.write(was)
         subprocess.run(["rm", "-rf", d])
 
 
