@@ -94,14 +94,12 @@ static __always_inline bool windows(void)
 #endif
 }
 
-/* The current thread's mm_writing, created with CREATE; NULL: none (or windows kept). */
+/* The current thread's mm_writing, created with CREATE; NULL: none. Where no windows are kept. */
 static __always_inline __u64 *writing(bool create)
 {
 #ifdef MEMTRAIL_COMPAT
 	return NULL;
 #else
-	if (windows())
-		return NULL;
 	return bpf_task_storage_get(&mm_writing, bpf_get_current_task_btf(), 0,
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 #endif
@@ -459,36 +457,32 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 static __always_inline int lock_released(void *ctx, struct mm_struct *mm, bool write)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid(), tgid;
-	struct mm_window *w = windows() ? bpf_map_lookup_elem(&mm_windows, &tid) : NULL;
+	struct mm_window *w = NULL;
 	struct memtrail_target *t;
 	__s64 after, delta;
 	__u64 *m;
 
-	if (!windows()) {
+	/* a read section's end, where no write section (or downgrade) began: nothing changed */
+	if (windows()) {
+		w = bpf_map_lookup_elem(&mm_windows, &tid);
+		if (w && w->mm != (__u64)mm)
+			w = NULL;
+		if (!w && !write)
+			return 0;
+	} else {
 		m = writing(false);
-		/* a read section's end: a downgraded write section's, or nothing changed */
 		if (!write && (!m || *m != (__u64)mm))
 			return 0;
 		if (m)
 			*m = 0;
-		t = mm_target(mm, &tgid);
-		if (t)
-			mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, mapped_now(mm));
-		return 0;
 	}
-
-	if (w && w->mm != (__u64)mm)
-		w = NULL;
-	/* a read section's end, where no write section (or downgrade) began: nothing changed */
-	if (!w && !write)
-		return 0;
 	t = mm_target(mm, &tgid);
 	if (!t)
 		goto out;
 	after = mapped_now(mm);
 	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, after);
 	if (!w)
-		return 0;	/* its start was skipped: the level is right, the section's site unknown */
+		return 0;	/* no window (none kept, or its start skipped): the level is right */
 	delta = after - w->before;
 	if (delta && sites_mapping)
 		mapping_site(ctx, w, mm, t, tgid, delta);
