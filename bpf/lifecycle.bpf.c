@@ -22,6 +22,7 @@ const volatile __u32 has_find_vma = 1;
 const volatile __u32 has_task_storage = 0;
 const volatile __u32 has_scopes = 0;
 const volatile __u32 hold_libs = 0;
+const volatile __u32 libs_urgent = 0;
 const volatile __u32 lib_map_lock = 0;
 volatile __u32 holds_off = 0;
 volatile __u64 user_alive_ns = 0;

@@ -63,6 +63,8 @@ extern const volatile __u32 has_scopes;	/* --scope rules: scope_stacks in use */
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
 /* hold a target that maps a file not yet scanned, until user space probed it */
 extern const volatile __u32 hold_libs;
+/* sites' stacks are named: user space reads a target's maps as soon as it maps code */
+extern const volatile __u32 libs_urgent;
 /* files mapped are seen in the mmap lock's sections (mm.bpf.c) */
 extern const volatile __u32 lib_map_lock;
 /* set by user space as it stops: no new holds (lifecycle.bpf.c) */
@@ -361,9 +363,11 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 	 * or not: a command of memtrail's own is never held) or where it cannot
 	 * know (no hold): a short process may call them and end before the next
 	 * poll, and its call sites need its mappings read while it lives.
+	 * So too where sites' stacks are named (libs_urgent): the files are
+	 * known, but where this process mapped them is read from its maps.
 	 * Otherwise (a program of known libraries) within a poll.
 	 */
-	bool urgent = !hold_libs || t->lib_hold;
+	bool urgent = !hold_libs || t->lib_hold || libs_urgent;
 	struct memtrail_event_libs *e;
 	__u32 held = 0;
 

@@ -254,7 +254,13 @@ struct devices {
 	uint64_t now_ms;	/* the session's clock at the last tick */
 	bool quiet;	/* probing what the loader cache names: debug messages only */
 	bool said;	/* what this kernel cannot do with device memory, said once */
+	bool loader_only;	/* --no-devices: the dynamic linker's hook, no runtime */
 };
+
+bool devices__loader_spec(uint32_t idx)
+{
+	return idx < N_SPECS && specs[idx].rt == LOADER;
+}
 
 const char *devices__fn_name(uint32_t idx)
 {
@@ -349,7 +355,7 @@ static void prepare_system(struct devices *d)
 	pclose(f);
 }
 
-int devices__open(struct devices **out, struct tracer *t)
+int devices__open(struct devices **out, struct tracer *t, bool loader_only)
 {
 	struct devices *d = calloc(1, sizeof(*d));
 
@@ -357,9 +363,11 @@ int devices__open(struct devices **out, struct tracer *t)
 	if (!d)
 		return -ENOMEM;
 	d->tracer = t;
+	d->loader_only = loader_only;
 	/* memtrail's own dynamic linker is the one most targets use */
 	devices__scan(d, getpid());
-	prepare_system(d);
+	if (!loader_only)
+		prepare_system(d);
 	return 0;
 }
 
@@ -430,9 +438,10 @@ struct matches {
 	uint32_t spec[N_SPECS];
 	uint64_t off[N_SPECS];
 	size_t n;
+	bool loader_only;
 };
 
-static int spec_index(const char *name)
+static int spec_index(const char *name, bool loader_only)
 {
 	size_t i;
 
@@ -441,14 +450,14 @@ static int spec_index(const char *name)
 		return -1;
 	for (i = 0; i < N_SPECS; i++)
 		if (!strcmp(specs[i].name, name))
-			return i;
+			return loader_only && specs[i].rt != LOADER ? -1 : (int)i;
 	return -1;
 }
 
 static int on_symbol(void *ctx, const char *name, uint64_t off)
 {
 	struct matches *m = ctx;
-	int idx = spec_index(name);
+	int idx = spec_index(name, m->loader_only);
 	size_t i;
 
 	if (idx < 0)
@@ -549,7 +558,7 @@ static void proc_launch_update(struct devices *d, struct dev_proc *p)
 static void probe_file(struct devices *d, struct dev_file *f)
 {
 	struct probe_list l = { .n = 0, .name = f->name };
-	struct matches m = { .n = 0 };
+	struct matches m = { .n = 0, .loader_only = d->loader_only };
 	const char *what = NULL;
 	size_t i, shown;
 
@@ -1164,6 +1173,8 @@ static void prepare_lib(void *ctx, const char *lib)
 
 void devices__prepare_command(struct devices *d, const char *path)
 {
+	if (d->loader_only)
+		return;
 	prepare_lib(d, path);	/* a runtime linked in */
 	elfsym__needed(path, prepare_lib, d);
 }

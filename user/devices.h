@@ -20,8 +20,12 @@
 
 struct devices;
 
-/* 0 or -ENOMEM. The dynamic linker memtrail itself uses is probed at once. */
-int devices__open(struct devices **out, struct tracer *t);
+/*
+ * 0 or -ENOMEM. The dynamic linker memtrail itself uses is probed at once.
+ * LOADER_ONLY (--no-devices): no runtime is probed, only the dynamic
+ * linker's hook, which tells of libraries loaded (holds, sites' names).
+ */
+int devices__open(struct devices **out, struct tracer *t, bool loader_only);
 void devices__destroy(struct devices *d);
 
 /* Probe the runtimes a command will load at start (its DT_NEEDED closure). */
@@ -52,6 +56,8 @@ void devices__fork(struct devices *d, uint32_t parent, uint32_t child);
 /* Files probed so far. */
 size_t devices__files(const struct devices *d);
 
+/* Whether the probed function with this index is the dynamic linker's hook. */
+bool devices__loader_spec(uint32_t idx);
 /* The probed function with this index (a cookie's name), or "?". */
 const char *devices__fn_name(uint32_t idx);
 /* The cookie of each probed function, by index (the name in cookies): how many there are. */

@@ -737,7 +737,7 @@ int cmd_record(int argc, char **argv)
 	if (tracer__scan(r.s.tracer) || tracer__scan(r.s.tracer))
 		goto out_child;
 	tracer__poll(r.s.tracer, 0);
-	if (!o.no_devices && session__open_devices(&r.s))
+	if (session__open_devices(&r.s, o.no_devices))
 		goto out_child;
 	if ((!o.no_sites || o.heap || o.faults) &&
 	    session__open_sites(&r.s, o.heap ? &o.heap_cfg : NULL))

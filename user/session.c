@@ -751,24 +751,28 @@ void session__finish_sites(struct session *s)
 	}
 }
 
-int session__open_devices(struct session *s)
+int session__open_devices(struct session *s, bool loader_only)
 {
 	const struct kernel_features *kf = tracer__features(s->tracer);
 	size_t i;
 	int err;
 
+	/* without holds nothing listens to the dynamic linker's hook */
+	if (loader_only && !tracer__holding(s->tracer))
+		return 0;
 	/* a kernel that cannot run the device probes: said in 'features' and -v, no noise */
-	if (kf->f[FEAT_DEVICE].state == FEATURE_NO) {
+	if (!loader_only && kf->f[FEAT_DEVICE].state == FEATURE_NO) {
 		log__debug("device memory not traced: %s", kf->f[FEAT_DEVICE].note);
 		return 0;
 	}
-	err = devices__open(&s->devices, s->tracer);
+	err = devices__open(&s->devices, s->tracer, loader_only);
 	if (err)
 		return err;
 	for (i = 0; i < s->trail.n_targets; i++)
 		if (session__live(s, s->trail.targets[i].pid))
 			devices__scan(s->devices, s->trail.targets[i].pid);
-	s->trail.kinds |= kind__device();
+	if (!loader_only)
+		s->trail.kinds |= kind__device();
 	return 0;
 }
 

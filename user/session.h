@@ -111,8 +111,12 @@ void session__sample_all(struct session *s, uint64_t t_ms);
 /* The open phase of a live target, as the closed ones are reported. */
 void session__open_phase(struct session *s, const struct trail_target *tt, uint64_t t_ms,
 			 struct trail_phase *p);
-/* Probe accelerator runtimes: the libraries every target maps, from now on. */
-int session__open_devices(struct session *s);
+/*
+ * Probe accelerator runtimes: the libraries every target maps, from now on.
+ * LOADER_ONLY (--no-devices): only the dynamic linker's hook, where holds
+ * are on (heap probes, sites).
+ */
+int session__open_devices(struct session *s, bool loader_only);
 /* Keep allocation sites, and with HEAP (not NULL) probe the malloc family. */
 int session__open_sites(struct session *s, const struct heap_config *heap);
 /* At the end: every target's sites into the trail. */

@@ -620,7 +620,7 @@ int cmd_top(int argc, char **argv)
 	if (tracer__scan(t.s.tracer) || (o.n_pids && tracer__scan(t.s.tracer)))
 		goto out;
 	tracer__poll(t.s.tracer, 0);
-	if (!o.no_devices && session__open_devices(&t.s))
+	if (session__open_devices(&t.s, o.no_devices))
 		goto out;
 	if (t.screen && (err = term__open())) {
 		log__error("cannot use the terminal: %s", strerror(-err));

@@ -240,7 +240,16 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	const struct kernel_features *kf = &t->kf;
 	struct memtrail_bpf *s = t->skel;
 	bool device = kf->f[FEAT_DEVICE].state != FEATURE_NO && !cfg->no_devices;
-	bool multi = device && !t->no_multi;
+	/*
+	 * holds serve the probes that come from scans (device runtimes,
+	 * allocators) and the names of sites' stacks (a process's libraries
+	 * seen before their code runs, however short its life)
+	 */
+	bool hold = kf->f[FEAT_LIB_HOLD].state == FEATURE_YES &&
+		    (device || cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults);
+	/* the dynamic linker's hook (an entry program) tells of libraries loaded: holds need it */
+	bool entry = device || hold;
+	bool multi = entry && !t->no_multi;
 	struct bpf_program *each[MEMTRAIL_RULE_PROGS];
 	size_t n_specs;
 	int i;
@@ -280,31 +289,27 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		log__error("cannot trace the heap here: %s", kf->f[FEAT_HEAP].note);
 		return -ENOTSUP;
 	}
-	bpf_program__set_autoload(s->progs.mt_dev_entry, device && kf->attach_cookie);
+	bpf_program__set_autoload(s->progs.mt_dev_entry, entry && kf->attach_cookie);
 	bpf_program__set_autoload(s->progs.mt_dev_return, device);
 	bpf_program__set_autoload(s->progs.mt_dev_entry_multi, multi);
-	bpf_program__set_autoload(s->progs.mt_dev_return_multi, multi);
+	bpf_program__set_autoload(s->progs.mt_dev_return_multi, multi && device);
 	/* before 5.15: an entry program per function, its cookie in rodata */
 	n_specs = devices__cookies((uint64_t *)s->rodata->dev_cookie, MEMTRAIL_DEV_SPECS);
 	for (i = 0; i < MEMTRAIL_DEV_SPECS; i++) {
 		struct bpf_program *p = dev_copy(t, i);
 
-		bpf_program__set_autoload(p, device && !kf->attach_cookie && (size_t)i < n_specs);
+		bpf_program__set_autoload(p, !kf->attach_cookie && (size_t)i < n_specs &&
+					     (device || (entry && devices__loader_spec(i))));
 		bpf_program__set_autoattach(p, false);
 	}
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
-	/*
-	 * holds serve the probes that come from scans (device runtimes,
-	 * allocators) and the names of sites' stacks (a process's libraries
-	 * seen before their code runs, however short its life)
-	 */
-	t->hold = kf->f[FEAT_LIB_HOLD].state == FEATURE_YES &&
-		  (device || cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults);
+	t->hold = hold;
 	bpf_program__set_autoload(s->progs.mt_lib_map_lsm, t->hold && kf->mmap_hook == MMAP_HOOK_LSM);
 	bpf_program__set_autoload(s->progs.mt_lib_map, t->hold && kf->mmap_hook == MMAP_HOOK_FENTRY);
 	bpf_program__set_autoload(s->progs.mt_lib_map_sys, t->hold && kf->mmap_hook == MMAP_HOOK_SYSCALL);
 	s->rodata->lib_map_lock = t->hold && kf->mmap_hook == MMAP_HOOK_LOCK;
 	s->rodata->hold_libs = t->hold;
+	s->rodata->libs_urgent = cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults;
 	if (kf->mmap_lock_args < 3)
 		bpf_program__set_autoload(s->progs.mt_unmapped_area, false);
 

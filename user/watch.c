@@ -1011,7 +1011,7 @@ int cmd_watch(int argc, char **argv)
 	if (tracer__scan(w.s.tracer))
 		goto out;
 	tracer__poll(w.s.tracer, 0);
-	if (!o.no_devices && session__open_devices(&w.s))
+	if (session__open_devices(&w.s, o.no_devices))
 		goto out;
 	if (w.metrics)
 		metrics__update(w.metrics, &w.s.trail, NULL, 0);

@@ -61,6 +61,35 @@ def test_mapping_sites_by_default():
           f"map_cache's frame names its line: {s['frames'][1]}")
 
 
+MAPPER_STEPS_MAPPED = (16 + 32 + 64 + 8 + 4) << 20     # mapper.c: the steps that map
+
+
+def test_short_children_sites_named_without_devices():
+    """Children of the command that live under a second (three mappers of
+    0.2 s under sh), recorded with --no-devices: every mapper's mappings are
+    named in its own main. No device probe is loaded then, but the dynamic
+    linker's hook still is: it says when a child's libraries are mapped, and
+    memtrail reads where they are while the child lives."""
+    out = os.path.join(tmpdir(), "trail.json")
+    mapper = workload("mapper")
+    p = subprocess.run([MEMTRAIL, "record", "-q", "--no-devices", "-o", out, "--",
+                        "sh", "-c", f"{mapper}; {mapper}; {mapper}"],
+                       capture_output=True, text=True, timeout=120)
+    check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()})")
+    with open(out) as f:
+        trail = json.load(f)
+    mappers = [t for t in trail["targets"] if t.get("comm") == "mapper"]
+    check_eq(len(mappers), 3, "three mapper targets")
+    for t in mappers:
+        mapped = [s for s in t["sites"]["list"] if s["kind"] == "mapped"]
+        named = sum(s["alloc_bytes"] for s in mapped
+                    if "main" in [f.get("function") for f in s["frames"][:3]])
+        unknown = [s["alloc_bytes"] for s in mapped if s["frames"][0]["function"] == "[unknown]"]
+        check_eq(named, MAPPER_STEPS_MAPPED,
+                 f"mapper {t['pid']}: bytes mapped by main (unnamed sites: {unknown})")
+    no_programs_left()
+
+
 def test_heap_sites_exact():
     p, trail, data, _ = recorded(["--heap"])
     t = trail["targets"][0]
