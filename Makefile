@@ -105,10 +105,13 @@ $(OUT)/vmlinux.h:
 	$(Q)test -r $(VMLINUX_BTF) || { echo "memtrail: no kernel BTF at $(VMLINUX_BTF): the build needs a kernel with CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@
 
+# whether the build kernel's headers have the task_vma iterator (6.7), read once they exist
+ITER_CFLAGS = $(shell grep -qs '^struct bpf_iter_task_vma {' $(OUT)/vmlinux.h && echo -DMT_HAVE_ITER_TASK_VMA)
+
 $(OUT)/bpf/%.bpf.o: bpf/%.bpf.c $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(ITER_CFLAGS) -c $< -o $@
 
 # several BPF objects, statically linked into one, then one skeleton
 $(OUT)/memtrail.bpf.o: $(BPF_OBJS)
@@ -122,7 +125,7 @@ $(SKEL): $(OUT)/memtrail.bpf.o
 $(OUT)/bpf-compat/%.bpf.o: bpf/%.bpf.c $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -DMEMTRAIL_COMPAT -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(ITER_CFLAGS) -DMEMTRAIL_COMPAT -c $< -o $@
 
 $(OUT)/memtrail_compat.bpf.o: $(COMPAT_OBJS)
 	$(call msg,BPFLINK,$@)

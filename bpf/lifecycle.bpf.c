@@ -23,6 +23,7 @@ const volatile __u32 has_task_storage = 0;
 const volatile __u32 has_scopes = 0;
 const volatile __u32 hold_libs = 0;
 const volatile __u32 libs_urgent = 0;
+const volatile __u32 maps_tell_on = 0;
 const volatile __u32 lib_map_lock = 0;
 volatile __u32 holds_off = 0;
 volatile __u64 user_alive_ns = 0;

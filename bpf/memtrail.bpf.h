@@ -65,6 +65,8 @@ extern const volatile __u32 sites_mapping;	/* mapping sites on */
 extern const volatile __u32 hold_libs;
 /* sites' stacks are named: user space reads a target's maps as soon as it maps code */
 extern const volatile __u32 libs_urgent;
+/* BPF tells a target's code mappings after it maps code (maps.bpf.c): marked here */
+extern const volatile __u32 maps_tell_on;
 /* files mapped are seen in the mmap lock's sections (mm.bpf.c) */
 extern const volatile __u32 lib_map_lock;
 /* set by user space as it stops: no new holds (lifecycle.bpf.c) */
@@ -413,6 +415,8 @@ static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 	t = bpf_map_lookup_elem(&targets, &tgid);
 	if (!t || (t->flags & MEMTRAIL_TARGET_EXITED))
 		return;
+	if (maps_tell_on)
+		t->maps_new = 1;
 	inode = BPF_CORE_READ(file, f_inode);
 	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	key.ino = BPF_CORE_READ(inode, i_ino);

@@ -151,6 +151,8 @@ struct memtrail_target {
 	__u32 lib_hold;		/* mapped a file not yet scanned: hold it before that code runs */
 	__u32 dirty_gen;	/* the sample_gen it was last named in the dirty map at */
 	__u64 heap_hits;	/* heap probe hits (entries and returns), for the overhead budget */
+	__u32 maps_new;		/* mapped code since its maps were last told (MEMTRAIL_EV_MAP) */
+	__u32 pad;
 };
 
 /*
@@ -183,6 +185,7 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_HEAP_BUDGET,/* a target's heap probes spent this cycle's budget */
 	MEMTRAIL_EV_DEVICE_TOTAL,/* a runtime told a target a device's memory size */
 	MEMTRAIL_EV_LIB_NEW,	/* a target mapped executable a file not seen before */
+	MEMTRAIL_EV_MAP,	/* one of a target's executable file mappings, read in BPF */
 };
 
 enum memtrail_target_reason {
@@ -228,6 +231,21 @@ struct memtrail_lib_key {
 struct memtrail_event_lib_new {
 	struct memtrail_event_hdr hdr;
 	struct memtrail_lib_key key;
+};
+
+/*
+ * MEMTRAIL_EV_MAP: an executable mapping of a file by hdr.tgid, read by BPF
+ * (Linux 6.7: a task's VMAs) after its exec and when its dynamic linker
+ * says it mapped libraries, so that its stacks are named even if it exits
+ * before user space reads its maps. The file as the kernel's (s_dev, i_ino)
+ * of the file mapped (on overlayfs, the layer's file).
+ */
+struct memtrail_event_map {
+	struct memtrail_event_hdr hdr;
+	__u64 start, end;
+	__u64 pgoff;	/* in pages */
+	__u64 ino;
+	__u64 dev;	/* the kernel's dev_t: major << 20 | minor */
 };
 
 struct memtrail_event_target {

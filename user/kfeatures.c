@@ -48,6 +48,7 @@ static const char *const names[FEAT_MAX] = {
 	[FEAT_DEVICE_MULTI] = "device_multi",
 	[FEAT_DEVICE_SITES] = "device_sites",
 	[FEAT_LIB_HOLD] = "lib_hold",
+	[FEAT_SITE_MAPS] = "site_maps",
 };
 
 const char *features__state_name(enum feature_state s)
@@ -369,6 +370,16 @@ static void decide(struct kernel_features *kf)
 		set(kf, FEAT_LIB_HOLD, FEATURE_DEGRADED,
 		    "no hook sees files mapped (kernel %s): a library first mapped after start is "
 		    "probed as memtrail learns of it; its first calls can be missed", r);
+	if (kf->vma_iter && kf->mmap_hook)
+		set(kf, FEAT_SITE_MAPS, FEATURE_YES,
+		    "a process's code mappings read in BPF after it maps code: stacks named "
+		    "however short its life");
+	else
+		set(kf, FEAT_SITE_MAPS, FEATURE_DEGRADED,
+		    "no %s (%skernel %s): a process's code mappings are read from /proc while it "
+		    "lives; one that exits within moments of mapping code can have [unknown] frames",
+		    kf->mmap_hook ? "task_vma iterator" : "hook that sees files mapped",
+		    kf->mmap_hook ? "Linux 6.7; " : "", r);
 }
 
 int features__probe(struct kernel_features *kf)
@@ -405,6 +416,7 @@ int features__probe(struct kernel_features *kf)
 	lsm_id = btf__find_by_name_kind(btf, "bpf_lsm_mmap_file", BTF_KIND_FUNC);
 	fentry_id = btf__find_by_name_kind(btf, "security_mmap_file", BTF_KIND_FUNC);
 	sys_exit = tp_args(btf, "sys_exit") == 2;
+	kf->vma_iter = btf__find_by_name_kind(btf, "bpf_iter_task_vma_new", BTF_KIND_FUNC) > 0;
 	btf__free(btf);
 
 	kf->atomics = probe_atomics();
@@ -433,6 +445,9 @@ int features__probe(struct kernel_features *kf)
 	/* MEMTRAIL_NO_FIND_VMA=1: as before 5.17 (device sites only from /proc while the process lives) */
 	if (getenv("MEMTRAIL_NO_FIND_VMA"))
 		kf->find_vma = false;
+	/* MEMTRAIL_NO_VMA_ITER=1: as before 6.7 (sites' maps only from /proc while the process lives) */
+	if (getenv("MEMTRAIL_NO_VMA_ITER"))
+		kf->vma_iter = false;
 	decide(kf);
 	return 0;
 }

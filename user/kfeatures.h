@@ -34,6 +34,7 @@ enum feature_id {
 	FEAT_DEVICE_MULTI,	/* device probes as uprobe_multi links */
 	FEAT_DEVICE_SITES,	/* device call sites after exit (bpf_find_vma, 5.17) */
 	FEAT_LIB_HOLD,		/* a library's first mapper held until it is probed */
+	FEAT_SITE_MAPS,		/* a process's code mappings read in BPF (task_vma iterator, 6.7) */
 	FEAT_MAX,
 };
 
@@ -63,6 +64,7 @@ struct kernel_features {
 	bool task_storage;
 	bool syscall_prog;
 	bool uprobe_multi;
+	bool vma_iter;		/* bpf_iter_task_vma_* kfuncs (6.7) */
 	enum { MMAP_HOOK_NONE, MMAP_HOOK_LSM, MMAP_HOOK_FENTRY, MMAP_HOOK_LOCK,
 	       MMAP_HOOK_SYSCALL } mmap_hook;
 	struct feature f[FEAT_MAX];

@@ -854,6 +854,10 @@ int session__on_event(void *ctx, const void *data, size_t size)
 		if (s->heap)
 			heap__budget_spent(s->heap, h->tgid, session__now_ms(s));
 		break;
+	case MEMTRAIL_EV_MAP:
+		if (s->sites && size >= sizeof(struct memtrail_event_map))
+			sites__add_map(s->sites, data);
+		break;
 	}
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
@@ -34,6 +35,8 @@ struct modsym {
 struct module {
 	char *name;		/* as the kernel names it in the target's maps */
 	uint64_t dev, ino;
+	/* the file the kernel maps (on overlayfs, the layer's): as BPF sees it; 0: unknown */
+	uint64_t real_dev, real_ino;
 	Dwfl *dwfl;		/* NULL: could not be opened */
 	Dwfl_Module *mod;
 	char build_id[41];
@@ -116,6 +119,9 @@ int sites__open(struct sites **out, struct tracer *t, struct session *session)
 	s->session = session;
 	return 0;
 }
+
+/* A module's device as maps shows it, major:minor */
+#define DEV_KEY(maj, min) (((uint64_t)(maj) << 32) | (min))
 
 static int32_t module_find(const struct sites *s, const char *name, uint64_t dev, uint64_t ino)
 {
@@ -218,6 +224,7 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 	struct proc_map_line pm;
 	unsigned int maj, min;
 	struct pid_maps *p;
+	struct stat st;
 	size_t old;
 	FILE *f;
 	int pos, fd;
@@ -256,12 +263,46 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		fd = proc__open_mapped(pid, &pm, full, sizeof(full));
 		m->module = module_add(s, line + pos, fd >= 0 ? full : "",
 				       ((uint64_t)maj << 32) | min, inode);
+		if (fd >= 0 && m->module >= 0 && !fstat(fd, &st)) {
+			s->modules[m->module].real_dev = DEV_KEY(major(st.st_dev), minor(st.st_dev));
+			s->modules[m->module].real_ino = st.st_ino;
+		}
 		if (fd >= 0)
 			close(fd);	/* libdw opened its own */
 	}
 	fclose(f);
 	if (p->n > old)
 		maps_keep_unmapped(p, old);
+}
+
+void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
+{
+	/* the kernel's dev_t: major << 20 | minor */
+	uint64_t dev = DEV_KEY(e->dev >> 20, e->dev & 0xfffff);
+	struct pid_maps *p;
+	size_t i, n = 0;
+	int32_t mod = -1;
+
+	for (i = 0; i < s->n_modules && mod < 0; i++)
+		if ((s->modules[i].dev == dev && s->modules[i].ino == e->ino) ||
+		    (s->modules[i].real_dev == dev && s->modules[i].real_ino == e->ino))
+			mod = i;
+	if (mod < 0)
+		return;		/* a file not read yet: its maps are read (not held) */
+	p = pid_maps_get(s, e->hdr.tgid, true);
+	if (!p)
+		return;
+	/* what it replaces goes (the same range again, or code mapped over) */
+	for (i = 0; i < p->n; i++)
+		if (p->maps[i].start >= e->end || e->start >= p->maps[i].end)
+			p->maps[n++] = p->maps[i];
+	p->n = n;
+	if (p->n >= PID_MAPS_MAX ||
+	    array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
+		return;
+	/* maps gives the offset in bytes, the kernel's vm_pgoff counts pages */
+	p->maps[p->n++] = (struct map){ e->start, e->end,
+					e->pgoff * (unsigned long long)sysconf(_SC_PAGESIZE), mod };
 }
 
 static int stack_cmp(const void *a, const void *b)

@@ -34,6 +34,12 @@ void sites__harvest(struct sites *s);
 /* Remember PID's mappings now (its stacks resolve after it exits). */
 void sites__note_maps(struct sites *s, uint32_t pid);
 /*
+ * One of a target's code mappings as BPF read it (maps.bpf.c): named by the
+ * module of that file if one was read already, so that a process that
+ * exits before its maps are read has its stacks named.
+ */
+void sites__add_map(struct sites *s, const struct memtrail_event_map *e);
+/*
  * The sites of target TT as the trail keeps them: {"list": [...]}, heaviest
  * first, phases named from TT. NULL when it has none.
  */

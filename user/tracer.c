@@ -43,6 +43,7 @@ struct tracer {
 	bool no_take;		/* no lookup-and-delete in hash maps (before Linux 5.14) */
 	bool compat;		/* the object for kernels without BPF atomic fetch operations */
 	bool hold;		/* processes mapping unscanned files are held (lib_event) */
+	bool maps_tell;		/* BPF tells targets' code mappings (maps.bpf.c) */
 	/* files first mapped by a process, marked scanned once that process was */
 	struct lib_new {
 		uint32_t pid;
@@ -304,12 +305,21 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	}
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
 	t->hold = hold;
+	/* sites' stacks named however short a process's life: its code mappings from BPF */
+	t->maps_tell = hold && kf->f[FEAT_SITE_MAPS].state == FEATURE_YES &&
+		       (cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults);
+	bpf_program__set_autoload(s->progs.mt_exec_maps, t->maps_tell);
+	bpf_program__set_autoload(s->progs.mt_maps_hook, t->maps_tell);
+	bpf_program__set_autoattach(s->progs.mt_maps_hook, false);	/* beside the loader's hook */
+	s->rodata->maps_tell_on = t->maps_tell;
 	bpf_program__set_autoload(s->progs.mt_lib_map_lsm, t->hold && kf->mmap_hook == MMAP_HOOK_LSM);
 	bpf_program__set_autoload(s->progs.mt_lib_map, t->hold && kf->mmap_hook == MMAP_HOOK_FENTRY);
 	bpf_program__set_autoload(s->progs.mt_lib_map_sys, t->hold && kf->mmap_hook == MMAP_HOOK_SYSCALL);
 	s->rodata->lib_map_lock = t->hold && kf->mmap_hook == MMAP_HOOK_LOCK;
 	s->rodata->hold_libs = t->hold;
-	s->rodata->libs_urgent = cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults;
+	/* elsewhere the maps are read from /proc, at once */
+	s->rodata->libs_urgent = !t->maps_tell &&
+				 (cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults);
 	if (kf->mmap_lock_args < 3)
 		bpf_program__set_autoload(s->progs.mt_unmapped_area, false);
 
@@ -335,6 +345,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		case FEAT_DEVICE_SITES:
 		case FEAT_DEVICE_MULTI:
 		case FEAT_LIB_HOLD:
+		case FEAT_SITE_MAPS:
 			asked = false;	/* said where used */
 			break;
 		}
@@ -1024,9 +1035,9 @@ static size_t attach_each(struct tracer *t, const char *path, const uint64_t *of
 	return done;
 }
 
-size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint64_t *off,
-				 const uint64_t *cookie, const bool *ret, size_t n,
-				 struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx)
+static size_t attach_device_set(struct tracer *t, const char *path, const uint64_t *off,
+				const uint64_t *cookie, const bool *ret, size_t n,
+				struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx)
 {
 	uint64_t *roff, *rcookie;
 	size_t i, nr = 0;
@@ -1078,6 +1089,41 @@ size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint6
 	free(roff);
 	free(rcookie);
 	return n;
+}
+
+/*
+ * Where BPF tells targets' code mappings, its program at the dynamic
+ * linker's hook too (among the N functions of PATH), in SET: attached after
+ * the device entry program there, so run after it.
+ */
+static void attach_maps_hook(struct tracer *t, const char *path, const uint64_t *off,
+			     const uint64_t *cookie, size_t n, struct tracer_probe_set *set)
+{
+	size_t i, cap = set->n_links;
+	struct bpf_link *l;
+
+	for (i = 0; t->maps_tell && i < n; i++) {
+		if (MEMTRAIL_COOKIE_OP(cookie[i]) != MEMTRAIL_OP_LIBS)
+			continue;
+		l = bpf_program__attach_uprobe_opts(t->skel->progs.mt_maps_hook, -1, path, off[i],
+						    NULL);
+		if (!l)
+			log__debug("cannot probe '%s' for its users' code mappings: %s", path,
+				   strerror(errno));
+		else if (add_link(set, &cap, l))
+			return;
+	}
+}
+
+size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint64_t *off,
+				 const uint64_t *cookie, const bool *ret, size_t n,
+				 struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx)
+{
+	size_t done = attach_device_set(t, path, off, cookie, ret, n, set, fail, ctx);
+
+	if (done)
+		attach_maps_hook(t, path, off, cookie, n, set);
+	return done;
 }
 
 void tracer__detach_device_set(struct tracer_probe_set *set)

@@ -90,6 +90,52 @@ def test_short_children_sites_named_without_devices():
     no_programs_left()
 
 
+BLINK_BYTES = 64 << 20      # blink.c
+
+
+def test_blinking_children_named_under_load():
+    """Eight children that map 64 MiB and exit within microseconds of their
+    dynamic linker, under sh, while every CPU is kept busy. Where BPF reads a
+    process's code mappings as it maps code ('site_maps': the task_vma
+    iterator, 6.7), each child's 64 MiB is named in its main however soon it
+    exits; memtrail used to read /proc/PID/maps after such a child had gone,
+    and named none. Elsewhere each stack is named or an honest [unknown],
+    and the feature's note says so."""
+    out = os.path.join(tmpdir(), "trail.json")
+    blink = workload("blink")
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
+            for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        p = subprocess.run([MEMTRAIL, "record", "-q", "-o", out, "--",
+                            "sh", "-c", "; ".join([blink] * 8)],
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()})")
+    pids = [json.loads(line)["pid"] for line in p.stdout.splitlines() if line.startswith("{")]
+    check_eq(len(pids), 8, "eight blinks ran")
+    with open(out) as f:
+        trail = json.load(f)
+    feature = trail["kernel"]["features"]["site_maps"]
+    for pid in pids:
+        rows = [s for s in target(trail, pid)["sites"]["list"]
+                if s["kind"] == "mapped" and s["alloc_bytes"] == BLINK_BYTES]
+        check_eq(len(rows), 1, f"blink {pid}: one site of its 64 MiB")
+        frames = rows[0]["frames"]
+        names = [f.get("function") for f in frames]
+        if feature["state"] == "yes":
+            check("main" in names[:3], f"blink {pid}: its 64 MiB named in main: {frames}")
+        else:
+            # a frame in no mapping memtrail read ends the stack: none is invented
+            check("main" in names[:3] or names[0] == "[unknown]",
+                  f"blink {pid}: named, or an honest [unknown]: {frames}")
+    if feature["state"] != "yes":
+        check("[unknown]" in feature["note"], f"the feature says what is lost: {feature}")
+    no_programs_left()
+
+
 def test_heap_sites_exact():
     p, trail, data, _ = recorded(["--heap"])
     t = trail["targets"][0]

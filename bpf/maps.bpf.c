@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * A target's executable file mappings, told to user space from BPF (Linux
+ * 6.7: the task_vma iterator) after its exec and whenever its dynamic linker
+ * says it mapped libraries: a process that maps memory and exits before
+ * user space reads /proc/PID/maps still has its stacks named. Loaded only
+ * where the kernel has the iterator and sites are named; the compat object
+ * has the same programs, empty.
+ */
+#include "memtrail.bpf.h"
+
+/* the build kernel's headers may predate the iterator: its layout (one opaque word) */
+#ifndef MT_HAVE_ITER_TASK_VMA
+struct bpf_iter_task_vma {
+	__u64 __opaque[1];
+} __attribute__((aligned(8)));
+#endif
+
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
+				 __u64 addr) __ksym __weak;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
+
+#define MT_VMA_EXEC 0x4
+
+/* Tell user space every executable file mapping of the current process, if it mapped code since. */
+static __always_inline void maps_tell(__u32 tgid)
+{
+#ifdef MEMTRAIL_COMPAT
+	(void)tgid;	/* no kfuncs before 5.13, no such iterator before 6.7 */
+#else
+	struct memtrail_target *t = bpf_map_lookup_elem(&targets, &tgid);
+	struct bpf_iter_task_vma it;
+	struct vm_area_struct *vma;
+
+	if (!t || (t->flags & MEMTRAIL_TARGET_EXITED) || !t->maps_new)
+		return;
+	t->maps_new = 0;
+	bpf_iter_task_vma_new(&it, bpf_get_current_task_btf(), 0);
+	while ((vma = bpf_iter_task_vma_next(&it))) {
+		struct memtrail_event_map *e;
+		struct inode *inode;
+
+		/* no count: the verifier would walk each value of it (the iterator ends) */
+		if (!(vma->vm_flags & MT_VMA_EXEC) || !vma->vm_file)
+			continue;
+		e = event_reserve(sizeof(*e), MEMTRAIL_EV_MAP, tgid);
+		if (!e)
+			break;
+		inode = BPF_CORE_READ(vma, vm_file, f_inode);
+		e->start = vma->vm_start;
+		e->end = vma->vm_end;
+		e->pgoff = vma->vm_pgoff;
+		e->ino = BPF_CORE_READ(inode, i_ino);
+		e->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		event_submit(e, false);
+	}
+	bpf_iter_task_vma_destroy(&it);
+#endif
+}
+
+/* After mt_exec (lifecycle attaches first): the program and its interpreter. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(mt_exec_maps, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	maps_tell(bpf_get_current_pid_tgid() >> 32);
+	return 0;
+}
+
+/* The dynamic linker's _dl_debug_state, beside the device programs' entry there. */
+SEC("uprobe")
+int mt_maps_hook(struct pt_regs *ctx)
+{
+	maps_tell(bpf_get_current_pid_tgid() >> 32);
+	return 0;
+}
