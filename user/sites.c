@@ -275,10 +275,25 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		maps_keep_unmapped(p, old);
 }
 
+void sites__fork(struct sites *s, uint32_t parent, uint32_t child)
+{
+	struct pid_maps *c = pid_maps_get(s, child, true), *p;
+
+	/* the parent's looked up after: the child's creation may move the array */
+	p = pid_maps_get(s, parent, false);
+	if (!c || !p || !p->n || c->n ||
+	    array__grow((void **)&c->maps, &c->cap, p->n, sizeof(*c->maps)))
+		return;
+	memcpy(c->maps, p->maps, p->n * sizeof(*c->maps));
+	c->n = p->n;
+}
+
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 {
 	/* the kernel's dev_t: major << 20 | minor */
 	uint64_t dev = DEV_KEY(e->dev >> 20, e->dev & 0xfffff);
+	/* maps gives the offset in bytes, the kernel's vm_pgoff counts pages */
+	unsigned long long pgoff = e->pgoff * (unsigned long long)sysconf(_SC_PAGESIZE);
 	struct pid_maps *p;
 	size_t i, n = 0;
 	int32_t mod = -1;
@@ -292,7 +307,12 @@ void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 	p = pid_maps_get(s, e->hdr.tgid, true);
 	if (!p)
 		return;
-	/* what it replaces goes (the same range again, or code mapped over) */
+	/* the same mapping told again (each library its dynamic linker loads) */
+	for (i = 0; i < p->n; i++)
+		if (p->maps[i].start == e->start && p->maps[i].end == e->end &&
+		    p->maps[i].module == mod && p->maps[i].pgoff == pgoff)
+			return;
+	/* what it replaces goes: code mapped over */
 	for (i = 0; i < p->n; i++)
 		if (p->maps[i].start >= e->end || e->start >= p->maps[i].end)
 			p->maps[n++] = p->maps[i];
@@ -300,9 +320,7 @@ void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 	if (p->n >= PID_MAPS_MAX ||
 	    array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
 		return;
-	/* maps gives the offset in bytes, the kernel's vm_pgoff counts pages */
-	p->maps[p->n++] = (struct map){ e->start, e->end,
-					e->pgoff * (unsigned long long)sysconf(_SC_PAGESIZE), mod };
+	p->maps[p->n++] = (struct map){ e->start, e->end, pgoff, mod };
 }
 
 static int stack_cmp(const void *a, const void *b)

@@ -39,6 +39,8 @@ void sites__note_maps(struct sites *s, uint32_t pid);
  * exits before its maps are read has its stacks named.
  */
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e);
+/* CHILD was forked by PARENT: its code lies where PARENT's did (none known yet: a copy). */
+void sites__fork(struct sites *s, uint32_t parent, uint32_t child);
 /*
  * The sites of target TT as the trail keeps them: {"list": [...]}, heaviest
  * first, phases named from TT. NULL when it has none.
