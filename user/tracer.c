@@ -241,13 +241,14 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	const struct kernel_features *kf = &t->kf;
 	struct memtrail_bpf *s = t->skel;
 	bool device = kf->f[FEAT_DEVICE].state != FEATURE_NO && !cfg->no_devices;
+	/* stacks are taken, and named from the processes' code mappings */
+	bool stacks = cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults;
 	/*
 	 * holds serve the probes that come from scans (device runtimes,
 	 * allocators) and the names of sites' stacks (a process's libraries
 	 * seen before their code runs, however short its life)
 	 */
-	bool hold = kf->f[FEAT_LIB_HOLD].state == FEATURE_YES &&
-		    (device || cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults);
+	bool hold = kf->f[FEAT_LIB_HOLD].state == FEATURE_YES && (device || stacks);
 	/* the dynamic linker's hook (an entry program) tells of libraries loaded: holds need it */
 	bool entry = device || hold;
 	bool multi = entry && !t->no_multi;
@@ -306,8 +307,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
 	t->hold = hold;
 	/* sites' stacks named however short a process's life: its code mappings from BPF */
-	t->maps_tell = hold && kf->f[FEAT_SITE_MAPS].state == FEATURE_YES &&
-		       (cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults);
+	t->maps_tell = hold && stacks && kf->f[FEAT_SITE_MAPS].state == FEATURE_YES;
 	bpf_program__set_autoload(s->progs.mt_exec_maps, t->maps_tell);
 	bpf_program__set_autoload(s->progs.mt_maps_hook, t->maps_tell);
 	bpf_program__set_autoattach(s->progs.mt_maps_hook, false);	/* beside the loader's hook */
@@ -318,8 +318,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->lib_map_lock = t->hold && kf->mmap_hook == MMAP_HOOK_LOCK;
 	s->rodata->hold_libs = t->hold;
 	/* elsewhere the maps are read from /proc, at once */
-	s->rodata->libs_urgent = !t->maps_tell &&
-				 (cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults);
+	s->rodata->libs_urgent = stacks && !t->maps_tell;
 	if (kf->mmap_lock_args < 3)
 		bpf_program__set_autoload(s->progs.mt_unmapped_area, false);
 
