@@ -382,6 +382,14 @@ static void decide(struct kernel_features *kf)
 		    kf->mmap_hook ? "Linux 6.7; " : "", r);
 }
 
+void features__site_maps_refused(struct kernel_features *kf, int err)
+{
+	set(kf, FEAT_SITE_MAPS, FEATURE_DEGRADED,
+	    "the task_vma iterator's programs did not load (kernel %s: %s): a process's code "
+	    "mappings are read from /proc while it lives; one that exits within moments of "
+	    "mapping code can have [unknown] frames", kf->release, strerror(-err));
+}
+
 int features__probe(struct kernel_features *kf)
 {
 	int lsm_id, fentry_id;

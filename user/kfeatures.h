@@ -74,6 +74,8 @@ struct kernel_features {
 bool features__have_caps(void);
 /* Probe the running kernel; 0, or -errno with a one-line error logged (no BTF). */
 int features__probe(struct kernel_features *kf);
+/* The kernel has the task_vma iterator but refused its programs (-ERR): site_maps degraded. */
+void features__site_maps_refused(struct kernel_features *kf, int err);
 /* Print the table for people (memtrail features). */
 void features__print(const struct kernel_features *kf, FILE *out);
 /* The table as JSON: {"release", "btf", "features": {name: {"state", "note"}}}. */

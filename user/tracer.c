@@ -44,6 +44,7 @@ struct tracer {
 	bool compat;		/* the object for kernels without BPF atomic fetch operations */
 	bool hold;		/* processes mapping unscanned files are held (lib_event) */
 	bool maps_tell;		/* BPF tells targets' code mappings (maps.bpf.c) */
+	int load_err;		/* the object's load: 0 or -errno */
 	/* files first mapped by a process, marked scanned once that process was */
 	struct lib_new {
 		uint32_t pid;
@@ -600,6 +601,33 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 	}
 }
 
+/*
+ * Open the object, size its maps, choose its programs and load it; errors
+ * said, but one of the load itself: -EAGAIN (its error in load_err), to be
+ * said, or tried again without what this kernel may refuse.
+ */
+static int load_object(struct tracer *t, const struct tracer_config *cfg)
+{
+	int err;
+
+	t->skel = skel_open(t->compat);
+	if (!t->skel) {
+		err = -errno;
+		log__error("cannot open the BPF object: %s", strerror(-err));
+		return err;
+	}
+	err = configure(t, cfg);
+	if (err) {
+		log__error("cannot size the BPF maps for %u targets", cfg->max_targets);
+		return err;
+	}
+	err = choose_variants(t, cfg);
+	if (err)
+		return err;
+	t->load_err = memtrail_bpf__load(t->skel);
+	return t->load_err ? -EAGAIN : 0;
+}
+
 int tracer__check_caps(void)
 {
 	if (features__have_caps())
@@ -661,25 +689,19 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	t->compat = !t->kf.atomics || !t->kf.for_each_elem || getenv("MEMTRAIL_COMPAT");
 	/* MEMTRAIL_NO_UPROBE_MULTI=1: a link per probe, as before 6.6 (its tests, here) */
 	t->no_multi = !t->kf.uprobe_multi || getenv("MEMTRAIL_NO_UPROBE_MULTI");
-	t->skel = skel_open(t->compat);
-	if (!t->skel) {
-		err = -errno;
-		log__error("cannot open the BPF object: %s", strerror(-err));
-		goto fail;
+	err = load_object(t, cfg);
+	if (err == -EAGAIN && t->maps_tell) {
+		/* a kernel that refuses the task_vma iterator's programs: /proc names instead */
+		features__site_maps_refused(&t->kf, t->load_err);	/* said under -v */
+		memtrail_bpf__destroy(t->skel);
+		err = load_object(t, cfg);
 	}
-	err = configure(t, cfg);
-	if (err) {
-		log__error("cannot size the BPF maps for %u targets", cfg->max_targets);
-		goto fail;
+	if (err == -EAGAIN) {
+		err = t->load_err;
+		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
 	}
-	err = choose_variants(t, cfg);
 	if (err)
 		goto fail;
-	err = memtrail_bpf__load(t->skel);
-	if (err) {
-		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
-		goto fail;
-	}
 	if (t->no_multi)
 		log__debug("no uprobe_multi links: device and heap probes attach one link per "
 			   "function");
