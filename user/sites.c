@@ -254,7 +254,7 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		*m = (struct map){ start, end, pgoff, -1 };
 		if (!pos || line[pos] != '/' || !inode)
 			continue;	/* anonymous: JIT code, or [vdso] and the like */
-		m->module = module_find(s, line + pos, ((uint64_t)maj << 32) | min, inode);
+		m->module = module_find(s, line + pos, DEV_KEY(maj, min), inode);
 		if (m->module >= 0)
 			continue;
 		/* opened as mapped: its symbols are never read from another file */
@@ -262,7 +262,7 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 					     .ino = inode, .path = line + pos };
 		fd = proc__open_mapped(pid, &pm, full, sizeof(full));
 		m->module = module_add(s, line + pos, fd >= 0 ? full : "",
-				       ((uint64_t)maj << 32) | min, inode);
+				       DEV_KEY(maj, min), inode);
 		if (fd >= 0 && m->module >= 0 && !fstat(fd, &st)) {
 			s->modules[m->module].real_dev = DEV_KEY(major(st.st_dev), minor(st.st_dev));
 			s->modules[m->module].real_ino = st.st_ino;
@@ -303,7 +303,7 @@ void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 		    (s->modules[i].real_dev == dev && s->modules[i].real_ino == e->ino))
 			mod = i;
 	if (mod < 0)
-		return;		/* a file not read yet: its maps are read (not held) */
+		return;	/* a file not read yet (its mapper was not held): from /proc then */
 	p = pid_maps_get(s, e->hdr.tgid, true);
 	if (!p)
 		return;
