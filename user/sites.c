@@ -14,6 +14,7 @@
 #include "array.h"
 #include "demangle.h"
 #include "kinds.h"
+#include "pidmap.h"
 #include "proc.h"
 #include "sanitize.h"
 #include "session.h"
@@ -100,6 +101,7 @@ struct sites {
 	size_t n_fold, cap_fold;
 	struct pid_maps *pids;
 	size_t n_pids, cap_pids;
+	struct pidmap pid_index;	/* pid -> its pids entry: looked up per event */
 };
 
 static const Dwfl_Callbacks offline_callbacks = {
@@ -177,11 +179,11 @@ static struct pid_maps *pid_maps_get(struct sites *s, uint32_t pid, bool create)
 	struct pid_maps *p;
 	size_t i;
 
-	for (i = 0; i < s->n_pids; i++)
-		if (s->pids[i].pid == pid)
-			return &s->pids[i];
+	if (pidmap__get(&s->pid_index, pid, &i))
+		return &s->pids[i];
 	if (!create || array__grow((void **)&s->pids, &s->cap_pids, s->n_pids + 1,
-				   sizeof(*s->pids)))
+				   sizeof(*s->pids)) ||
+	    pidmap__put(&s->pid_index, pid, s->n_pids))
 		return NULL;
 	p = &s->pids[s->n_pids++];
 	memset(p, 0, sizeof(*p));
@@ -864,7 +866,10 @@ void sites__forget(struct sites *s, uint32_t pid)
 	}
 	if (p) {
 		free(p->maps);
+		pidmap__del(&s->pid_index, pid);
 		*p = s->pids[--s->n_pids];
+		if (p != &s->pids[s->n_pids])
+			pidmap__put(&s->pid_index, p->pid, p - s->pids);	/* replaces: cannot fail */
 	}
 }
 
@@ -904,6 +909,7 @@ void sites__destroy(struct sites *s)
 	for (i = 0; i < s->n_pids; i++)
 		free(s->pids[i].maps);
 	free(s->pids);
+	pidmap__free(&s->pid_index);
 	free(s->fold);
 	free(s);
 }
