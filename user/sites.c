@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
@@ -36,7 +35,10 @@ struct modsym {
 struct module {
 	char *name;		/* as the kernel names it in the target's maps */
 	uint64_t dev, ino;
-	/* the file the kernel maps (on overlayfs, the layer's): as BPF sees it; 0: unknown */
+	/*
+	 * The file the kernel maps, as BPF names it: on overlayfs the layer's,
+	 * not the one maps shows; learnt where both name one mapping. 0: unknown
+	 */
 	uint64_t real_dev, real_ino;
 	Dwfl *dwfl;		/* NULL: could not be opened */
 	Dwfl_Module *mod;
@@ -226,7 +228,6 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 	struct proc_map_line pm;
 	unsigned int maj, min;
 	struct pid_maps *p;
-	struct stat st;
 	size_t old;
 	FILE *f;
 	int pos, fd;
@@ -265,10 +266,6 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		fd = proc__open_mapped(pid, &pm, full, sizeof(full));
 		m->module = module_add(s, line + pos, fd >= 0 ? full : "",
 				       DEV_KEY(maj, min), inode);
-		if (fd >= 0 && m->module >= 0 && !fstat(fd, &st)) {
-			s->modules[m->module].real_dev = DEV_KEY(major(st.st_dev), minor(st.st_dev));
-			s->modules[m->module].real_ino = st.st_ino;
-		}
 		if (fd >= 0)
 			close(fd);	/* libdw opened its own */
 	}
@@ -304,11 +301,19 @@ void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 		if ((s->modules[i].dev == dev && s->modules[i].ino == e->ino) ||
 		    (s->modules[i].real_dev == dev && s->modules[i].real_ino == e->ino))
 			mod = i;
-	if (mod < 0)
-		return;	/* a file not read yet (its mapper was not held): from /proc then */
 	p = pid_maps_get(s, e->hdr.tgid, true);
 	if (!p)
 		return;
+	/* the mapping as maps showed it, of another file: overlayfs shows its own */
+	for (i = 0; i < p->n && mod < 0; i++)
+		if (p->maps[i].start == e->start && p->maps[i].end == e->end &&
+		    p->maps[i].pgoff == pgoff && p->maps[i].module >= 0) {
+			mod = p->maps[i].module;
+			s->modules[mod].real_dev = dev;
+			s->modules[mod].real_ino = e->ino;
+		}
+	if (mod < 0)
+		return;	/* a file not read yet (its mapper was not held): from /proc then */
 	/* the same mapping told again (each library its dynamic linker loads) */
 	for (i = 0; i < p->n; i++)
 		if (p->maps[i].start == e->start && p->maps[i].end == e->end &&

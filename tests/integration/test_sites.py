@@ -12,6 +12,7 @@ import subprocess
 
 from harness import (MEMTRAIL, ROOT, WORKLOADS, check, check_eq, check_within, no_programs_left, record,
                      run, target, tmpdir, workload)
+from test_devices import overlay_copy
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
@@ -95,16 +96,18 @@ BLINK_BYTES = 64 << 20      # blink.c
 
 def test_blinking_children_named_under_load():
     """Eight children that map 64 MiB and exit within microseconds of their
-    dynamic linker, under sh, then eight forked children of one more that
-    do so, while every CPU is kept busy. Where BPF reads a process's code
-    mappings as it maps code ('site_maps': the task_vma iterator, 6.7), each
-    exec'd child's 64 MiB is named in its blink() however soon it exits;
-    memtrail used to read /proc/PID/maps after such a child had gone, and
-    named none. Elsewhere each stack is named or an honest [unknown], and
-    the feature's note says so. A forked child's code lies where its
-    parent's does: named on every kernel."""
+    dynamic linker, run from overlayfs (a container's root) under sh, then
+    eight forked children of one more that do so, while every CPU is kept
+    busy. Where BPF reads a process's code mappings as it maps code
+    ('site_maps': the task_vma iterator, 6.7), each exec'd child's 64 MiB is
+    named in its blink() however soon it exits (BPF names the layer's file,
+    the maps the overlay's: memtrail learns one from the other); memtrail
+    used to read /proc/PID/maps after such a child had gone, and named none.
+    Elsewhere each stack is named or an honest [unknown], and the feature's
+    note says so. A forked child's code lies where its parent's does: named
+    on every kernel."""
     out = os.path.join(tmpdir(), "trail.json")
-    blink = workload("blink")
+    blink, merged, rw = overlay_copy(tmpdir(), workload("blink"))
     hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
             for _ in range(2 * (os.cpu_count() or 1))]
     try:
@@ -115,6 +118,8 @@ def test_blinking_children_named_under_load():
         for h in hogs:
             h.kill()
             h.wait()
+        subprocess.run(["umount", merged], check=False)
+        subprocess.run(["umount", rw], check=False)
     check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()})")
     runs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     check_eq(len(runs), 9, "nine blinks ran")
