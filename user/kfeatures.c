@@ -370,16 +370,17 @@ static void decide(struct kernel_features *kf)
 		set(kf, FEAT_LIB_HOLD, FEATURE_DEGRADED,
 		    "no hook sees files mapped (kernel %s): a library first mapped after start is "
 		    "probed as memtrail learns of it; its first calls can be missed", r);
-	if (kf->vma_iter && kf->mmap_hook)
+	/* the hook of holds says when a process mapped code */
+	if (kf->vma_iter && kf->f[FEAT_LIB_HOLD].state == FEATURE_YES)
 		set(kf, FEAT_SITE_MAPS, FEATURE_YES,
 		    "a process's code mappings read in BPF after it maps code: stacks named "
 		    "however short its life");
 	else
 		set(kf, FEAT_SITE_MAPS, FEATURE_DEGRADED,
-		    "no %s (%skernel %s): a process's code mappings are read from /proc while it "
-		    "lives; one that exits within moments of mapping code can have [unknown] frames",
-		    kf->mmap_hook ? "task_vma iterator" : "hook that sees files mapped",
-		    kf->mmap_hook ? "Linux 6.7; " : "", r);
+		    "%s%s): a process's code mappings are read from /proc while it lives; one that "
+		    "exits within moments of mapping code can have [unknown] frames",
+		    kf->vma_iter ? "lib_hold is degraded (kernel " :
+		    "no task_vma iterator (Linux 6.7; kernel ", r);
 }
 
 void features__site_maps_refused(struct kernel_features *kf, int err)

@@ -308,7 +308,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
 	t->hold = hold;
 	/* sites' stacks named however short a process's life: its code mappings from BPF */
-	t->maps_tell = hold && stacks && kf->f[FEAT_SITE_MAPS].state == FEATURE_YES;
+	t->maps_tell = hold && stacks && kf->f[FEAT_SITE_MAPS].state == FEATURE_YES && !t->compat;
 	bpf_program__set_autoload(s->progs.mt_exec_maps, t->maps_tell);
 	bpf_program__set_autoload(s->progs.mt_maps_hook, t->maps_tell);
 	bpf_program__set_autoattach(s->progs.mt_maps_hook, false);	/* beside the loader's hook */
