@@ -63,7 +63,7 @@ extern const volatile __u32 has_scopes;	/* --scope rules: scope_stacks in use */
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
 /* hold a target that maps a file not yet scanned, until user space probed it */
 extern const volatile __u32 hold_libs;
-/* sites' stacks are named: user space reads a target's maps as soon as it maps code */
+/* sites' stacks are named, BPF does not tell maps: user space reads them once code is mapped */
 extern const volatile __u32 libs_urgent;
 /* BPF tells a target's code mappings after it maps code (maps.bpf.c): marked here */
 extern const volatile __u32 maps_tell_on;
