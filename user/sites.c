@@ -76,6 +76,7 @@ struct site {
 };
 
 #define PID_MAPS_MAX 8192	/* executable mappings kept per process, unmapped ones too */
+#define TOLD_MAX 1024		/* mappings BPF told of files not matched yet */
 
 struct pid_maps {
 	uint32_t pid;
@@ -104,6 +105,18 @@ struct sites {
 	struct pid_maps *pids;
 	size_t n_pids, cap_pids;
 	struct pidmap pid_index;	/* pid -> its pids entry: looked up per event */
+	/*
+	 * Mappings BPF told of files known by no module yet under BPF's name
+	 * (overlayfs: the layer's file, maps the overlay's): kept until a read
+	 * of maps shows one of them, which teaches the module its BPF name; a
+	 * the oldest dropped when full
+	 */
+	struct told_map {
+		uint32_t pid;
+		unsigned long long start, end, pgoff;
+		uint64_t dev, ino;
+	} told[TOLD_MAX];
+	size_t n_told;
 };
 
 static const Dwfl_Callbacks offline_callbacks = {
@@ -221,6 +234,8 @@ static void maps_keep_unmapped(struct pid_maps *p, size_t old)
 	free(m);
 }
 
+static void told_learn(struct sites *s, uint32_t pid);
+
 void sites__note_maps(struct sites *s, uint32_t pid)
 {
 	char name[64], line[4096 + 128], full[32], perms[8];
@@ -272,6 +287,7 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 	fclose(f);
 	if (p->n > old)
 		maps_keep_unmapped(p, old);
+	told_learn(s, pid);
 }
 
 void sites__fork(struct sites *s, uint32_t parent, uint32_t child)
@@ -287,47 +303,101 @@ void sites__fork(struct sites *s, uint32_t parent, uint32_t child)
 	c->n = p->n;
 }
 
+/* The module of the file BPF names (DEV as maps shows devices, INO), or -1. */
+static int32_t module_of_told(const struct sites *s, uint64_t dev, uint64_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < s->n_modules; i++)
+		if ((s->modules[i].dev == dev && s->modules[i].ino == ino) ||
+		    (s->modules[i].real_dev == dev && s->modules[i].real_ino == ino))
+			return i;
+	return -1;
+}
+
+/* PID's code at START..END (file offset PGOFF, in bytes) is module MOD. */
+static void map_insert(struct sites *s, uint32_t pid, unsigned long long start,
+		       unsigned long long end, unsigned long long pgoff, int32_t mod)
+{
+	struct pid_maps *p = pid_maps_get(s, pid, true);
+	size_t i, n = 0;
+
+	if (!p)
+		return;
+	/* the same mapping told again (each library its dynamic linker loads) */
+	for (i = 0; i < p->n; i++)
+		if (p->maps[i].start == start && p->maps[i].end == end &&
+		    p->maps[i].module == mod && p->maps[i].pgoff == pgoff)
+			return;
+	/* what it replaces goes: code mapped over */
+	for (i = 0; i < p->n; i++)
+		if (p->maps[i].start >= end || start >= p->maps[i].end)
+			p->maps[n++] = p->maps[i];
+	p->n = n;
+	if (p->n >= PID_MAPS_MAX ||
+	    array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
+		return;
+	p->maps[p->n++] = (struct map){ start, end, pgoff, mod };
+}
+
+/*
+ * After a read of PID's maps: a mapping BPF told of it that maps showed too
+ * names its module under BPF's name; then every told mapping of a file now
+ * known finds its process's maps (that process may be long gone).
+ */
+static void told_learn(struct sites *s, uint32_t pid)
+{
+	struct pid_maps *p = pid_maps_get(s, pid, false);
+	bool learnt = false;
+	size_t i, j, n = 0;
+	int32_t mod;
+
+	for (i = 0; p && i < s->n_told; i++) {
+		struct told_map *t = &s->told[i];
+
+		for (j = 0; t->pid == pid && j < p->n; j++) {
+			mod = p->maps[j].module;
+			if (p->maps[j].start != t->start || p->maps[j].end != t->end ||
+			    p->maps[j].pgoff != t->pgoff || mod < 0)
+				continue;
+			s->modules[mod].real_dev = t->dev;
+			s->modules[mod].real_ino = t->ino;
+			learnt = true;
+			break;
+		}
+	}
+	if (!learnt)
+		return;
+	for (i = 0; i < s->n_told; i++) {
+		struct told_map t = s->told[i];
+
+		mod = module_of_told(s, t.dev, t.ino);
+		if (mod >= 0)
+			map_insert(s, t.pid, t.start, t.end, t.pgoff, mod);
+		else
+			s->told[n++] = t;
+	}
+	s->n_told = n;
+}
+
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 {
 	/* the kernel's dev_t: major << 20 | minor */
 	uint64_t dev = DEV_KEY(e->dev >> 20, e->dev & 0xfffff);
 	/* maps gives the offset in bytes, the kernel's vm_pgoff counts pages */
 	unsigned long long pgoff = e->pgoff * (unsigned long long)sysconf(_SC_PAGESIZE);
-	struct pid_maps *p;
-	size_t i, n = 0;
-	int32_t mod = -1;
+	int32_t mod = module_of_told(s, dev, e->ino);
 
-	for (i = 0; i < s->n_modules && mod < 0; i++)
-		if ((s->modules[i].dev == dev && s->modules[i].ino == e->ino) ||
-		    (s->modules[i].real_dev == dev && s->modules[i].real_ino == e->ino))
-			mod = i;
-	p = pid_maps_get(s, e->hdr.tgid, true);
-	if (!p)
+	if (mod >= 0) {
+		map_insert(s, e->hdr.tgid, e->start, e->end, pgoff, mod);
 		return;
-	/* the mapping as maps showed it, of another file: overlayfs shows its own */
-	for (i = 0; i < p->n && mod < 0; i++)
-		if (p->maps[i].start == e->start && p->maps[i].end == e->end &&
-		    p->maps[i].pgoff == pgoff && p->maps[i].module >= 0) {
-			mod = p->maps[i].module;
-			s->modules[mod].real_dev = dev;
-			s->modules[mod].real_ino = e->ino;
-		}
-	if (mod < 0)
-		return;	/* a file not read yet (its mapper was not held): from /proc then */
-	/* the same mapping told again (each library its dynamic linker loads) */
-	for (i = 0; i < p->n; i++)
-		if (p->maps[i].start == e->start && p->maps[i].end == e->end &&
-		    p->maps[i].module == mod && p->maps[i].pgoff == pgoff)
-			return;
-	/* what it replaces goes: code mapped over */
-	for (i = 0; i < p->n; i++)
-		if (p->maps[i].start >= e->end || e->start >= p->maps[i].end)
-			p->maps[n++] = p->maps[i];
-	p->n = n;
-	if (p->n >= PID_MAPS_MAX ||
-	    array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
-		return;
-	p->maps[p->n++] = (struct map){ e->start, e->end, pgoff, mod };
+	}
+	/* a file not known under this name yet: until a read of maps shows it */
+	if (s->n_told == TOLD_MAX)
+		memmove(s->told, s->told + 1, --s->n_told * sizeof(*s->told));
+	s->told[s->n_told++] = (struct told_map){ e->hdr.tgid, e->start, e->end, pgoff, dev,
+						  e->ino };
+	told_learn(s, e->hdr.tgid);
 }
 
 static int stack_cmp(const void *a, const void *b)

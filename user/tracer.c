@@ -1114,8 +1114,9 @@ static size_t attach_device_set(struct tracer *t, const char *path, const uint64
 
 /*
  * Where BPF tells targets' code mappings, its program at the dynamic
- * linker's hook too (among the N functions of PATH), in SET: attached after
- * the device entry program there, so run after it.
+ * linker's hook too (among the N functions of PATH), in SET. The kernel
+ * runs it before or after the device entry program there (uprobe consumers
+ * have no order): user space does not rely on either.
  */
 static void attach_maps_hook(struct tracer *t, const char *path, const uint64_t *off,
 			     const uint64_t *cookie, size_t n, struct tracer_probe_set *set)
