@@ -34,9 +34,10 @@ void sites__harvest(struct sites *s);
 /* Remember PID's mappings now (its stacks resolve after it exits). */
 void sites__note_maps(struct sites *s, uint32_t pid);
 /*
- * One of a target's code mappings as BPF read it (maps.bpf.c): named by the
- * module of that file if one was read already, so that a process that
- * exits before its maps are read has its stacks named.
+ * One of a target's code mappings as BPF read it (maps.bpf.c), so that a
+ * process that exits before its maps are read has its stacks named: by the
+ * module of that file, or (a file BPF names otherwise than maps does, as on
+ * overlayfs) once a read of some process's maps shows it.
  */
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e);
 /* CHILD was forked by PARENT: its code lies where PARENT's did (none known yet: a copy). */
