@@ -108,7 +108,7 @@ struct sites {
 	/*
 	 * Mappings BPF told of files known by no module yet under BPF's name
 	 * (overlayfs: the layer's file, maps the overlay's): kept until a read
-	 * of maps shows one of them, which teaches the module its BPF name; a
+	 * of maps shows one of them, which teaches the module its BPF name;
 	 * the oldest dropped when full
 	 */
 	struct told_map {

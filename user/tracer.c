@@ -44,7 +44,6 @@ struct tracer {
 	bool compat;		/* the object for kernels without BPF atomic fetch operations */
 	bool hold;		/* processes mapping unscanned files are held (lib_event) */
 	bool maps_tell;		/* BPF tells targets' code mappings (maps.bpf.c) */
-	int load_err;		/* the object's load: 0 or -errno */
 	/* files first mapped by a process, marked scanned once that process was */
 	struct lib_new {
 		uint32_t pid;
@@ -603,10 +602,10 @@ static void attach_rules(struct tracer *t, const struct tracer_config *cfg)
 
 /*
  * Open the object, size its maps, choose its programs and load it; errors
- * said, but one of the load itself: -EAGAIN (its error in load_err), to be
+ * said, but one of the load itself: -EAGAIN (its error in *LOAD_ERR), to be
  * said, or tried again without what this kernel may refuse.
  */
-static int load_object(struct tracer *t, const struct tracer_config *cfg)
+static int load_object(struct tracer *t, const struct tracer_config *cfg, int *load_err)
 {
 	int err;
 
@@ -624,8 +623,8 @@ static int load_object(struct tracer *t, const struct tracer_config *cfg)
 	err = choose_variants(t, cfg);
 	if (err)
 		return err;
-	t->load_err = memtrail_bpf__load(t->skel);
-	return t->load_err ? -EAGAIN : 0;
+	*load_err = memtrail_bpf__load(t->skel);
+	return *load_err ? -EAGAIN : 0;
 }
 
 int tracer__check_caps(void)
@@ -658,7 +657,7 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		 tracer_event_fn fn, void *ctx)
 {
 	struct tracer *t;
-	int err;
+	int err, load_err = 0;
 
 	*out = NULL;
 	libbpf_set_print(libbpf_log);
@@ -689,15 +688,15 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	t->compat = !t->kf.atomics || !t->kf.for_each_elem || getenv("MEMTRAIL_COMPAT");
 	/* MEMTRAIL_NO_UPROBE_MULTI=1: a link per probe, as before 6.6 (its tests, here) */
 	t->no_multi = !t->kf.uprobe_multi || getenv("MEMTRAIL_NO_UPROBE_MULTI");
-	err = load_object(t, cfg);
+	err = load_object(t, cfg, &load_err);
 	if (err == -EAGAIN && t->maps_tell) {
 		/* a kernel that refuses the task_vma iterator's programs: /proc names instead */
-		features__site_maps_refused(&t->kf, t->load_err);	/* said under -v */
+		features__site_maps_refused(&t->kf, load_err);	/* said under -v */
 		memtrail_bpf__destroy(t->skel);
-		err = load_object(t, cfg);
+		err = load_object(t, cfg, &load_err);
 	}
 	if (err == -EAGAIN) {
-		err = t->load_err;
+		err = load_err;
 		log__error("cannot load the BPF programs: %s%s", strerror(-err), perm_hint(err));
 	}
 	if (err)
