@@ -21,12 +21,10 @@ const volatile __u32 has_task_regs = 1;
 const volatile __u32 has_find_vma = 1;
 const volatile __u32 has_task_storage = 0;
 const volatile __u32 has_scopes = 0;
-const volatile __u32 hold_libs = 0;
+const volatile __u32 track_libs = 0;
 const volatile __u32 libs_urgent = 0;
 const volatile __u32 maps_tell_on = 0;
 const volatile __u32 lib_map_lock = 0;
-volatile __u32 holds_off = 0;
-volatile __u64 user_alive_ns = 0;
 volatile __u32 sample_gen = 0;
 volatile __u32 dirty_full = 0;
 
@@ -229,9 +227,9 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		len = 0;
 	e->args_len = len;
 	event_submit(e, false);
-	/* the program, its interpreter or a file they map unscanned: hold before the first instruction */
+	/* the program, its interpreter or a file they map unscanned: told before the first instruction */
 	lib_mapped(BPF_CORE_READ(bprm, file), MT_PROT_EXEC);
-	if (t->lib_hold)
+	if (t->lib_fresh)
 		lib_event(t, tgid);
 	return 0;
 }

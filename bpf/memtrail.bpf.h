@@ -61,18 +61,14 @@ extern const volatile __u32 has_task_storage;
 extern const volatile __u32 has_scopes;	/* --scope rules: scope_stacks in use */
 /* Allocation sites (sites.bpf.c) */
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
-/* hold a target that maps a file not yet scanned, until user space probed it */
-extern const volatile __u32 hold_libs;
+/* files mapped executable are tracked: one new to user space is told at once */
+extern const volatile __u32 track_libs;
 /* sites' stacks are named, BPF does not tell maps: user space reads them once code is mapped */
 extern const volatile __u32 libs_urgent;
 /* BPF tells a target's code mappings after it maps code (maps.bpf.c): marked here */
 extern const volatile __u32 maps_tell_on;
 /* files mapped are seen in the mmap lock's sections (mm.bpf.c) */
 extern const volatile __u32 lib_map_lock;
-/* set by user space as it stops: no new holds (lifecycle.bpf.c) */
-extern volatile __u32 holds_off;
-/* CLOCK_MONOTONIC when user space last polled the ring buffer */
-extern volatile __u64 user_alive_ns;
 /* user space's samples so far (0: it reads every target's levels, none is named in dirty) */
 extern volatile __u32 sample_gen;
 /* set when a target could not be named in dirty: user space's next sample reads every one */
@@ -243,18 +239,6 @@ struct {
 	__type(value, struct memtrail_scope_stack);
 } scope_stacks SEC(".maps") __weak;
 
-/*
- * Processes lib_event() stopped and user space has not let go yet: if
- * memtrail dies without doing so (SIGKILL), the guardian process it forked
- * at start continues each. No hold without its entry here.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u32);
-} held_tgids SEC(".maps") __weak;
-
 static __always_inline void count_lost(__u32 why)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &why);
@@ -284,8 +268,9 @@ static __always_inline void *event_reserve(__u64 size, __u32 type, __u32 tgid)
  * wake it: a wakeup costs an interrupt here (irq_work) and a context switch
  * there, and a storm of short processes would pay both several times a
  * process. Records user space must act on at once (an OOM kill, memory
- * pressure, a kill signal, a device failure, a spent budget, a held process)
- * wake it, as does any record once the buffer holds MT_WAKE_BYTES unread.
+ * pressure, a kill signal, a device failure, a spent budget, a file new to
+ * memtrail) wake it, as does any record once the buffer holds MT_WAKE_BYTES
+ * unread.
  * (Forced: the default wakes only when the reader has read everything before
  * the record, which unwoken records ahead of it prevent.)
  */
@@ -324,70 +309,33 @@ static __always_inline struct memtrail_target *live_target(__u32 tgid)
 	return t;
 }
 
-#define MT_SIGSTOP 19
-#define MT_HOLD_FRESH_NS 3000000000ULL	/* slow machines (TCG guests) poll a second apart */
-
-/*
- * A job of an interactive shell: its own process group and a controlling
- * terminal. Its shell waits with WUNTRACED and would take a stop as the
- * user's Ctrl-Z (and take the terminal back), so such a process is not held.
- */
-static __always_inline bool terminal_job(struct task_struct *task)
-{
-	struct signal_struct *sig = BPF_CORE_READ(task, signal);
-
-	if (!BPF_CORE_READ(sig, tty))
-		return false;
-	return BPF_CORE_READ(sig, pids[PIDTYPE_PGID]) !=
-	       BPF_CORE_READ(task, real_parent, signal, pids[PIDTYPE_PGID]);
-}
-
 /*
  * Where the code of files mapped since the last scan is about to run (the
- * dynamic linker's hook, an exec): the thread is stopped (SIGSTOP, at its
- * return to user mode) and user space told; it probes the new files and
- * sends SIGCONT, so that no call into them runs unprobed. Without a record
- * in the ring buffer user space would never learn of the stop: no hold then.
+ * dynamic linker's hook, an exec): user space is told. No process is ever
+ * stopped for it: a file known before it is mapped has its probes in place
+ * (uprobes are registered per inode and inserted as the file is mapped);
+ * one new to memtrail is scanned at once, and the calls made into it before
+ * its probes were live are counted as late by user space, never stopped for.
  */
 static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 {
-	struct task_struct *task = mt_current_task();
 	/*
-	 * Not when user space has not polled for 3 s (stopped, or busy
-	 * elsewhere: the process would wait for it), nor memtrail's own helpers
-	 * where every process is traced (memtrail may be waiting for them).
+	 * User space reads it at once where files new to it were mapped, or
+	 * where it cannot know (no tracking): a short process may call them and
+	 * end before the next poll, and its call sites need its mappings read
+	 * while it lives. So too where sites' stacks are named (libs_urgent):
+	 * the files are known, but where this process mapped them is read from
+	 * its maps. Otherwise (a program of known libraries) within a poll.
 	 */
-	bool hold = hold_libs && t->lib_hold && !holds_off &&
-		    bpf_ktime_get_ns() - user_alive_ns < MT_HOLD_FRESH_NS &&
-		    !(t->flags & MEMTRAIL_TARGET_OURS) && !terminal_job(task);
-	/*
-	 * User space reads it at once where files new to it were mapped (held
-	 * or not: a command of memtrail's own is never held) or where it cannot
-	 * know (no hold): a short process may call them and end before the next
-	 * poll, and its call sites need its mappings read while it lives.
-	 * So too where sites' stacks are named (libs_urgent): the files are
-	 * known, but where this process mapped them is read from its maps.
-	 * Otherwise (a program of known libraries) within a poll.
-	 */
-	bool urgent = !hold_libs || t->lib_hold || libs_urgent;
+	bool fresh = track_libs && t->lib_fresh;
+	bool urgent = !track_libs || fresh || libs_urgent;
 	struct memtrail_event_libs *e;
-	__u32 held = 0;
 
-	/* decided before the reservation: 5.10's verifier loses a reference tested late */
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIBS, tgid);
 	if (!e)
 		return;
-	if (hold) {
-		__u32 one = 1;
-
-		t->lib_hold = 0;
-		if (!bpf_map_update_elem(&held_tgids, &tgid, &one, BPF_ANY)) {
-			held = !bpf_send_signal_thread(MT_SIGSTOP);
-			if (!held)
-				bpf_map_delete_elem(&held_tgids, &tgid);
-		}
-	}
-	e->held = held;
+	t->lib_fresh = 0;
+	e->fresh = fresh;
 	e->pad = 0;
 	event_submit(e, urgent);
 }
@@ -397,8 +345,9 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 /*
  * A file mapped executable by a target (the dynamic linker mapping a
  * library, exec mapping a program and its interpreter): unless scanned
- * already, the target is held at its next lib_event(). The first mapper of a
- * file tells user space its key, to be marked scanned after that scan.
+ * already, the target's next lib_event() tells user space at once. The first
+ * mapper of a file tells user space its key, to be marked scanned after
+ * that scan.
  */
 static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 {
@@ -409,9 +358,9 @@ static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 	struct memtrail_target *t;
 	struct inode *inode;
 
-	if (!hold_libs || !file || !(prot & MT_PROT_EXEC))
+	if (!track_libs || !file || !(prot & MT_PROT_EXEC))
 		return;
-	/* a command memtrail started is held at its exec too */
+	/* a command memtrail started is told at its exec too */
 	t = bpf_map_lookup_elem(&targets, &tgid);
 	if (!t || (t->flags & MEMTRAIL_TARGET_EXITED))
 		return;
@@ -432,7 +381,7 @@ static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 			event_submit(e, false);
 		}
 	}
-	t->lib_hold = 1;
+	t->lib_fresh = 1;
 }
 
 static const struct memtrail_cell zero_cell;

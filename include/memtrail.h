@@ -119,7 +119,7 @@ struct memtrail_cell {
 #define MEMTRAIL_TARGET_EXITED	(1U << 0)
 /* a command memtrail started: accounting begins at its exec */
 #define MEMTRAIL_TARGET_AWAIT_EXEC	(1U << 1)
-/* memtrail's own helper (ldconfig, ld.so --list) or its child, traced with every process: never held */
+/* memtrail's own helper (ldconfig, ld.so --list) or its child, traced with every process */
 #define MEMTRAIL_TARGET_OURS		(1U << 2)
 /* its first address space was synced: what it held then is its baseline; later ones (exec) allocate */
 #define MEMTRAIL_TARGET_BASED		(1U << 3)
@@ -148,7 +148,7 @@ struct memtrail_target {
 	__u32 auto_seq;		/* and its sequence number */
 	__u32 dev_epoch;	/* device OOMs so far: allocations are dated by it */
 	__u32 dev_used;		/* it made device allocations: its exec gives them back */
-	__u32 lib_hold;		/* mapped a file not yet scanned: hold it before that code runs */
+	__u32 lib_fresh;	/* mapped a file not yet scanned: told at its next lib_event */
 	__u32 dirty_gen;	/* the sample_gen it was last named in the dirty map at */
 	__u64 heap_hits;	/* heap probe hits (entries and returns), for the overhead budget */
 	__u32 maps_new;		/* mapped code since its maps were last told (MEMTRAIL_EV_MAP) */
@@ -201,13 +201,13 @@ struct memtrail_event_hdr {
 };
 
 /*
- * MEMTRAIL_EV_LIBS. HELD: the thread that sent it was stopped (SIGSTOP)
- * before running code from a file mapped since the last scan: user space
- * scans the process, probes what is new, and sends SIGCONT.
+ * MEMTRAIL_EV_LIBS: the dynamic linker changed a target's libraries (or it
+ * execed). FRESH: it mapped a file not yet scanned since the last one: user
+ * space scans it at once and probes what is new (the process runs on).
  */
 struct memtrail_event_libs {
 	struct memtrail_event_hdr hdr;
-	__u32 held;
+	__u32 fresh;
 	__u32 pad;
 };
 

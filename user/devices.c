@@ -170,10 +170,10 @@ struct dev_file {
 	bool runtime;	/* CUDA or Neuron (not the loader's hook) */
 	bool pinned;	/* memtrail's own file, probed before its command ran: kept */
 	/*
-	 * The kernel's keys (lib_files) of what the processes held for it had
+	 * The kernel's keys (lib_files) of what the processes scanned for it had
 	 * mapped first: its own among them, as the hook saw it (overlayfs shows
 	 * the hook another inode than maps), maybe another new file's too (an
-	 * extra hold later, no harm). Dropped at release, with maps' own key.
+	 * extra scan later, no harm). Dropped at release, with maps' own key.
 	 */
 	struct memtrail_lib_key keys[DEV_KEYS];
 	size_t n_keys, next_key;
@@ -210,9 +210,9 @@ struct dev_file {
 
 /*
  * A file's last known user is gone: its release waits this long, so that a
- * process that mapped it meanwhile (not held: the file was probed) is
- * scanned first and keeps it. Its lib_files keys go at once: whoever maps it
- * from then on is held and scanned.
+ * process that mapped it meanwhile (not told at once: the file was probed)
+ * is scanned first and keeps it. Its lib_files keys go at once: whoever maps
+ * it from then on is scanned at once.
  */
 #define RELEASE_DELAY_MS 1000
 
@@ -231,8 +231,8 @@ struct dev_proc {
 		dev_t dev;
 		ino_t ino;
 		char *path;	/* as the kernel names it */
-		size_t file;	/* its devices.files entry, holding it open (sym_fd) when held */
-		bool held;
+		size_t file;	/* its devices.files entry, holding it open (sym_fd) when kept */
+		bool kept;
 	} *maps;
 	size_t n_maps, cap_maps;
 };
@@ -412,7 +412,7 @@ static void sym_hold(struct devices *d, uint32_t pid, struct proc_map *pm, size_
 		return;		/* gone already: named by path, if at all */
 	f->sym_users++;
 	pm->file = idx;
-	pm->held = true;
+	pm->kept = true;
 }
 
 static void proc_maps_free(struct devices *d, struct dev_proc *p)
@@ -420,7 +420,7 @@ static void proc_maps_free(struct devices *d, struct dev_proc *p)
 	size_t i;
 
 	for (i = 0; i < p->n_maps; i++) {
-		if (p->maps[i].held)
+		if (p->maps[i].kept)
 			sym_release(d, p->maps[i].file);
 		free(p->maps[i].path);
 	}
@@ -705,10 +705,10 @@ static const struct memtrail_lib_key *pend_key(const struct memtrail_lib_key *pe
 /*
  * Whether the file PID maps at M is another than the entry for its (dev,
  * ino), made on that inode number since the entry was read (only a file
- * memtrail holds nothing for can be deleted). Where processes are held and
- * the hook keys the file as maps does, the kernel says so for free: a file
- * of another generation is new to it, so PID was held for its key (PEND, the
- * keys PID was first to map). Else (overlayfs, no holds) a stat of the
+ * memtrail holds nothing for can be deleted). Where files mapped are tracked
+ * and the hook keys the file as maps does, the kernel says so for free: a
+ * file of another generation is new to it, so PID was told for its key
+ * (PEND, the keys PID was first to map). Else (overlayfs, no hook) a stat of the
  * mapping compares change time and size, at most once a second per file
  * (some 4 us each: not at every exec of a storm).
  */
@@ -728,7 +728,7 @@ static bool mapping_replaced(struct devices *d, uint32_t pid, const struct proc_
 		if (f->gen_known)
 			return k->gen != f->gen;
 	}
-	if (tracer__holding(d->tracer) && f->gen_known && f->hook_keyed)
+	if (tracer__tracking(d->tracer) && f->gen_known && f->hook_keyed)
 		return false;	/* not new to the hook: the generation it had */
 	if (f->checked_ms && d->now_ms < f->checked_ms + 1000)
 		return false;
@@ -815,7 +815,7 @@ static bool file_used(const struct devices *d, size_t idx)
 	return false;
 }
 
-/* The next process that maps file IDX is held until it is scanned (and the file probed). */
+/* The next process that maps file IDX is scanned at once (and the file probed). */
 static void file_unscanned(struct devices *d, size_t idx)
 {
 	struct dev_file *f = &d->files[idx];
@@ -862,7 +862,7 @@ static void file_release(struct devices *d, size_t idx)
 	log__debug("no process maps '%s' any more: its probes removed", f->name);
 }
 
-/* The keys of what P was first to map and is held for, noted on the runtimes it maps. */
+/* The keys of what P was first to map and was scanned for, noted on the runtimes it maps. */
 static void note_keys(struct devices *d, const struct dev_proc *p)
 {
 	struct memtrail_lib_key keys[DEV_KEYS];
@@ -951,7 +951,7 @@ void devices__scan(struct devices *d, uint32_t pid)
 	if (p) {
 		/*
 		 * its mappings name call sites even after it exits; a runtime's
-		 * user holds their files open too (the new ones held before the
+		 * user keeps their files open too (the new ones kept before the
 		 * old are let go: a file in both stays open)
 		 */
 		for (j = 0; runtime_user && j < seen.n_maps; j++)
@@ -999,7 +999,7 @@ static void files_forget(struct devices *d)
 		for (j = 0; j < d->procs[i].n_files; j++)
 			to[d->procs[i].files[j].file] = 1;
 		for (j = 0; j < d->procs[i].n_maps; j++)
-			if (d->procs[i].maps[j].held)
+			if (d->procs[i].maps[j].kept)
 				to[d->procs[i].maps[j].file] = 1;
 	}
 	for (i = 0; i < d->n_dropped; i++)
@@ -1027,7 +1027,7 @@ static void files_forget(struct devices *d)
 		for (j = 0; j < d->procs[i].n_files; j++)
 			d->procs[i].files[j].file = to[d->procs[i].files[j].file] - 1;
 		for (j = 0; j < d->procs[i].n_maps; j++)
-			if (d->procs[i].maps[j].held)
+			if (d->procs[i].maps[j].kept)
 				d->procs[i].maps[j].file = to[d->procs[i].maps[j].file] - 1;
 	}
 	for (i = 0; i < d->n_dropped; i++)
@@ -1226,8 +1226,8 @@ static json_t *site_from_cache(struct devices *d, uint32_t pid, uint64_t addr)
 		if (addr < m->start || addr >= m->end)
 			continue;
 		off = addr - m->start + m->pgoff;
-		/* the file as it was mapped, held open; else by the name the kernel gave it */
-		if (m->held && !elfsym__at(d->files[m->file].sym_path, off, sym, sizeof(sym), &delta))
+		/* the file as it was mapped, kept open; else by the name the kernel gave it */
+		if (m->kept && !elfsym__at(d->files[m->file].sym_path, off, sym, sizeof(sym), &delta))
 			return named_site(sym, delta, m->path);
 		if (!symbol_of(m->path, m->dev, m->ino, off, sym, sizeof(sym), &delta))
 			return named_site(sym, delta, m->path);
@@ -1251,7 +1251,7 @@ static json_t *site_from_file(struct devices *d, const struct memtrail_frame_fil
 
 		if (f->dev != dev || f->ino != ff->ino || !f->name)
 			continue;
-		/* held open as a runtime's user mapped it; else its name, where memtrail reaches it */
+		/* kept open as a runtime's user mapped it; else its name, where memtrail reaches it */
 		if ((f->sym_fd >= 0 &&
 		     !elfsym__at(f->sym_path, (uint64_t)ff->off, sym, sizeof(sym), &delta)) ||
 		    !symbol_of(f->name, dev, f->ino, (uint64_t)ff->off, sym, sizeof(sym), &delta))

@@ -47,7 +47,7 @@ static const char *const names[FEAT_MAX] = {
 	[FEAT_DEVICE] = "device",
 	[FEAT_DEVICE_MULTI] = "device_multi",
 	[FEAT_DEVICE_SITES] = "device_sites",
-	[FEAT_LIB_HOLD] = "lib_hold",
+	[FEAT_NEW_LIBS] = "new_libs",
 	[FEAT_SITE_MAPS] = "site_maps",
 };
 
@@ -354,24 +354,21 @@ static void decide(struct kernel_features *kf)
 		set(kf, FEAT_DEVICE_SITES, FEATURE_DEGRADED,
 		    "no bpf_find_vma (Linux 5.17; kernel %s): sites symbolized while the process lives",
 		    r);
-	/* MEMTRAIL_NO_HOLD=1: never stop a process */
-	if (kf->mmap_hook && getenv("MEMTRAIL_NO_HOLD"))
-		set(kf, FEAT_LIB_HOLD, FEATURE_DEGRADED,
-		    "MEMTRAIL_NO_HOLD is set: a library first mapped after start is probed as "
-		    "memtrail learns of it; its first calls can be missed");
-	else if (kf->mmap_hook)
-		set(kf, FEAT_LIB_HOLD, FEATURE_YES,
-		    "a process mapping a file not yet probed is stopped until its probes are live "
-		    "(%s)", kf->mmap_hook == MMAP_HOOK_LSM ? "BPF LSM mmap_file" :
+	/* no process is ever stopped for it: what it calls before the probes are live is counted */
+	if (kf->mmap_hook)
+		set(kf, FEAT_NEW_LIBS, FEATURE_YES,
+		    "a file new to memtrail is probed the moment a process maps it (%s); calls "
+		    "made before its probes are live are counted as late",
+		    kf->mmap_hook == MMAP_HOOK_LSM ? "BPF LSM mmap_file" :
 		    kf->mmap_hook == MMAP_HOOK_FENTRY ? "fentry security_mmap_file" :
 		    kf->mmap_hook == MMAP_HOOK_LOCK ? "mmap seen in its mmap_lock section" :
 		    "mmap seen at every system call's exit");
 	else
-		set(kf, FEAT_LIB_HOLD, FEATURE_DEGRADED,
-		    "no hook sees files mapped (kernel %s): a library first mapped after start is "
-		    "probed as memtrail learns of it; its first calls can be missed", r);
-	/* the hook of holds says when a process mapped code */
-	if (kf->vma_iter && kf->f[FEAT_LIB_HOLD].state == FEATURE_YES)
+		set(kf, FEAT_NEW_LIBS, FEATURE_DEGRADED,
+		    "no hook sees files mapped (kernel %s): a file new to memtrail is probed as "
+		    "memtrail reads the process's maps; its first calls can be missed", r);
+	/* the hook that tracks files mapped says when a process mapped code */
+	if (kf->vma_iter && kf->f[FEAT_NEW_LIBS].state == FEATURE_YES)
 		set(kf, FEAT_SITE_MAPS, FEATURE_YES,
 		    "a process's code mappings read in BPF after it maps code: stacks named "
 		    "however short its life");
@@ -379,7 +376,7 @@ static void decide(struct kernel_features *kf)
 		set(kf, FEAT_SITE_MAPS, FEATURE_DEGRADED,
 		    "%s%s): a process's code mappings are read from /proc while it lives; one that "
 		    "exits within moments of mapping code can have [unknown] frames",
-		    kf->vma_iter ? "lib_hold is degraded (kernel " :
+		    kf->vma_iter ? "new_libs is degraded (kernel " :
 		    "no task_vma iterator (Linux 6.7; kernel ", r);
 }
 

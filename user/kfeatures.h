@@ -33,7 +33,7 @@ enum feature_id {
 	FEAT_DEVICE,		/* device runtimes (task storage, bpf_cookie) */
 	FEAT_DEVICE_MULTI,	/* device probes as uprobe_multi links */
 	FEAT_DEVICE_SITES,	/* device call sites after exit (bpf_find_vma, 5.17) */
-	FEAT_LIB_HOLD,		/* a library's first mapper held until it is probed */
+	FEAT_NEW_LIBS,		/* a file new to memtrail probed as it is first mapped */
 	FEAT_SITE_MAPS,		/* a process's code mappings read in BPF (task_vma iterator, 6.7) */
 	FEAT_MAX,
 };

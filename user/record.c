@@ -619,7 +619,7 @@ static void trace_loop(struct record *r, const struct record_opts *o, bool resca
 static int finish(struct record *r, const struct record_opts *o, char *output)
 {
 	struct trail *t = &r->s.trail;
-	uint64_t now = session__now_ms(&r->s), holds, hold_ns, hold_max_ns;
+	uint64_t now = session__now_ms(&r->s);
 	int err;
 
 	/* stopped by a signal: a second one leaves without the trail, at once */
@@ -666,11 +666,6 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 		return err;
 	}
 	log__info("trail written to '%s'", output);
-	holds = tracer__holds(r->s.tracer, &hold_ns, &hold_max_ns);
-	if (holds)
-		log__info("held %" PRIu64 " time%s before new libraries ran, until probed: %.1f ms in "
-			  "all, %.1f ms at most", holds, holds == 1 ? "" : "s", hold_ns / 1e6,
-			  hold_max_ns / 1e6);
 	return 0;
 }
 
@@ -775,7 +770,6 @@ int cmd_record(int argc, char **argv)
 	/* not with a command: its own output shares the terminal */
 	statusline__start(!o.quiet && !o.cmd);
 	trace_loop(&r, &o, cfg.mode != MEMTRAIL_FILTER_PID);
-	tracer__stop_holds(r.s.tracer);
 	statusline__stop();
 	if (r.s.err)
 		log__warn("out of memory while recording: the trail may be incomplete");

@@ -229,9 +229,6 @@ static void on_target(struct session *s, const struct memtrail_event_target *e)
 
 	if (session__live(s, e->hdr.tgid))
 		return;
-	/* memtrail's guardian, forked before the programs attached: memtrail's own */
-	if (e->hdr.tgid == tracer__guard_pid(s->tracer))
-		return;
 	memcpy(comm, e->comm, sizeof(comm));
 	comm[sizeof(comm) - 1] = '\0';
 	if (!session__new_target(s, e->hdr.tgid, e->ppid, comm, t_ms,
@@ -699,14 +696,14 @@ static void on_device_total(struct session *s, const struct memtrail_event_devic
 }
 
 /*
- * The dynamic linker changed a target's libraries. Held (stopped before code
- * from a new file runs): probed now, and the tracer lets it go after this.
+ * The dynamic linker changed a target's libraries. Fresh (it mapped files
+ * new to memtrail): scanned and probed now, while it runs on.
  */
-static void on_libs(struct session *s, const struct memtrail_event_libs *e, bool held)
+static void on_libs(struct session *s, const struct memtrail_event_libs *e, bool fresh)
 {
 	if (!session__live(s, e->hdr.tgid))
 		return;
-	if (s->devices && held && probing())
+	if (s->devices && fresh && probing())
 		devices__scan(s->devices, e->hdr.tgid);
 	else if (s->devices)
 		devices__schedule(s->devices, e->hdr.tgid, session__now_ms(s), 0);
@@ -760,8 +757,8 @@ int session__open_devices(struct session *s, bool loader_only)
 	size_t i;
 	int err;
 
-	/* without holds nothing listens to the dynamic linker's hook */
-	if (loader_only && !tracer__holding(s->tracer))
+	/* without tracking files mapped nothing listens to the dynamic linker's hook */
+	if (loader_only && !tracer__tracking(s->tracer))
 		return 0;
 	/* a kernel that cannot run the device probes: said in 'features' and -v, no noise */
 	if (!loader_only && kf->f[FEAT_DEVICE].state == FEATURE_NO) {
@@ -847,7 +844,7 @@ int session__on_event(void *ctx, const void *data, size_t size)
 		break;
 	case MEMTRAIL_EV_LIBS:
 		on_libs(s, data, size >= sizeof(struct memtrail_event_libs) &&
-			((const struct memtrail_event_libs *)data)->held);
+			((const struct memtrail_event_libs *)data)->fresh);
 		break;
 	case MEMTRAIL_EV_DEVICE_TOTAL:
 		if (size >= sizeof(struct memtrail_event_device_total))

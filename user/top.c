@@ -627,7 +627,6 @@ int cmd_top(int argc, char **argv)
 		goto out;
 	}
 	ret = top_loop(&t);
-	tracer__stop_holds(t.s.tracer);
 	/* the screen back first: detaching can take a moment */
 	term__close();
 	if (t.s.err)

@@ -15,7 +15,6 @@
 
 #include "demangle.h"
 #include "elfsym.h"
-#include "guard.h"
 #include "log.h"
 #include "reaper.h"
 #include "array.h"
@@ -42,7 +41,7 @@ struct tracer {
 	bool no_multi;		/* the kernel has no uprobe_multi links (before Linux 6.6) */
 	bool no_take;		/* no lookup-and-delete in hash maps (before Linux 5.14) */
 	bool compat;		/* the object for kernels without BPF atomic fetch operations */
-	bool hold;		/* processes mapping unscanned files are held (lib_event) */
+	bool track;		/* files mapped executable are tracked: new ones told at once (lib_event) */
 	bool maps_tell;		/* BPF tells targets' code mappings (maps.bpf.c) */
 	/* files first mapped by a process, marked scanned once that process was */
 	struct lib_new {
@@ -50,11 +49,8 @@ struct tracer {
 		struct memtrail_lib_key key;
 	} *lib_new;
 	size_t n_lib_new, cap_lib_new;
-	uint64_t holds, hold_ns, hold_max_ns;	/* processes held, and how long */
-	uint64_t poll_gap_ns;	/* the longest time between two polls (holds stop beyond 3 s) */
 	uint32_t *ended;	/* ended targets to delete from the kernel's map after this poll */
 	size_t n_ended, cap_ended;
-	struct guard guard;	/* continues those held if memtrail dies holding them */
 	struct kernel_features kf;
 };
 
@@ -65,15 +61,6 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 	if (getenv("MEMTRAIL_DEBUG_LIBBPF"))
 		return vfprintf(stderr, fmt, ap);
 	return 0;
-}
-
-/* CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns() */
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /*
@@ -100,9 +87,9 @@ static void lib_new_settle(struct tracer *t, uint32_t pid, bool done)
 }
 
 /*
- * Every event goes to the session; a held process is let go after the
- * session scanned it, whatever became of that scan, and once the session is
- * gone (tracer__stop_holds) without one.
+ * Every event goes to the session. The files a process was first to map
+ * are marked scanned once the session scanned it (a fresh LIBS event), and
+ * left for the next mapper if it exits before.
  */
 static int on_ringbuf(void *ctx, void *data, size_t size)
 {
@@ -120,24 +107,10 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 	}
 	if (t->fn)
 		err = t->fn(t->ctx, data, size);
-	if (size >= sizeof(*libs) && h->type == MEMTRAIL_EV_LIBS && libs->held) {
-		uint64_t ns;
-
+	if (size >= sizeof(*libs) && h->type == MEMTRAIL_EV_LIBS && libs->fresh)
 		lib_new_settle(t, h->tgid, true);
-		/* of two memtrails holding it, the last to finish continues it (guard.h) */
-		if (!guard__let_go(bpf_map__fd(t->skel->maps.held_tgids), h->tgid))
-			kill((pid_t)h->tgid, SIGCONT);
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.held_tgids), &h->tgid);
-		ns = mono_ns();
-		ns = ns > h->ts_ns ? ns - h->ts_ns : 0;
-		t->holds++;
-		t->hold_ns += ns;
-		if (ns > t->hold_max_ns)
-			t->hold_max_ns = ns;
-		log__debug("held %u for %.3f ms while probing what it mapped", h->tgid, ns / 1e6);
-	} else if (size >= sizeof(*h) && h->type == MEMTRAIL_EV_EXIT) {
+	else if (size >= sizeof(*h) && h->type == MEMTRAIL_EV_EXIT)
 		lib_new_settle(t, h->tgid, false);
-	}
 	return err;
 }
 
@@ -244,13 +217,14 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	/* stacks are taken, and named from the processes' code mappings */
 	bool stacks = cfg->sites.heap || cfg->sites.mapping || cfg->sites.faults;
 	/*
-	 * holds serve the probes that come from scans (device runtimes,
-	 * allocators) and the names of sites' stacks (a process's libraries
-	 * seen before their code runs, however short its life)
+	 * files mapped, tracked: the probes that come from scans (device
+	 * runtimes, allocators) are attached as soon as a file new to memtrail
+	 * is mapped, and sites' stacks are named (a process's libraries read
+	 * while it lives, however short its life)
 	 */
-	bool hold = kf->f[FEAT_LIB_HOLD].state == FEATURE_YES && (device || stacks);
-	/* the dynamic linker's hook (an entry program) tells of libraries loaded: holds need it */
-	bool entry = device || hold;
+	bool track = kf->f[FEAT_NEW_LIBS].state == FEATURE_YES && (device || stacks);
+	/* the dynamic linker's hook (an entry program) tells of libraries loaded: tracking needs it */
+	bool entry = device || track;
 	bool multi = entry && !t->no_multi;
 	struct bpf_program *each[MEMTRAIL_RULE_PROGS];
 	size_t n_specs;
@@ -305,18 +279,18 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(p, false);
 	}
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
-	t->hold = hold;
+	t->track = track;
 	/* sites' stacks named however short a process's life: its code mappings from BPF */
-	t->maps_tell = hold && stacks && kf->f[FEAT_SITE_MAPS].state == FEATURE_YES && !t->compat;
+	t->maps_tell = track && stacks && kf->f[FEAT_SITE_MAPS].state == FEATURE_YES && !t->compat;
 	bpf_program__set_autoload(s->progs.mt_exec_maps, t->maps_tell);
 	bpf_program__set_autoload(s->progs.mt_maps_hook, t->maps_tell);
 	bpf_program__set_autoattach(s->progs.mt_maps_hook, false);	/* beside the loader's hook */
 	s->rodata->maps_tell_on = t->maps_tell;
-	bpf_program__set_autoload(s->progs.mt_lib_map_lsm, t->hold && kf->mmap_hook == MMAP_HOOK_LSM);
-	bpf_program__set_autoload(s->progs.mt_lib_map, t->hold && kf->mmap_hook == MMAP_HOOK_FENTRY);
-	bpf_program__set_autoload(s->progs.mt_lib_map_sys, t->hold && kf->mmap_hook == MMAP_HOOK_SYSCALL);
-	s->rodata->lib_map_lock = t->hold && kf->mmap_hook == MMAP_HOOK_LOCK;
-	s->rodata->hold_libs = t->hold;
+	bpf_program__set_autoload(s->progs.mt_lib_map_lsm, track && kf->mmap_hook == MMAP_HOOK_LSM);
+	bpf_program__set_autoload(s->progs.mt_lib_map, track && kf->mmap_hook == MMAP_HOOK_FENTRY);
+	bpf_program__set_autoload(s->progs.mt_lib_map_sys, track && kf->mmap_hook == MMAP_HOOK_SYSCALL);
+	s->rodata->lib_map_lock = track && kf->mmap_hook == MMAP_HOOK_LOCK;
+	s->rodata->track_libs = track;
 	/* elsewhere the maps are read from /proc, at once */
 	s->rodata->libs_urgent = stacks && !t->maps_tell;
 	if (kf->mmap_lock_args < 3)
@@ -343,7 +317,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		case FEAT_MAP_SITES:	/* on by default: 'features' and -v say it */
 		case FEAT_DEVICE_SITES:
 		case FEAT_DEVICE_MULTI:
-		case FEAT_LIB_HOLD:
+		case FEAT_NEW_LIBS:
 		case FEAT_SITE_MAPS:
 			asked = false;	/* said where used */
 			break;
@@ -667,7 +641,6 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->guard.fd = -1;
 	err = features__probe(&t->kf);
 	if (err) {
 		free(t);
@@ -707,14 +680,6 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	err = add_pids(t, cfg);
 	if (err)
 		goto fail;
-	/* before any program can hold a process: its guardian */
-	if (t->hold) {
-		err = guard__start(&t->guard, bpf_map__fd(t->skel->maps.held_tgids));
-		if (err) {
-			log__error("cannot start the process that guards holds: %s", strerror(-err));
-			goto fail;
-		}
-	}
 	err = memtrail_bpf__attach(t->skel);
 	if (err) {
 		log__error("cannot attach the BPF programs: %s%s", strerror(-err), perm_hint(err));
@@ -785,14 +750,6 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 {
 	int n;
 
-	/* alive: processes may be held for it (lib_event) */
-	if (t->hold) {
-		uint64_t now = mono_ns(), last = t->skel->bss->user_alive_ns;
-
-		if (last && now - last > t->poll_gap_ns)
-			t->poll_gap_ns = now - last;
-		t->skel->bss->user_alive_ns = now;
-	}
 	n = ring_buffer__poll(t->rb, timeout_ms);
 	/* most records do not wake the reader (event_submit): read what came anyway */
 	if (n >= 0)
@@ -1163,11 +1120,6 @@ void tracer__detach_device_set(struct tracer_probe_set *set)
 	set->n_links = 0;
 }
 
-uint32_t tracer__guard_pid(const struct tracer *t)
-{
-	return t && t->guard.pid > 0 ? (uint32_t)t->guard.pid : 0;
-}
-
 size_t tracer__lib_pending(const struct tracer *t, uint32_t pid, struct memtrail_lib_key *keys,
 			   size_t max)
 {
@@ -1184,9 +1136,9 @@ void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key)
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.lib_files), key);
 }
 
-bool tracer__holding(const struct tracer *t)
+bool tracer__tracking(const struct tracer *t)
 {
-	return t && t->hold;
+	return t && t->track;
 }
 
 void tracer__lib_forget_file(struct tracer *t, uint64_t dev, uint64_t ino)
@@ -1523,24 +1475,6 @@ const struct kernel_features *tracer__features(const struct tracer *t)
 	return &t->kf;
 }
 
-uint64_t tracer__holds(const struct tracer *t, uint64_t *total_ns, uint64_t *max_ns)
-{
-	*total_ns = t->hold_ns;
-	*max_ns = t->hold_max_ns;
-	return t->holds;
-}
-
-void tracer__stop_holds(struct tracer *t)
-{
-	if (!t || !t->hold)
-		return;
-	log__debug("longest time between two polls of the ring buffer: %.1f ms",
-		   t->poll_gap_ns / 1e6);
-	t->skel->bss->holds_off = 1;
-	if (t->rb)
-		ring_buffer__consume(t->rb);
-}
-
 void tracer__destroy(struct tracer *t)
 {
 	int i;
@@ -1548,14 +1482,6 @@ void tracer__destroy(struct tracer *t)
 	if (!t)
 		return;
 	reaper__drain();	/* links handed over (a file's probes) are gone first */
-	if (t->hold && t->rb) {
-		/* no program left to hold anyone: let go those whose events are still unread */
-		t->skel->bss->holds_off = 1;
-		memtrail_bpf__detach(t->skel);
-		t->fn = NULL;
-		ring_buffer__consume(t->rb);
-	}
-	guard__stop(&t->guard);
 	ring_buffer__free(t->rb);
 	free(t->lib_new);
 	free(t->ended);

@@ -145,19 +145,17 @@ size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint6
 void tracer__detach_device_set(struct tracer_probe_set *set);
 /* The distinct stacks CFG keeps (the size of the stack table). */
 uint32_t tracer__stacks(const struct tracer_config *cfg);
-/* The PID of memtrail's guardian (guard.h), which is never a target; 0: none. */
-uint32_t tracer__guard_pid(const struct tracer *t);
 /*
- * The files PID was first to map and is held for, as the kernel's hook saw
+ * The files PID was first to map and is to be scanned for, as the kernel's hook saw
  * them (lib_files keys: on overlayfs, the overlay's inode, not the one
  * /proc/PID/maps shows); at most MAX into KEYS, their number.
  */
 size_t tracer__lib_pending(const struct tracer *t, uint32_t pid, struct memtrail_lib_key *keys,
 			   size_t max);
-/* The file of KEY is not scanned any more: the next target that maps it is held and scanned. */
+/* The file of KEY is not scanned any more: the next target that maps it is scanned at once. */
 void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key);
-/* Whether processes that map files memtrail has not scanned are held (lib_files in use). */
-bool tracer__holding(const struct tracer *t);
+/* Whether files mapped executable are tracked, new ones told at once (lib_files in use). */
+bool tracer__tracking(const struct tracer *t);
 /* The same for every generation of (DEV, INO): a walk of the whole map. */
 void tracer__lib_forget_file(struct tracer *t, uint64_t dev, uint64_t ino);
 typedef void (*tracer_alloc_fn)(void *ctx, uint64_t addr, const struct memtrail_dev_alloc *a);
@@ -206,13 +204,6 @@ int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH
 /* Drop what the kernel keeps of TGID's sites, live allocations and mappings. */
 void tracer__sites_forget(struct tracer *t, uint32_t tgid);
 /* Detach and free everything; NULL is fine. */
-/*
- * No process is held from now on; those held whose events are unread are let
- * go. Call as tracing ends, before anything slow (the trail's write).
- */
-void tracer__stop_holds(struct tracer *t);
-/* Processes held so far until their new libraries were probed; the time they spent held. */
-uint64_t tracer__holds(const struct tracer *t, uint64_t *total_ns, uint64_t *max_ns);
 void tracer__destroy(struct tracer *t);
 
 #endif

@@ -1020,7 +1020,6 @@ int cmd_watch(int argc, char **argv)
 		  w.s.live, tracer__map_bytes(w.s.tracer) / 1048576.0, o.dir);
 	statusline__start(true);
 	watch_loop(&w);
-	tracer__stop_holds(w.s.tracer);
 	statusline__stop();
 	if (w.n_pend)
 		flush_pending(&w);
