@@ -253,6 +253,9 @@ struct devices {
 	size_t n_dropped, cap_dropped;
 	uint64_t now_ms;	/* the session's clock at the last tick */
 	bool quiet;	/* probing what the loader cache names: debug messages only */
+	bool attaching;	/* scanning what ran before memtrail: nothing it mapped is late */
+	devices_late_fn on_late;
+	void *late_ctx;
 	bool said;	/* what this kernel cannot do with device memory, said once */
 	bool loader_only;	/* --no-devices: the dynamic linker's hook, no runtime */
 };
@@ -364,6 +367,7 @@ int devices__open(struct devices **out, struct tracer *t, bool loader_only)
 		return -ENOMEM;
 	d->tracer = t;
 	d->loader_only = loader_only;
+	d->attaching = true;
 	/* memtrail's own dynamic linker is the one most targets use */
 	devices__scan(d, getpid());
 	if (!loader_only)
@@ -740,10 +744,12 @@ static bool mapping_replaced(struct devices *d, uint32_t pid, const struct proc_
 
 /*
  * The file (DEV, INO), probed when new: opened as PID maps it at M
- * (proc.h), else memtrail's own file HOST; NULL when it cannot be opened.
+ * (proc.h), else memtrail's own file HOST (NAME in messages, when given);
+ * NULL when it cannot be opened.
  */
 static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32_t pid,
-				 const struct proc_map_line *m, const char *host, size_t *index)
+				 const struct proc_map_line *m, const char *host,
+				 const char *name_as, size_t *index)
 {
 	struct dev_file *f = file_find(d, dev, ino, index);
 	struct stat st;
@@ -757,7 +763,7 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 	if (!f && array__grow((void **)&d->files, &d->cap_files, d->n_files + 1,
 			      sizeof(*d->files)))
 		return NULL;
-	name = strdup(m ? m->path : host);
+	name = strdup(m ? m->path : name_as ? name_as : host);
 	if (!name)
 		return NULL;
 	if (!f) {
@@ -893,7 +899,7 @@ void devices__scan(struct devices *d, uint32_t pid)
 	struct dev_proc *p = NULL, seen = { .pid = pid }, old;
 	struct memtrail_lib_key pend[64];	/* the new files a first exec maps, and then some */
 	size_t j, n_pend = tracer__lib_pending(d->tracer, pid, pend, 64);
-	bool runtime_user = false;
+	bool runtime_user = false, known;
 	FILE *f;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
@@ -921,7 +927,13 @@ void devices__scan(struct devices *d, uint32_t pid)
 			file_find(d, m.dev, m.ino, &idx)->released = true;	/* read in place */
 			log__debug("'%s' is a new file on a deleted one's inode: read again", m.path);
 		}
-		df = file_get(d, m.dev, m.ino, pid, &m, NULL, &idx);
+		df = file_find(d, m.dev, m.ino, &idx);
+		known = df && !df->released;
+		df = file_get(d, m.dev, m.ino, pid, &m, NULL, NULL, &idx);
+		/* probed only now, and this process mapped it before: what it called is lost */
+		if (df && !known && df->runtime && file_probed(df) && !d->attaching &&
+		    pid != (uint32_t)getpid() && d->on_late)
+			d->on_late(d->late_ctx, pid, df->name);
 		if (df && !df->hook_keyed && pend_key(pend, n_pend, &m))
 			df->hook_keyed = true;
 		if (df && seen.n_maps && seen.maps[seen.n_maps - 1].start == m.start)
@@ -1167,8 +1179,43 @@ static void prepare_lib(void *ctx, const char *lib)
 	struct stat st;
 	size_t idx;
 
-	if (stat(lib, &st) == 0 && (f = file_get(d, st.st_dev, st.st_ino, 0, NULL, lib, &idx)))
+	if (stat(lib, &st) == 0 && (f = file_get(d, st.st_dev, st.st_ino, 0, NULL, lib, NULL, &idx)))
 		f->pinned = true;
+}
+
+void devices__gate_file(struct devices *d, int fd)
+{
+	char path[32], name[4096];
+	struct dev_file *f;
+	struct stat st;
+	size_t idx;
+	ssize_t n;
+
+	if (d->loader_only || fstat(fd, &st))
+		return;
+	f = file_find(d, st.st_dev, st.st_ino, &idx);
+	if (f && !f->released) {
+		/* another file on a deleted one's inode, or written since: read again */
+		if (!file_idle(f) || (st.st_ctim.tv_sec == f->ctime.tv_sec &&
+				      st.st_ctim.tv_nsec == f->ctime.tv_nsec && st.st_size == f->size))
+			return;
+		f->released = true;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, name, sizeof(name) - 1);
+	name[n > 0 ? n : 0] = '\0';
+	file_get(d, st.st_dev, st.st_ino, 0, NULL, path, n > 0 ? name : NULL, &idx);
+}
+
+void devices__on_late(struct devices *d, devices_late_fn fn, void *ctx)
+{
+	d->on_late = fn;
+	d->late_ctx = ctx;
+}
+
+void devices__attached(struct devices *d)
+{
+	d->attaching = false;
 }
 
 void devices__prepare_command(struct devices *d, const char *path)

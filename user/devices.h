@@ -28,6 +28,20 @@ struct devices;
 int devices__open(struct devices **out, struct tracer *t, bool loader_only);
 void devices__destroy(struct devices *d);
 
+/*
+ * A process told of (devices__on_late) mapped a runtime before memtrail
+ * probed it: it was new to memtrail when mapped (not known before, not
+ * opened through the gate). Its calls into FILE until now were not seen.
+ */
+typedef void (*devices_late_fn)(void *ctx, uint32_t pid, const char *file);
+void devices__on_late(struct devices *d, devices_late_fn fn, void *ctx);
+/* The processes that ran before memtrail are scanned: from now on a runtime probed late is told. */
+void devices__attached(struct devices *d);
+/*
+ * FD, an ELF file memtrail's command is opening (gate.h): probed now if it
+ * is a runtime new to memtrail, before the command can map it.
+ */
+void devices__gate_file(struct devices *d, int fd);
 /* Probe the runtimes a command will load at start (its DT_NEEDED closure). */
 void devices__prepare_command(struct devices *d, const char *path);
 /* Look at PID's mappings at NOW_MS + DELAY_MS (the earliest request wins). */

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/fanotify.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <linux/capability.h>
@@ -49,6 +51,7 @@ static const char *const names[FEAT_MAX] = {
 	[FEAT_DEVICE_SITES] = "device_sites",
 	[FEAT_NEW_LIBS] = "new_libs",
 	[FEAT_SITE_MAPS] = "site_maps",
+	[FEAT_GATE] = "cmd_gate",
 };
 
 const char *features__state_name(enum feature_state s)
@@ -378,6 +381,15 @@ static void decide(struct kernel_features *kf)
 		    "exits within moments of mapping code can have [unknown] frames",
 		    kf->vma_iter ? "new_libs is degraded (kernel " :
 		    "no task_vma iterator (Linux 6.7; kernel ", r);
+	if (!kf->perm_events)
+		set(kf, FEAT_GATE, FEATURE_YES,
+		    "record -- CMD: the command waits at each open of an ELF file until memtrail "
+		    "probed it (fanotify permission events on a mount namespace of its own)");
+	else
+		set(kf, FEAT_GATE, FEATURE_DEGRADED,
+		    "no fanotify permission events (kernel %s: %s): a runtime record's command "
+		    "writes and maps at once is probed as it is mapped, late calls counted", r,
+		    strerror(-kf->perm_events));
 }
 
 void features__site_maps_refused(struct kernel_features *kf, int err)
@@ -386,6 +398,17 @@ void features__site_maps_refused(struct kernel_features *kf, int err)
 	    "the task_vma iterator's programs did not load (kernel %s: %s): a process's code "
 	    "mappings are read from /proc while it lives; one that exits within moments of "
 	    "mapping code can have [unknown] frames", kf->release, strerror(-err));
+}
+
+/* 0 where fanotify has permission events (CONFIG_FANOTIFY_ACCESS_PERMISSIONS), else -errno. */
+static int probe_perm_events(void)
+{
+	int fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
 }
 
 int features__probe(struct kernel_features *kf)
@@ -436,6 +459,7 @@ int features__probe(struct kernel_features *kf)
 	kf->task_storage = libbpf_probe_bpf_map_type(MT_BPF_MAP_TYPE_TASK_STORAGE, NULL) > 0;
 	kf->syscall_prog = libbpf_probe_bpf_prog_type(MT_BPF_PROG_TYPE_SYSCALL, NULL) > 0;
 	kf->uprobe_multi = probe_uprobe_multi();
+	kf->perm_events = probe_perm_events();
 	/* where files are seen mapped: the cheapest of the hooks that work here */
 	if (bpf_lsm_active() && probe_trampoline(BPF_PROG_TYPE_LSM, BPF_LSM_MAC, lsm_id))
 		kf->mmap_hook = MMAP_HOOK_LSM;

@@ -35,6 +35,7 @@ enum feature_id {
 	FEAT_DEVICE_SITES,	/* device call sites after exit (bpf_find_vma, 5.17) */
 	FEAT_NEW_LIBS,		/* a file new to memtrail probed as it is first mapped */
 	FEAT_SITE_MAPS,		/* a process's code mappings read in BPF (task_vma iterator, 6.7) */
+	FEAT_GATE,		/* record's command waits at opens of new files (fanotify permission events) */
 	FEAT_MAX,
 };
 
@@ -65,6 +66,7 @@ struct kernel_features {
 	bool syscall_prog;
 	bool uprobe_multi;
 	bool vma_iter;		/* bpf_iter_task_vma_* kfuncs (6.7) */
+	int perm_events;	/* fanotify permission events: 0, or the -errno of fanotify_init */
 	enum { MMAP_HOOK_NONE, MMAP_HOOK_LSM, MMAP_HOOK_FENTRY, MMAP_HOOK_LOCK,
 	       MMAP_HOOK_SYSCALL } mmap_hook;
 	struct feature f[FEAT_MAX];

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "commands.h"
 #include "container.h"
 #include "format.h"
+#include "gate.h"
 #include "kinds.h"
 #include "log.h"
 #include "outfile.h"
@@ -42,6 +44,7 @@ struct record {
 	struct session s;
 	bool follow_pids;	/* stop when no target is left */
 	pid_t child;		/* the command, in -- CMD mode */
+	struct gate *gate;	/* where the command waits at opens of new files; NULL: none */
 	uint32_t stacks;	/* the stack table's size (tracer__stacks) */
 };
 
@@ -53,7 +56,19 @@ struct held_child {
 	int err_fd;	/* carries exec's errno back, closes on success */
 };
 
-static int spawn_held(char **argv, struct held_child *c)
+/* What the child says before it waits: how its gate went (gate__enter). */
+struct child_gate {
+	int err, marked, failed;
+};
+
+/*
+ * The command, forked and waiting on a pipe until memtrail lets it exec; if
+ * memtrail ends first, the pipe closes and it exits 127 unrun. With GATE,
+ * it first enters a mount namespace of its own and marks it (gate.h); *CG
+ * says how that went (err -ENODEV: no gate).
+ */
+static int spawn_held(char **argv, struct held_child *c, struct gate *gate,
+		      struct child_gate *cg)
 {
 	int go[2], ep[2];
 
@@ -75,11 +90,16 @@ static int spawn_held(char **argv, struct held_child *c)
 		return err;
 	}
 	if (c->pid == 0) {
+		struct child_gate said = { .err = -ENODEV };
 		char b;
 		int e;
 
 		close(go[1]);
 		close(ep[0]);
+		if (gate)
+			said.err = gate__enter(gate, &said.marked, &said.failed);
+		if (write(ep[1], &said, sizeof(said)) != sizeof(said))
+			_exit(127);
 		if (read(go[0], &b, 1) != 1)
 			_exit(127);
 		execvp(argv[0], argv);
@@ -92,25 +112,76 @@ static int spawn_held(char **argv, struct held_child *c)
 	close(ep[1]);
 	c->go_fd = go[1];
 	c->err_fd = ep[0];
+	/* the child's word on its gate, before it waits (no wait of memtrail's in between) */
+	cg->err = -ENODEV;
+	while (read(c->err_fd, cg, sizeof(*cg)) < 0 && errno == EINTR)
+		;
 	return 0;
 }
 
-/* Let the held child exec; 0, or the errno of a failed exec. */
-static int release_child(struct held_child *c)
+static void gate_file(void *ctx, int fd)
 {
-	ssize_t n;
+	struct record *r = ctx;
+
+	if (r->s.devices)
+		devices__gate_file(r->s.devices, fd);
+}
+
+static void serve_gate(void *ctx)
+{
+	struct record *r = ctx;
+
+	gate__serve(r->gate, gate_file, r);
+}
+
+/*
+ * Let the held child exec; 0, or the errno of a failed exec. Its exec opens
+ * files at the gate: served while it runs.
+ */
+static int release_child(struct record *r, struct held_child *c)
+{
+	ssize_t n = -1;
 	int e = 0;
 
 	if (write(c->go_fd, "g", 1) != 1)
 		e = errno;
 	close(c->go_fd);
 	c->go_fd = -1;
-	do {
+	for (;;) {
+		struct pollfd p[2] = { { c->err_fd, POLLIN, 0 }, { gate__wake_fd(r->gate), POLLIN, 0 } };
+
+		if (poll(p, r->gate ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (r->gate && p[1].revents)
+			serve_gate(r);
+		if (!p[0].revents)
+			continue;
 		n = read(c->err_fd, &e, sizeof(e));
-	} while (n < 0 && errno == EINTR);
+		if (n >= 0 || errno != EINTR)
+			break;
+	}
 	close(c->err_fd);
 	c->err_fd = -1;
 	return n == sizeof(e) ? e : 0;
+}
+
+/* The command's opens go on without waiting, from now on. */
+static void close_gate(struct record *r)
+{
+	uint64_t waited, opens;
+
+	if (!r->gate)
+		return;
+	if (r->s.tracer)
+		tracer__watch_fd(r->s.tracer, -1, NULL, NULL);
+	gate__counts(r->gate, &waited, &opens);
+	log__debug("the command opened %" PRIu64 " files at the gate, %" PRIu64 " of them ELF "
+		   "files that waited to be looked at", opens, waited);
+	gate__close(r->gate);
+	r->gate = NULL;
 }
 
 static void abandon_child(struct held_child *c)
@@ -702,10 +773,23 @@ int cmd_record(int argc, char **argv)
 	r.follow_pids = cfg.mode == MEMTRAIL_FILTER_PID;
 
 	if (o.cmd) {
-		err = spawn_held(o.cmd, &child);
+		struct child_gate cg;
+
+		/* the runtimes it may write and map at once: probed at its opens */
+		if (!o.no_devices && (err = gate__open(&r.gate)))
+			log__debug("no gate for the command: %s", strerror(-err));
+		err = spawn_held(o.cmd, &child, r.gate, &cg);
 		if (err) {
 			log__error("cannot start '%s': %s", o.cmd[0], strerror(-err));
 			goto out;
+		}
+		if (r.gate && cg.err) {
+			log__warn("the command runs without a gate (%s): a runtime it writes and "
+				  "maps at once is probed as it is mapped", strerror(-cg.err));
+			close_gate(&r);
+		} else if (r.gate && cg.failed) {
+			log__debug("the gate marks %d mounts; %d could not be marked", cg.marked,
+				   cg.failed);
 		}
 		r.child = child.pid;
 		o.pids = calloc(1, sizeof(*o.pids));
@@ -734,6 +818,14 @@ int cmd_record(int argc, char **argv)
 	tracer__poll(r.s.tracer, 0);
 	if (session__open_devices(&r.s, o.no_devices))
 		goto out_child;
+	/* nothing to probe at the gate without device probes (a kernel without them) */
+	if (r.gate && (!r.s.devices || (err = gate__start(r.gate)))) {
+		if (r.s.devices)
+			log__warn("the command runs without a gate: %s", strerror(-err));
+		close_gate(&r);
+	}
+	if (r.gate)
+		tracer__watch_fd(r.s.tracer, gate__wake_fd(r.gate), serve_gate, &r);
 	if ((!o.no_sites || o.heap || o.faults) &&
 	    session__open_sites(&r.s, o.heap ? &o.heap_cfg : NULL))
 		goto out_child;
@@ -757,7 +849,7 @@ int cmd_record(int argc, char **argv)
 			}
 		}
 	} else {
-		err = release_child(&child);
+		err = release_child(&r, &child);
 		if (err) {
 			log__error("cannot run '%s': %s", o.cmd[0], strerror(err));
 			waitpid(child.pid, NULL, 0);
@@ -770,6 +862,7 @@ int cmd_record(int argc, char **argv)
 	/* not with a command: its own output shares the terminal */
 	statusline__start(!o.quiet && !o.cmd);
 	trace_loop(&r, &o, cfg.mode != MEMTRAIL_FILTER_PID);
+	close_gate(&r);
 	statusline__stop();
 	if (r.s.err)
 		log__warn("out of memory while recording: the trail may be incomplete");
@@ -792,6 +885,7 @@ out_child:
 	if (child.pid > 0)
 		abandon_child(&child);
 out:
+	close_gate(&r);
 	session__destroy(&r.s);
 out_opts:
 	free(o.pids);

@@ -751,6 +751,33 @@ void session__finish_sites(struct session *s)
 	}
 }
 
+/*
+ * PID mapped runtime FILE before memtrail had probed it (it was new, and
+ * no gate held the process): its calls until now were not seen. Said, and
+ * kept in the trail, never silently lost.
+ */
+static void on_late(void *ctx, uint32_t pid, const char *file)
+{
+	struct session *s = ctx;
+	struct trail_target *tt = session__live(s, pid);
+	uint64_t t_ms = session__now_ms(s);
+	json_t *ev;
+
+	if (!tt)
+		return;
+	s->late++;
+	log__warn("%u (%s) mapped '%s' before its probes were live: its calls into it until "
+		  "now are not counted", pid, tt->comm, file);
+	ev = json_pack("{s:I, s:s, s:i, s:o, s:o}", "t_ms", (json_int_t)t_ms, "type",
+		       "probes_late", "pid", tt->pid, "comm", sanitize__json(tt->comm), "file",
+		       sanitize__json(file));
+	if (!ev) {
+		s->err = -ENOMEM;
+		return;
+	}
+	add_event(s, ev);
+}
+
 int session__open_devices(struct session *s, bool loader_only)
 {
 	const struct kernel_features *kf = tracer__features(s->tracer);
@@ -768,9 +795,11 @@ int session__open_devices(struct session *s, bool loader_only)
 	err = devices__open(&s->devices, s->tracer, loader_only);
 	if (err)
 		return err;
+	devices__on_late(s->devices, on_late, s);
 	for (i = 0; i < s->trail.n_targets; i++)
 		if (session__live(s, s->trail.targets[i].pid))
 			devices__scan(s->devices, s->trail.targets[i].pid);
+	devices__attached(s->devices);
 	if (!loader_only)
 		s->trail.kinds |= kind__device();
 	return 0;

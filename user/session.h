@@ -69,6 +69,7 @@ struct session {
 	size_t live;		/* targets that have not exited */
 	size_t ended;		/* targets ended since the last sweep (watch, top) */
 	bool keep_events;	/* keep the trail's event list (record) */
+	uint64_t late;		/* runtimes a process mapped before their probes were live */
 	bool attribute;		/* name each target's container and pod (record) */
 	uint64_t keep_ms;	/* timeline window per target; 0 keeps all */
 	const struct session_hooks *hooks;

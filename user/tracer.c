@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,6 +50,10 @@ struct tracer {
 		struct memtrail_lib_key key;
 	} *lib_new;
 	size_t n_lib_new, cap_lib_new;
+	/* a descriptor polled beside the ring buffer, and what reads it (tracer__watch_fd) */
+	int extra_fd;
+	tracer_fd_fn extra_fn;
+	void *extra_ctx;
 	uint32_t *ended;	/* ended targets to delete from the kernel's map after this poll */
 	size_t n_ended, cap_ended;
 	struct kernel_features kf;
@@ -318,6 +323,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		case FEAT_DEVICE_SITES:
 		case FEAT_DEVICE_MULTI:
 		case FEAT_NEW_LIBS:
+		case FEAT_GATE:
 		case FEAT_SITE_MAPS:
 			asked = false;	/* said where used */
 			break;
@@ -641,6 +647,7 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	t->extra_fd = -1;
 	err = features__probe(&t->kf);
 	if (err) {
 		free(t);
@@ -746,11 +753,28 @@ static void forget_ended(struct tracer *t)
 	t->n_ended = 0;
 }
 
+void tracer__watch_fd(struct tracer *t, int fd, tracer_fd_fn fn, void *ctx)
+{
+	t->extra_fd = fd;
+	t->extra_fn = fn;
+	t->extra_ctx = ctx;
+}
+
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
 	int n;
 
-	n = ring_buffer__poll(t->rb, timeout_ms);
+	if (t->extra_fd >= 0) {
+		struct pollfd p[2] = { { ring_buffer__epoll_fd(t->rb), POLLIN, 0 },
+				       { t->extra_fd, POLLIN, 0 } };
+
+		n = poll(p, 2, timeout_ms);
+		if (n > 0 && p[1].revents)
+			t->extra_fn(t->extra_ctx);
+		n = n < 0 ? -errno : 0;
+	} else {
+		n = ring_buffer__poll(t->rb, timeout_ms);
+	}
 	/* most records do not wake the reader (event_submit): read what came anyway */
 	if (n >= 0)
 		n = ring_buffer__consume(t->rb);

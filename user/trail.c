@@ -918,7 +918,7 @@ static int take_object(struct schema *s, json_t *o, const char *key,
 static int check_event(struct schema *s, json_t *ev)
 {
 	static const char *const strings[] = { "comm", "sender_comm", "function", "runtime",
-					       "kind", "phase" };
+					       "kind", "phase", "file" };
 	const char *type;
 	json_t *site, *live, *v;
 	bool is_exit;

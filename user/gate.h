@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * The gate: memtrail's own command (record -- CMD) waits at each open of an
+ * ELF file until memtrail has looked at it, so that a runtime the command
+ * writes and then maps at once is probed before its first call. Nothing
+ * else waits: the command runs in a mount namespace of its own (a copy of
+ * memtrail's; shared mounts still propagate both ways), and the fanotify
+ * permission marks are on that namespace's mounts only. It is the kernel
+ * that lets a waiting open go when memtrail's descriptor closes, however
+ * memtrail ends (SIGKILL, OOM kill, cgroup.kill): nothing is left waiting
+ * on a memtrail that is gone, and no signal is ever sent.
+ *
+ * The command's processes that make mount namespaces of their own
+ * (unshare -m, a container runtime) leave the gate: their mounts are new
+ * copies without marks. What they map is probed as it is mapped, late
+ * calls counted (devices.h).
+ */
+#ifndef MEMTRAIL_GATE_H
+#define MEMTRAIL_GATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gate;
+
+/*
+ * The fanotify group, made before the command is forked (its child marks
+ * its namespace with it). 0, or -errno: -EINVAL or -EPERM where the kernel
+ * has no permission events (CONFIG_FANOTIFY_ACCESS_PERMISSIONS) or memtrail
+ * lacks CAP_SYS_ADMIN; the command then runs without a gate.
+ */
+int gate__open(struct gate **out);
+/*
+ * In the forked child, before exec: a mount namespace of its own, each of
+ * its mounts marked. Only async-signal-safe calls (memtrail may have
+ * threads). 0, or -errno; *MARKED and *FAILED count the mounts.
+ */
+int gate__enter(struct gate *g, int *marked, int *failed);
+/* The serving thread starts (after the fork): 0, or -errno. */
+int gate__start(struct gate *g);
+/*
+ * A descriptor that is readable while opens of ELF files wait for
+ * gate__serve, to poll beside others.
+ */
+int gate__wake_fd(const struct gate *g);
+/* Look at an ELF file the command is opening: FD is it, open read-only. */
+typedef void (*gate_file_fn)(void *ctx, int fd);
+/* Each waiting open passed to FN, then let go. */
+void gate__serve(struct gate *g, gate_file_fn fn, void *ctx);
+/* Opens that waited for FN so far, and of how many. */
+void gate__counts(struct gate *g, uint64_t *waited, uint64_t *opens);
+/* Every waiting open let go and no more held; NULL is fine. */
+void gate__close(struct gate *g);
+
+#endif
