@@ -378,6 +378,9 @@ static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 		e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIB_NEW, tgid);
 		if (e) {
 			e->key = key;
+			if (bpf_probe_read_kernel_str(e->name, sizeof(e->name),
+						      BPF_CORE_READ(file, f_path.dentry, d_name.name)) < 0)
+				e->name[0] = '\0';
 			event_submit(e, false);
 		}
 	}

@@ -227,10 +227,17 @@ struct memtrail_lib_key {
 #define MEMTRAIL_LIB_PENDING 1	/* mapped; its scan has not finished */
 #define MEMTRAIL_LIB_SCANNED 2	/* scanned, and probed where it has something to probe */
 
-/* MEMTRAIL_EV_LIB_NEW: the key user space marks SCANNED after the scan of hdr.tgid */
+#define MEMTRAIL_LIB_NAME_LEN 32
+
+/*
+ * MEMTRAIL_EV_LIB_NEW: the key user space marks SCANNED after the scan of
+ * hdr.tgid; NAME, the file's own name (its last path component, cut): what
+ * it was, where the process ends before its scan.
+ */
 struct memtrail_event_lib_new {
 	struct memtrail_event_hdr hdr;
 	struct memtrail_lib_key key;
+	char name[MEMTRAIL_LIB_NAME_LEN];
 };
 
 /*

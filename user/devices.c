@@ -7,7 +7,9 @@
 #include <string.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -19,6 +21,7 @@
 #include "kfeatures.h"
 #include "log.h"
 #include "proc.h"
+#include "roots.h"
 #include "sanitize.h"
 
 #define LAUNCH_MAX 8	/* launch functions one file may hold */
@@ -170,6 +173,13 @@ struct dev_file {
 	bool runtime;	/* CUDA or Neuron (not the loader's hook) */
 	bool pinned;	/* memtrail's own file, probed before its command ran: kept */
 	/*
+	 * Opened at record's gate on overlayfs: the overlay's (dev, ino), as
+	 * the kernel's hook sees the file mapped (maps shows the layer's, its
+	 * key here). 0: none.
+	 */
+	dev_t alias_dev;
+	ino_t alias_ino;
+	/*
 	 * The kernel's keys (lib_files) of what the processes scanned for it had
 	 * mapped first: its own among them, as the hook saw it (overlayfs shows
 	 * the hook another inode than maps), maybe another new file's too (an
@@ -221,6 +231,7 @@ struct dev_proc {
 	uint64_t due_ms;	/* a scan is due then; 0: none */
 	uint64_t rescan_ms;	/* after that scan, another then (an exec's); 0: none */
 	bool executed;		/* its launch probes are not wanted */
+	size_t root;		/* its root in devices.roots + 1; 0: memtrail's own, or unknown */
 	struct proc_file {
 		size_t file;	/* index in devices.files */
 	} *files;		/* probed runtimes it maps (at a scan, or its parent's at fork) */
@@ -252,6 +263,25 @@ struct devices {
 	size_t *dropped;
 	size_t n_dropped, cap_dropped;
 	uint64_t now_ms;	/* the session's clock at the last tick */
+	/*
+	 * Root directories targets run in other than memtrail's (containers,
+	 * chroots): the runtimes their loader caches name are probed while a
+	 * known process runs in one, before any process maps them.
+	 */
+	struct dev_root {
+		dev_t dev;
+		ino_t ino;
+		uint32_t users;		/* known processes in it */
+		struct dev_root_file {
+			dev_t dev;
+			ino_t ino;
+		} *files;		/* the runtimes probed for it */
+		size_t n_files, cap_files;
+	} *roots;
+	size_t n_roots, cap_roots;
+	struct dev_root *root_now;	/* the root root_file() probes for; NULL: memtrail's */
+	dev_t self_dev;		/* memtrail's own root */
+	ino_t self_ino;
 	bool quiet;	/* probing what the loader cache names: debug messages only */
 	bool attaching;	/* scanning what ran before memtrail: nothing it mapped is late */
 	devices_late_fn on_late;
@@ -318,44 +348,21 @@ const char *devices__error_name(uint32_t runtime, const char *fn, int rc)
 	return NULL;
 }
 
-static void prepare_lib(void *ctx, const char *lib);
+/* A runtime a loader cache names (roots.h), probed before any process maps it. */
+static void root_file(void *ctx, int fd, const char *path);
 
 /*
- * Runtime libraries the system's loader cache names (`ldconfig -p`), probed
- * before any process maps them. The NVIDIA driver's libcuda.so.1 is one file
- * for the host and for every container it is mounted into, so its probes
- * are in place even for a program that calls it the moment it starts.
+ * Runtime libraries the system's loader cache names, probed before any
+ * process maps them. The NVIDIA driver's libcuda.so.1 is one file for the
+ * host and for every container it is mounted into, so its probes are in
+ * place even for a program that calls it the moment it starts.
  */
 static void prepare_system(struct devices *d)
 {
-	static const char *const tools[] = { "/sbin/ldconfig", "/usr/sbin/ldconfig" };
-	static const char *const names[] = { "libcuda.so", "libcudart.so", "libnrt.so" };
-	char cmd[64], line[4096 + 128], *arrow, *soname;
-	size_t i;
-	FILE *f = NULL;
-
-	for (i = 0; i < sizeof(tools) / sizeof(tools[0]) && !f; i++) {
-		if (access(tools[i], X_OK))
-			continue;
-		snprintf(cmd, sizeof(cmd), "%s -p 2>/dev/null", tools[i]);
-		f = popen(cmd, "re");
-	}
-	if (!f)
-		return;
 	d->quiet = true;	/* no process uses them yet: not news */
-	/* "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1" */
-	while (fgets(line, sizeof(line), f)) {
-		soname = line + strspn(line, " \t");
-		arrow = strstr(line, " => ");
-		if (!arrow)
-			continue;
-		arrow[strcspn(arrow, "\n")] = 0;
-		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-			if (!strncmp(soname, names[i], strlen(names[i])))
-				prepare_lib(d, arrow + 4);
-	}
+	d->root_now = NULL;
+	roots__each_runtime(0, root_file, d);
 	d->quiet = false;
-	pclose(f);
 }
 
 int devices__open(struct devices **out, struct tracer *t, bool loader_only)
@@ -368,6 +375,7 @@ int devices__open(struct devices **out, struct tracer *t, bool loader_only)
 	d->tracer = t;
 	d->loader_only = loader_only;
 	d->attaching = true;
+	roots__id(0, &d->self_dev, &d->self_ino);
 	/* memtrail's own dynamic linker is the one most targets use */
 	devices__scan(d, getpid());
 	if (!loader_only)
@@ -893,19 +901,116 @@ static void note_keys(struct devices *d, const struct dev_proc *p)
 	}
 }
 
-void devices__scan(struct devices *d, uint32_t pid)
+static void root_file(void *ctx, int fd, const char *path)
+{
+	struct devices *d = ctx;
+	struct dev_root *r = d->root_now;
+	struct dev_file *f;
+	char host[32];
+	struct stat st;
+	size_t idx;
+
+	if (fstat(fd, &st))
+		return;
+	snprintf(host, sizeof(host), "/proc/self/fd/%d", fd);
+	f = file_get(d, st.st_dev, st.st_ino, 0, NULL, host, path, &idx);
+	if (!f)
+		return;
+	if (!r) {
+		f->pinned = true;	/* the host's: kept */
+		return;
+	}
+	if (!array__grow((void **)&r->files, &r->cap_files, r->n_files + 1, sizeof(*r->files)))
+		r->files[r->n_files++] = (struct dev_root_file){ st.st_dev, st.st_ino };
+}
+
+/* No known process runs in root IDX any more: its runtimes go unless one maps them. */
+static void root_release(struct devices *d, size_t idx)
+{
+	struct dev_root *r = &d->roots[idx];
+	size_t i, fi, last = d->n_roots - 1;
+	struct dev_file *f;
+
+	for (i = 0; i < r->n_files; i++) {
+		f = file_find(d, r->files[i].dev, r->files[i].ino, &fi);
+		if (f && !f->released && !f->pinned && !file_used(d, fi))
+			file_drop(d, fi);
+	}
+	free(r->files);
+	d->roots[idx] = d->roots[last];
+	d->n_roots--;
+	for (i = 0; i < d->n_procs; i++)
+		if (d->procs[i].root == last + 1)
+			d->procs[i].root = idx + 1;
+}
+
+static void root_leave(struct devices *d, struct dev_proc *p)
+{
+	size_t idx = p->root;
+
+	p->root = 0;
+	if (idx && !--d->roots[idx - 1].users)
+		root_release(d, idx - 1);
+}
+
+/*
+ * P (PID) runs in its root: one other than memtrail's has the runtimes its
+ * loader cache names probed when the first known process runs in it.
+ */
+static void root_enter(struct devices *d, struct dev_proc *p, uint32_t pid)
+{
+	struct dev_root *r;
+	dev_t dev;
+	ino_t ino;
+	size_t i;
+	int n;
+
+	if (d->loader_only || roots__id(pid, &dev, &ino))
+		return;
+	if (p->root && d->roots[p->root - 1].dev == dev && d->roots[p->root - 1].ino == ino)
+		return;
+	root_leave(d, p);
+	if (dev == d->self_dev && ino == d->self_ino)
+		return;
+	for (i = 0; i < d->n_roots && (d->roots[i].dev != dev || d->roots[i].ino != ino); i++)
+		;
+	if (i == d->n_roots) {
+		if (array__grow((void **)&d->roots, &d->cap_roots, d->n_roots + 1,
+				sizeof(*d->roots)))
+			return;
+		r = &d->roots[d->n_roots++];
+		memset(r, 0, sizeof(*r));
+		r->dev = dev;
+		r->ino = ino;
+		d->root_now = r;
+		d->quiet = d->attaching;
+		n = roots__each_runtime(pid, root_file, d);
+		d->quiet = false;
+		d->root_now = NULL;
+		if (n < 0)
+			log__debug("%u runs in a root of its own; its loader cache cannot be read: %s",
+				   pid, strerror(-n));
+		else
+			log__debug("%u runs in a root of its own; its loader cache names %d runtimes",
+				   pid, n);
+	}
+	d->roots[i].users++;
+	p->root = i + 1;
+}
+
+int devices__scan(struct devices *d, uint32_t pid)
 {
 	char name[64], line[4096 + 128];
 	struct dev_proc *p = NULL, seen = { .pid = pid }, old;
 	struct memtrail_lib_key pend[64];	/* the new files a first exec maps, and then some */
 	size_t j, n_pend = tracer__lib_pending(d->tracer, pid, pend, 64);
-	bool runtime_user = false, known;
+	bool runtime_user = false, known, gone;
 	FILE *f;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
 	if (!f)
-		return;		/* gone: its exit event says so */
+		return -ENOENT;		/* gone: its exit event says so */
 	while (fgets(line, sizeof(line), f)) {
 		struct proc_map_line m;
 		struct dev_file *df;
@@ -957,9 +1062,15 @@ void devices__scan(struct devices *d, uint32_t pid)
 		p->files[p->n_files++].file = idx;
 	}
 	fclose(f);
-	p = p ? p : proc_get(d, pid, false);
-	if (p)
+	/* an exited process not yet reaped: its maps are empty */
+	gone = !seen.n_maps;
+	/* every process but memtrail is known by its root, for the runtimes the root has */
+	p = p ? p : proc_get(d, pid, pid != (uint32_t)getpid());
+	if (p) {
 		note_keys(d, p);
+		/* after its mappings: a runtime it mapped before memtrail probed it is late */
+		root_enter(d, p, pid);
+	}
 	if (p) {
 		/*
 		 * its mappings name call sites even after it exits; a runtime's
@@ -980,6 +1091,7 @@ void devices__scan(struct devices *d, uint32_t pid)
 		proc_maps_free(d, &seen);
 		free(seen.maps);
 	}
+	return gone ? -ENOENT : 0;
 }
 
 /* A scan of P due at AT (0 is "none": 1 then), unless one is due earlier. */
@@ -1063,7 +1175,7 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 			continue;
 		p->due_ms = p->rescan_ms;
 		p->rescan_ms = 0;
-		devices__scan(d, p->pid);	/* may grow procs: index again */
+		(void)devices__scan(d, p->pid);	/* may grow procs: index again */
 	}
 	/* after the scans: a process that mapped a dropped file meanwhile keeps it */
 	for (i = 0; i < d->n_dropped;) {
@@ -1128,6 +1240,7 @@ void devices__forget(struct devices *d, uint32_t pid, bool purge)
 	if (!p)
 		return;
 	drop_files(d, p);
+	root_leave(d, p);
 	proc_free(d, p);
 	*p = d->procs[--d->n_procs];
 }
@@ -1147,10 +1260,16 @@ void devices__exec(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t re
 void devices__fork(struct devices *d, uint32_t parent, uint32_t child)
 {
 	struct dev_proc *pp = proc_get(d, parent, false), *c;
-	size_t n = pp ? pp->n_files : 0;
+	size_t n = pp ? pp->n_files : 0, root = pp ? pp->root : 0;
 	struct proc_file *files;
 
-	if (!n)
+	/* in its parent's root */
+	if (root && (c = proc_get(d, child, true)) && !c->root) {
+		c->root = root;
+		d->roots[root - 1].users++;
+	}
+	pp = proc_get(d, parent, false);	/* may have moved */
+	if (!n || !pp)
 		return;
 	files = malloc(n * sizeof(*files));
 	c = files ? proc_get(d, child, true) : NULL;	/* may move pp */
@@ -1183,28 +1302,74 @@ static void prepare_lib(void *ctx, const char *lib)
 		f->pinned = true;
 }
 
+bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino)
+{
+	dev_t dev = makedev(kdev >> 20, kdev & 0xfffff);
+	const struct dev_file *f;
+	size_t i;
+
+	if (!d)
+		return false;
+	f = file_find(d, dev, ino, &i);
+	if (f && !f->released && file_probed(f))
+		return true;
+	for (i = 0; i < d->n_files; i++)
+		if (d->files[i].alias_dev == dev && d->files[i].alias_ino == ino &&
+		    !d->files[i].released && file_probed(&d->files[i]))
+			return true;
+	return false;
+}
+
+#define OVERLAYFS_MAGIC 0x794c7630
+
 void devices__gate_file(struct devices *d, int fd)
 {
-	char path[32], name[4096];
+	char path[64], name[4096];
+	void *map = MAP_FAILED;
 	struct dev_file *f;
+	struct statfs sf;
 	struct stat st;
+	dev_t odev = 0;
+	ino_t oino = 0;
 	size_t idx;
 	ssize_t n;
 
 	if (d->loader_only || fstat(fd, &st))
 		return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, name, sizeof(name) - 1);
+	name[n > 0 ? n : 0] = '\0';
+	/*
+	 * overlayfs maps the layer's file (and probes go there): known by the
+	 * identity a mapping of it shows, and opened through that mapping
+	 */
+	if (!fstatfs(fd, &sf) && sf.f_type == OVERLAYFS_MAGIC) {
+		odev = st.st_dev;
+		oino = st.st_ino;
+		map = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED)
+			return;		/* probed as it is mapped */
+		snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)map,
+			 (unsigned long)map + (unsigned long)sysconf(_SC_PAGESIZE));
+		if (stat(path, &st))
+			goto out;
+	}
 	f = file_find(d, st.st_dev, st.st_ino, &idx);
 	if (f && !f->released) {
 		/* another file on a deleted one's inode, or written since: read again */
 		if (!file_idle(f) || (st.st_ctim.tv_sec == f->ctime.tv_sec &&
 				      st.st_ctim.tv_nsec == f->ctime.tv_nsec && st.st_size == f->size))
-			return;
+			goto out;
 		f->released = true;
 	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	n = readlink(path, name, sizeof(name) - 1);
-	name[n > 0 ? n : 0] = '\0';
-	file_get(d, st.st_dev, st.st_ino, 0, NULL, path, n > 0 ? name : NULL, &idx);
+	f = file_get(d, st.st_dev, st.st_ino, 0, NULL, path, n > 0 ? name : NULL, &idx);
+	if (f && odev) {
+		f->alias_dev = odev;
+		f->alias_ino = oino;
+	}
+out:
+	if (map != MAP_FAILED)
+		munmap(map, 1);
 }
 
 void devices__on_late(struct devices *d, devices_late_fn fn, void *ctx)
@@ -1367,6 +1532,9 @@ void devices__destroy(struct devices *d)
 			close(d->files[i].fd);
 	}
 	free(d->files);
+	for (i = 0; i < d->n_roots; i++)
+		free(d->roots[i].files);
+	free(d->roots);
 	free(d->dropped);
 	free(d->file_slots);
 	free(d);

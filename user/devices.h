@@ -42,14 +42,19 @@ void devices__attached(struct devices *d);
  * is a runtime new to memtrail, before the command can map it.
  */
 void devices__gate_file(struct devices *d, int fd);
+/*
+ * Whether the file the kernel's hook keys as (KDEV: the kernel's s_dev, INO)
+ * has its probes (it was probed before or as it was mapped).
+ */
+bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino);
 /* Probe the runtimes a command will load at start (its DT_NEEDED closure). */
 void devices__prepare_command(struct devices *d, const char *path);
 /* Look at PID's mappings at NOW_MS + DELAY_MS (the earliest request wins). */
 void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t delay_ms);
 /* Scan what is due. */
 void devices__tick(struct devices *d, uint64_t now_ms);
-/* Scan PID's mappings now. */
-void devices__scan(struct devices *d, uint32_t pid);
+/* Scan PID's mappings now: 0, or -ENOENT when it is gone (or exited, not yet reaped). */
+int devices__scan(struct devices *d, uint32_t pid);
 /* PID started a phase: its launch probes go at "execute", return at "model_load". */
 void devices__on_phase(struct devices *d, uint32_t pid, const char *name);
 /*

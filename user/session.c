@@ -14,6 +14,7 @@
 #include "kinds.h"
 #include "log.h"
 #include "proc.h"
+#include "roots.h"
 #include "sanitize.h"
 #include "session.h"
 
@@ -696,6 +697,68 @@ static void on_device_total(struct session *s, const struct memtrail_event_devic
 }
 
 /*
+ * PID mapped runtime FILE before memtrail had probed it (it was new, and no
+ * gate held the process), or (EXITED) ended before memtrail could read the
+ * file at all: its calls into it until then were not seen. Said, and kept in
+ * the trail, never silently lost.
+ */
+static void late(struct session *s, uint32_t pid, const char *file, bool exited)
+{
+	struct trail_target *tt = session__live(s, pid);
+	uint64_t t_ms = session__now_ms(s);
+	const char *base;
+	json_t *ev;
+	size_t i;
+
+	if (!tt)
+		return;
+	/* said once: a process probed late whose news is read after it ended */
+	base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+	for (i = 0; i < SESSION_LATE_SAID; i++)
+		if (s->late_said[i].pid == pid && !strncmp(s->late_said[i].name, base,
+							  sizeof(s->late_said[i].name) - 1))
+			return;
+	s->late_said[s->late % SESSION_LATE_SAID].pid = pid;
+	snprintf(s->late_said[s->late % SESSION_LATE_SAID].name, sizeof(s->late_said[0].name),
+		 "%s", base);
+	s->late++;
+	if (exited)
+		log__warn("%u (%s) mapped '%s', new to memtrail, and ended before memtrail could "
+			  "read it: its calls into it are not counted", pid, tt->comm, file);
+	else
+		log__warn("%u (%s) mapped '%s' before its probes were live: its calls into it "
+			  "until now are not counted", pid, tt->comm, file);
+	ev = json_pack("{s:I, s:s, s:i, s:o, s:o, s:b}", "t_ms", (json_int_t)t_ms, "type",
+		       "probes_late", "pid", tt->pid, "comm", sanitize__json(tt->comm), "file",
+		       sanitize__json(file), "exited", exited);
+	if (!ev) {
+		s->err = -ENOMEM;
+		return;
+	}
+	add_event(s, ev);
+}
+
+static void on_late(void *ctx, uint32_t pid, const char *file)
+{
+	late(ctx, pid, file, false);
+}
+
+/*
+ * PID mapped NAME, a file new to memtrail when mapped, and ended before
+ * memtrail could read its maps: a runtime's library by its name had its
+ * calls unseen, unless it was probed meanwhile (at record's gate, as the
+ * process opened it).
+ */
+static void on_unseen(void *ctx, uint32_t pid, const struct memtrail_lib_key *key,
+		      const char *name)
+{
+	struct session *s = ctx;
+
+	if (roots__runtime_name(name) && !devices__probed(s->devices, key->dev, key->ino))
+		late(s, pid, name, true);
+}
+
+/*
  * The dynamic linker changed a target's libraries. Fresh (it mapped files
  * new to memtrail): scanned and probed now, while it runs on.
  */
@@ -703,8 +766,9 @@ static void on_libs(struct session *s, const struct memtrail_event_libs *e, bool
 {
 	if (!session__live(s, e->hdr.tgid))
 		return;
-	if (s->devices && fresh && probing())
-		devices__scan(s->devices, e->hdr.tgid);
+	/* gone before its files could be read: what it mapped is said, not lost silently */
+	if (s->devices && fresh && probing() && devices__scan(s->devices, e->hdr.tgid) < 0)
+		tracer__lib_unseen(s->tracer, e->hdr.tgid, on_unseen, s);
 	else if (s->devices)
 		devices__schedule(s->devices, e->hdr.tgid, session__now_ms(s), 0);
 	rescan(s, e->hdr.tgid);
@@ -749,33 +813,6 @@ void session__finish_sites(struct session *s)
 		json_decref(tt->sites);
 		tt->sites = j;
 	}
-}
-
-/*
- * PID mapped runtime FILE before memtrail had probed it (it was new, and
- * no gate held the process): its calls until now were not seen. Said, and
- * kept in the trail, never silently lost.
- */
-static void on_late(void *ctx, uint32_t pid, const char *file)
-{
-	struct session *s = ctx;
-	struct trail_target *tt = session__live(s, pid);
-	uint64_t t_ms = session__now_ms(s);
-	json_t *ev;
-
-	if (!tt)
-		return;
-	s->late++;
-	log__warn("%u (%s) mapped '%s' before its probes were live: its calls into it until "
-		  "now are not counted", pid, tt->comm, file);
-	ev = json_pack("{s:I, s:s, s:i, s:o, s:o}", "t_ms", (json_int_t)t_ms, "type",
-		       "probes_late", "pid", tt->pid, "comm", sanitize__json(tt->comm), "file",
-		       sanitize__json(file));
-	if (!ev) {
-		s->err = -ENOMEM;
-		return;
-	}
-	add_event(s, ev);
 }
 
 int session__open_devices(struct session *s, bool loader_only)

@@ -43,6 +43,8 @@ struct session_hooks {
  */
 #define SESSION_MAX_TARGETS 16384
 
+#define SESSION_LATE_SAID 16
+
 struct session {
 	struct trail trail;
 	struct tracer *tracer;
@@ -70,6 +72,10 @@ struct session {
 	size_t ended;		/* targets ended since the last sweep (watch, top) */
 	bool keep_events;	/* keep the trail's event list (record) */
 	uint64_t late;		/* runtimes a process mapped before their probes were live */
+	struct {
+		uint32_t pid;
+		char name[MEMTRAIL_LIB_NAME_LEN];
+	} late_said[SESSION_LATE_SAID];	/* the last said, each said once */
 	bool attribute;		/* name each target's container and pod (record) */
 	uint64_t keep_ms;	/* timeline window per target; 0 keeps all */
 	const struct session_hooks *hooks;

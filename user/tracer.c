@@ -48,6 +48,7 @@ struct tracer {
 	struct lib_new {
 		uint32_t pid;
 		struct memtrail_lib_key key;
+		char name[MEMTRAIL_LIB_NAME_LEN];
 	} *lib_new;
 	size_t n_lib_new, cap_lib_new;
 	/* a descriptor polled beside the ring buffer, and what reads it (tracer__watch_fd) */
@@ -105,9 +106,16 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 	int err = 0;
 
 	if (size >= sizeof(*ln) && h->type == MEMTRAIL_EV_LIB_NEW) {
-		if (!array__grow((void **)&t->lib_new, &t->cap_lib_new, t->n_lib_new + 1,
-				 sizeof(*t->lib_new)))
-			t->lib_new[t->n_lib_new++] = (struct lib_new){ h->tgid, ln->key };
+		struct lib_new *n;
+
+		if (array__grow((void **)&t->lib_new, &t->cap_lib_new, t->n_lib_new + 1,
+				sizeof(*t->lib_new)))
+			return 0;
+		n = &t->lib_new[t->n_lib_new++];
+		n->pid = h->tgid;
+		n->key = ln->key;
+		memcpy(n->name, ln->name, sizeof(n->name));
+		n->name[sizeof(n->name) - 1] = '\0';
 		return 0;
 	}
 	if (t->fn)
@@ -1153,6 +1161,16 @@ size_t tracer__lib_pending(const struct tracer *t, uint32_t pid, struct memtrail
 		if (t->lib_new[i].pid == pid)
 			keys[n++] = t->lib_new[i].key;
 	return n;
+}
+
+void tracer__lib_unseen(struct tracer *t, uint32_t pid, tracer_name_fn fn, void *ctx)
+{
+	size_t i;
+
+	for (i = 0; i < t->n_lib_new; i++)
+		if (t->lib_new[i].pid == pid)
+			fn(ctx, pid, &t->lib_new[i].key, t->lib_new[i].name);
+	lib_new_settle(t, pid, false);
 }
 
 void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key)

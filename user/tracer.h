@@ -155,6 +155,14 @@ uint32_t tracer__stacks(const struct tracer_config *cfg);
  */
 size_t tracer__lib_pending(const struct tracer *t, uint32_t pid, struct memtrail_lib_key *keys,
 			   size_t max);
+/*
+ * PID ended before its scan could read the files new to memtrail it mapped:
+ * FN(CTX, PID, KEY, NAME) for each (the hook's key, its own name, cut), and
+ * the next process that maps one is scanned at once again.
+ */
+typedef void (*tracer_name_fn)(void *ctx, uint32_t pid, const struct memtrail_lib_key *key,
+			       const char *name);
+void tracer__lib_unseen(struct tracer *t, uint32_t pid, tracer_name_fn fn, void *ctx);
 /* The file of KEY is not scanned any more: the next target that maps it is scanned at once. */
 void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key);
 /* Whether files mapped executable are tracked, new ones told at once (lib_files in use). */
