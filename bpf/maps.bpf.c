@@ -36,7 +36,11 @@ static __always_inline void maps_tell(__u32 tgid)
 	if (!t || (t->flags & MEMTRAIL_TARGET_EXITED) || !t->maps_new)
 		return;
 	t->maps_new = 0;
-	bpf_iter_task_vma_new(&it, bpf_get_current_task_btf(), 0);
+	/* -EBUSY where the mmap lock is contended: counted, and read at the next hook */
+	if (bpf_iter_task_vma_new(&it, bpf_get_current_task_btf(), 0)) {
+		t->maps_new = 1;
+		count_lost(MEMTRAIL_LOST_MAPS);
+	}
 	while ((vma = bpf_iter_task_vma_next(&it))) {
 		struct memtrail_event_map *e;
 		struct inode *inode;

@@ -86,6 +86,7 @@ enum memtrail_lost {
 	MEMTRAIL_LOST_STACKS,		/* a user stack could not be taken (map full or unwind) */
 	MEMTRAIL_LOST_HEAP,		/* heap map full: an allocation went uncounted */
 	MEMTRAIL_LOST_SCOPES,		/* scope_stacks full, or a thread deeper than MEMTRAIL_SCOPE_DEPTH */
+	MEMTRAIL_LOST_MAPS,		/* a code-mappings read by BPF refused (mmap lock busy): retried */
 	/* runs of memtrail's programs the kernel skipped (recursion_misses): user space counts these */
 	MEMTRAIL_LOST_SKIPPED,
 	MEMTRAIL_LOST_MAX,

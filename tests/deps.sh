@@ -6,7 +6,7 @@ set -e
 # libclang-rt-dev: clang's runtime, with libFuzzer (libclang_rt.fuzzer-*.a) for make fuzz
 # python3-torch: the PyTorch example and its test (Debian's 1.13, CPU only)
 PKGS="make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libiberty-dev zlib1g-dev libjansson-dev libyajl-dev
-libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linux mount procps
+libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linux mount procps gdb
 golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd-dev prometheus
 python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev python3-torch"
 

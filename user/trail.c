@@ -31,6 +31,7 @@ static const char *const lost_names[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_STACKS] = "stacks",
 	[MEMTRAIL_LOST_HEAP] = "heap",
 	[MEMTRAIL_LOST_SCOPES] = "scopes",
+	[MEMTRAIL_LOST_MAPS] = "maps",
 	[MEMTRAIL_LOST_SKIPPED] = "skipped",
 };
 

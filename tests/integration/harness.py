@@ -97,12 +97,12 @@ def one_line_error(p, *needles):
 
 
 def memtrail_pids():
-    """Processes of memtrail's running now (memtrail, its guardian)."""
+    """Processes of memtrail's running now."""
     pids = set()
     for d in os.listdir("/proc"):
         try:
             with open(f"/proc/{d}/comm") as f:
-                if f.read().strip() in ("memtrail", "memtrail-guard"):
+                if f.read().strip() == "memtrail":
                     pids.add(int(d))
         except (OSError, ValueError):
             pass

@@ -139,8 +139,8 @@ def test_suite_beside_another_memtrail():
     loaded, so its tests pass there."""
     w = Background(["watch", "-o", os.path.join(tmpdir(), "snapshots")])
     try:
-        # both hold each process that maps a new copy of a runtime until probed:
-        # the last to finish probing lets it go, so the record counts every call
+        # record's command passes its own gate (each new copy probed as it is
+        # opened), whatever the watch beside it sees late
         p = run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py"),
                  "test_lifecycle.test_ctrl_c_stops_and_leaves_nothing",
                  "test_devices.test_dlopen_then_call_at_once_200_runs"],

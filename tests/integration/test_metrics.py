@@ -21,6 +21,7 @@ import urllib.request
 from harness import (MiB, check, check_eq, check_within, in_cgroup, kubelet_memcg, new_pod_ids,
                      no_programs_left, one_line_error, remove_tree, run, tmpdir, workload,
                      MEMTRAIL)
+from test_devices import LIBCUDA, mapping
 from test_watch import LIMIT, Watch, pods_dir, wait_files
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -275,13 +276,16 @@ def value(series, name, **labels):
 def test_metrics_device_memory():
     """The size of each device the CUDA runtime reported to a live process
     (the stand-in's cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answers, as the
-    workload printed them), by kind and device."""
+    workload printed them), by kind and device. The process maps its runtime
+    before watch starts (a pod older than the DaemonSet's watch): probed at
+    watch's start, before the calls."""
     port = free_port()
-    w = Watch(["--metrics", f"127.0.0.1:{port}", "-i", "200"])
-    h = None
+    h = subprocess.Popen([workload("cuda_phases"), "--wait", "--hold"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    w = None
     try:
-        h = subprocess.Popen([workload("cuda_phases"), "--wait", "--hold"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+        mapping(h.pid, LIBCUDA)
+        w = Watch(["--metrics", f"127.0.0.1:{port}", "-i", "200"])
         h.stdin.write("g")
         h.stdin.flush()
         data = json.loads(h.stdout.readline())
@@ -297,10 +301,10 @@ def test_metrics_device_memory():
             time.sleep(0.3)
         check_eq(got, want, "device memory by device vs what the runtime returned")
     finally:
-        if h and h.poll() is None:
+        if h.poll() is None:
             h.stdin.close()
             h.wait(timeout=30)
-        rc, out, err = w.stop()
+        rc, out, err = w.stop() if w else (0, "", "")
     check_eq(rc, 0, f"watch's status ({err!r})")
     no_programs_left()
 

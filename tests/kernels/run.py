@@ -59,9 +59,12 @@ CHECKS = [
     ("oom v2", ["test_verdicts.test_oom_cgroup_c_workload",
                 "test_verdicts.test_oom_cgroup_systemd_driver"], None),
     ("device", ["test_devices.test_cuda_phases_exact"], "device"),
-    ("lib hold", ["test_devices.test_dlopen_then_call_at_once_200_runs",
-                  "test_devices.test_sigkill_while_holding_lets_the_process_go",
-                  "test_devices.test_runtime_released_when_its_last_user_exits"], "lib_hold"),
+    ("first calls", ["test_devices.test_dlopen_then_call_at_once_200_runs",
+                     "test_guest.test_first_calls_of_a_runtime_in_place_watch",
+                     "test_devices.test_runtime_released_when_its_last_user_exits"], "device"),
+    ("never stopped", ["test_guest.test_group_sigkill_leaves_nothing_stopped",
+                       "test_guest.test_stopped_memtrail_blocks_no_one",
+                       "test_guest.test_runuser_and_su_see_nothing"], None),
     ("no leftovers", ["test_lifecycle.test_ctrl_c_stops_and_leaves_nothing"], None),
 ]
 
