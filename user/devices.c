@@ -845,6 +845,19 @@ static void file_unscanned(struct devices *d, size_t idx)
 	f->n_keys = f->next_key = 0;
 }
 
+/* Whether file IDX is a runtime of a root some known process runs in: kept probed for it. */
+static bool root_keeps(const struct devices *d, size_t idx)
+{
+	const struct dev_file *f = &d->files[idx];
+	size_t i, j;
+
+	for (i = 0; i < d->n_roots; i++)
+		for (j = 0; d->roots[i].users && j < d->roots[i].n_files; j++)
+			if (d->roots[i].files[j].dev == f->dev && d->roots[i].files[j].ino == f->ino)
+				return true;
+	return false;
+}
+
 /* File IDX's last known user is gone: released after RELEASE_DELAY_MS unless mapped again. */
 static void file_drop(struct devices *d, size_t idx)
 {
@@ -1185,7 +1198,8 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 			i++;
 			continue;
 		}
-		if (f->released || f->pinned || file_used(d, d->dropped[i]))
+		if (f->released || f->pinned || file_used(d, d->dropped[i]) ||
+		    root_keeps(d, d->dropped[i]))
 			f->release_ms = 0;
 		else
 			file_release(d, d->dropped[i]);
@@ -1222,8 +1236,8 @@ static void drop_files(struct devices *d, struct dev_proc *p)
 	for (i = 0; i < n; i++) {
 		const struct dev_file *f = &d->files[files[i].file];
 
-		/* memtrail's own (pinned since the process listed it) stay */
-		if (f->pinned || file_used(d, files[i].file))
+		/* memtrail's own (pinned since the process listed it) stay, as do a root's */
+		if (f->pinned || file_used(d, files[i].file) || root_keeps(d, files[i].file))
 			launch_update(d, files[i].file);
 		else if (!f->released)
 			file_drop(d, files[i].file);

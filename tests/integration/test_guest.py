@@ -12,6 +12,7 @@ import random
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from harness import (MEMTRAIL, Background, check, check_eq, in_cgroup, cgroup_v2_root,
@@ -334,6 +335,7 @@ def runtime_root(runs):
     for lib in (v["cudart"]["12"], v["libcuda"]):
         shutil.copy(os.path.realpath(lib), root + "/opt/cuda/lib/" + os.path.basename(lib))
         copy_with_libs(root, os.path.realpath(lib), "/opt/cuda/lib/" + os.path.basename(lib))
+    os.makedirs(root + "/etc", exist_ok=True)
     with open(root + "/etc/ld.so.conf", "w") as f:
         f.write("/opt/cuda/lib\n")
     p = run(["ldconfig", "-r", root])
@@ -366,12 +368,19 @@ def test_first_calls_of_a_runtime_in_place_watch():
     runs = 200
     before = stopped_pids()
     root, pod = runtime_root(runs)
-    bg = Background(["watch", "-v", "-o", os.path.join(tmpdir(), "w")])
+    bg = Background(["watch", "-o", os.path.join(tmpdir(), "w")])
+    # read as it comes: a reader that lags makes memtrail drop lines (and count them)
+    said = []
+    reader = threading.Thread(target=lambda: said.extend(bg.proc.stderr), daemon=True)
+    reader.start()
     try:
         lines = run_pod(pod, runs)
     finally:
-        rc, _, err = bg.stop()
+        bg.proc.send_signal(signal.SIGINT)
+        rc = bg.proc.wait(timeout=60)
+        reader.join(timeout=60)
         shutil.rmtree(root, ignore_errors=True)
+    err = "".join(said)
     check_eq(rc, 0, f"watch's status ({err[-500:]!r})")
     check("before its probes were live" not in err and "ended before memtrail" not in err,
           f"late: {[x for x in err.splitlines() if 'memtrail could' in x or 'late' in x][:3]}")
