@@ -506,7 +506,10 @@ static void on_probe_fail(void *ctx, ssize_t i, int err)
 {
 	const struct probe_list *l = ctx;
 
-	if (i < 0)
+	if (i < 0 && err == -EMFILE)
+		log__warn("cannot probe '%s': %s (memtrail keeps some descriptors free; raise its "
+			  "open file limit, ulimit -n)", l->name, strerror(-err));
+	else if (i < 0)
 		log__warn("cannot probe '%s': %s", l->name, strerror(-err));
 	else
 		log__warn("cannot probe '%s' in '%s': %s", specs[l->spec[i]].name, l->name,
@@ -519,16 +522,17 @@ static void launch_detach(struct dev_file *f)
 	f->launch_on = false;
 }
 
-static void launch_attach(struct devices *d, struct dev_file *f)
+/* The launch probes of F: how many are on. */
+static size_t launch_attach(struct devices *d, struct dev_file *f)
 {
 	struct probe_list l = { .n = 0, .name = f->name };
 	size_t i;
 
 	for (i = 0; i < f->n_launch; i++)
 		probe_list_add(&l, f->launch_spec[i], f->launch_off[i]);
-	tracer__attach_device_set(d->tracer, f->path, l.off, l.cookie, l.ret, l.n, &f->launch,
-				  on_probe_fail, &l);
 	f->launch_on = true;
+	return tracer__attach_device_set(d->tracer, f->path, l.off, l.cookie, l.ret, l.n,
+					 &f->launch, on_probe_fail, &l);
 }
 
 /*
@@ -592,11 +596,11 @@ static void probe_file(struct devices *d, struct dev_file *f)
 	shown = tracer__attach_device_set(d->tracer, f->path, l.off, l.cookie, l.ret, l.n,
 					  &f->probes, on_probe_fail, &l);
 	if (f->n_launch)
-		launch_attach(d, f);
-	if (what && d->quiet)
-		log__debug("probing %s '%s' (%zu functions)", what, f->name, shown + f->n_launch);
-	else if (what)
-		log__info("probing %s '%s' (%zu functions)", what, f->name, shown + f->n_launch);
+		shown += launch_attach(d, f);
+	if (what && shown && d->quiet)
+		log__debug("probing %s '%s' (%zu functions)", what, f->name, shown);
+	else if (what && shown)
+		log__info("probing %s '%s' (%zu functions)", what, f->name, shown);
 	f->runtime = what != NULL;
 }
 

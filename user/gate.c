@@ -25,6 +25,7 @@ struct gate {
 	int *pending;		/* descriptors of opens waiting for gate__serve */
 	size_t n_pending, cap_pending;
 	uint64_t waited, opens;	/* under lock */
+	uint64_t refused;	/* events the kernel refused as memtrail could not read them */
 };
 
 int gate__open(struct gate **out)
@@ -223,7 +224,18 @@ static void *serve_thread(void *arg)
 		len = read(g->fan, buf, sizeof(buf));
 		if (len < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
-		if (len <= 0)
+		if (len < 0) {
+			/*
+			 * no descriptor for the next event (EMFILE): the kernel refused
+			 * that open; the probes keep FD_HEADROOM free so that it does not
+			 */
+			pthread_mutex_lock(&g->lock);
+			g->refused++;
+			pthread_mutex_unlock(&g->lock);
+			poll(NULL, 0, 10);
+			continue;
+		}
+		if (!len)
 			break;
 		m = (const void *)buf;
 		for (; FAN_EVENT_OK(m, len); m = FAN_EVENT_NEXT(m, len)) {
@@ -286,14 +298,15 @@ void gate__serve(struct gate *g, gate_file_fn fn, void *ctx)
 	free(fds);
 }
 
-void gate__counts(struct gate *g, uint64_t *waited, uint64_t *opens)
+void gate__counts(struct gate *g, uint64_t *waited, uint64_t *opens, uint64_t *refused)
 {
-	*waited = *opens = 0;
+	*waited = *opens = *refused = 0;
 	if (!g)
 		return;
 	pthread_mutex_lock(&g->lock);
 	*waited = g->waited;
 	*opens = g->opens;
+	*refused = g->refused;
 	pthread_mutex_unlock(&g->lock);
 }
 

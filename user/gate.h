@@ -47,8 +47,11 @@ int gate__wake_fd(const struct gate *g);
 typedef void (*gate_file_fn)(void *ctx, int fd);
 /* Each waiting open passed to FN, then let go. */
 void gate__serve(struct gate *g, gate_file_fn fn, void *ctx);
-/* Opens that waited for FN so far, and of how many. */
-void gate__counts(struct gate *g, uint64_t *waited, uint64_t *opens);
+/*
+ * Opens that waited for FN so far, of how many, and how many the kernel
+ * refused (the open failed) as memtrail had no descriptor left to read them.
+ */
+void gate__counts(struct gate *g, uint64_t *waited, uint64_t *opens, uint64_t *refused);
 /* Every waiting open let go and no more held; NULL is fine. */
 void gate__close(struct gate *g);
 

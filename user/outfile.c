@@ -195,12 +195,50 @@ static int create_named(struct out *o, const char *path)
 	return err;
 }
 
+/*
+ * Descriptors kept for the output files: probes (before uprobe_multi, a
+ * perf event per function and file) can take every other one, and the
+ * trail, a snapshot or a verdict must still be written. Given back while a
+ * file is written, taken again after it.
+ */
+#define RESERVE 8
+static int reserve[RESERVE] = { -1, -1, -1, -1, -1, -1, -1, -1 };
+static bool reserving;
+
+static void reserve_take(void)
+{
+	size_t i;
+
+	for (i = 0; reserving && i < RESERVE; i++)
+		if (reserve[i] < 0)
+			reserve[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void reserve_give(void)
+{
+	size_t i;
+
+	for (i = 0; i < RESERVE; i++) {
+		if (reserve[i] >= 0)
+			close(reserve[i]);
+		reserve[i] = -1;
+	}
+}
+
+void outfile__reserve(void)
+{
+	reserving = true;
+	reserve_take();
+}
+
 static void out_close(struct out *o)
 {
 	if (o->tmp[0])
 		unlink(o->tmp);
 	if (o->fd >= 0)
 		close(o->fd);
+	o->fd = -1;
+	reserve_take();
 }
 
 static int out_open(struct out *o, const char *path)
@@ -209,6 +247,7 @@ static int out_open(struct out *o, const char *path)
 
 	o->fd = -1;
 	o->tmp[0] = '\0';
+	reserve_give();
 	err = split(o, path);
 	if (err)
 		return err;

@@ -25,6 +25,12 @@ int outfile__write(const char *path, int (*fill)(int fd, void *ctx), void *ctx);
  * the name it got is written back to PATH (SIZE bytes).
  */
 int outfile__write_new(char *path, size_t size, int (*fill)(int fd, void *ctx), void *ctx);
+/*
+ * Keep descriptors from now on for the files written later, so that one can
+ * be written when everything else took every descriptor (out_open gives
+ * them back, and they are taken again after each file).
+ */
+void outfile__reserve(void);
 /* A file could be written at PATH (its directory takes a new one); nothing is left. */
 int outfile__probe(const char *path);
 /*

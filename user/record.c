@@ -171,15 +171,18 @@ static int release_child(struct record *r, struct held_child *c)
 /* The command's opens go on without waiting, from now on. */
 static void close_gate(struct record *r)
 {
-	uint64_t waited, opens;
+	uint64_t waited, opens, refused;
 
 	if (!r->gate)
 		return;
 	if (r->s.tracer)
 		tracer__watch_fd(r->s.tracer, -1, NULL, NULL);
-	gate__counts(r->gate, &waited, &opens);
+	gate__counts(r->gate, &waited, &opens, &refused);
 	log__debug("the command opened %" PRIu64 " files at the gate, %" PRIu64 " of them ELF "
 		   "files that waited to be looked at", opens, waited);
+	if (refused)
+		log__warn("%" PRIu64 " of the command's opens failed at the gate: memtrail had no "
+			  "descriptor left to read them (raise its open file limit)", refused);
 	gate__close(r->gate);
 	r->gate = NULL;
 }

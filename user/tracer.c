@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include <errno.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include "demangle.h"
 #include "elfsym.h"
 #include "log.h"
+#include "outfile.h"
 #include "reaper.h"
 #include "array.h"
 #include "cgroup.h"
@@ -664,6 +666,7 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	t->fn = fn;
 	t->ctx = ctx;
 	raise_fd_limit();
+	outfile__reserve();	/* a trail written where probes took every other descriptor */
 	t->nr_cpus = libbpf_num_possible_cpus();
 	if (t->nr_cpus <= 0)
 		t->nr_cpus = 1;
@@ -1125,11 +1128,49 @@ static void attach_maps_hook(struct tracer *t, const char *path, const uint64_t 
 	}
 }
 
+/*
+ * Descriptors kept free whatever the probes want: record's gate takes one
+ * for each open it looks at (the kernel refuses the open itself when it
+ * cannot give one), and the output files need theirs. Before uprobe_multi
+ * (6.6) a file's probes are a perf event descriptor per function.
+ */
+#define FD_HEADROOM 64
+
+/* Whether NEED more descriptors leave FD_HEADROOM free under the limit. */
+static bool fds_left(size_t need)
+{
+	struct rlimit r;
+	size_t used = 0;
+	DIR *d;
+
+	if (getrlimit(RLIMIT_NOFILE, &r) || r.rlim_cur == RLIM_INFINITY)
+		return true;
+	d = opendir("/proc/self/fd");
+	if (!d)
+		return true;
+	while (readdir(d))
+		used++;
+	closedir(d);
+	used = used > 3 ? used - 3 : 0;		/* ".", ".." and the directory's own */
+	return used + need + FD_HEADROOM <= r.rlim_cur;
+}
+
 size_t tracer__attach_device_set(struct tracer *t, const char *path, const uint64_t *off,
 				 const uint64_t *cookie, const bool *ret, size_t n,
 				 struct tracer_probe_set *set, tracer_probe_fail_fn fail, void *ctx)
 {
-	size_t done = attach_device_set(t, path, off, cookie, ret, n, set, fail, ctx);
+	size_t done, need = 4, i;
+
+	for (i = 0; t->no_multi && i < n; i++)
+		need += 1 + ret[i];
+	if (!fds_left(need)) {
+		set->fd[0] = set->fd[1] = -1;
+		set->links = NULL;
+		set->n_links = 0;
+		fail(ctx, -1, -EMFILE);
+		return 0;
+	}
+	done = attach_device_set(t, path, off, cookie, ret, n, set, fail, ctx);
 
 	if (done)
 		attach_maps_hook(t, path, off, cookie, n, set);
@@ -1318,6 +1359,8 @@ void tracer__device_forget(struct tracer *t, uint32_t tgid)
 int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
 			const uint64_t *offsets, const uint64_t *cookies, size_t n)
 {
+	if (!fds_left(1))
+		return -EMFILE;
 	return uprobe_multi(ret ? t->skel->progs.mt_heap_return : t->skel->progs.mt_heap_entry,
 			    ret, pid, path, offsets, cookies, n);
 }
@@ -1338,6 +1381,8 @@ int tracer__attach_heap_each(struct tracer *t, int pid, const char *path,
 	set->fd[0] = set->fd[1] = -1;
 	set->links = NULL;
 	set->n_links = 0;
+	if (!fds_left(n_entry + n_ret))
+		return -EMFILE;
 	for (r = 0; r < 2; r++) {
 		const uint64_t *off = r ? ret_off : entry_off;
 		const uint64_t *cookie = r ? ret_cookie : entry_cookie;

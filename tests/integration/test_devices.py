@@ -874,3 +874,26 @@ def test_watch_memory_follows_the_files_in_use():
     check_eq(len(files), 1, f"one device OOM snapshot in {os.listdir(out)}")
     check_oom(load_trail(files[0])["snapshot"]["device_oom"], data)
     no_programs_left()
+
+
+def test_descriptors_run_out():
+    """memtrail's open file limit too small for the probes (a perf event a
+    function, as before uprobe_multi, forced): what it cannot afford is
+    refused with a warning that says what to do, every open of the command
+    at the gate succeeds (the gate keeps descriptors to read them), each of
+    its programs runs, and the trail is written."""
+    d = tmpdir()
+    runs = 6
+    script = (f'for i in $(seq {runs}); do cp "{LIBCUDA}" "{d}/l$i.so.1" && '
+              f'"{workload("dlopen_late")}" "{d}/l$i.so.1" || exit 1; done')
+    out = os.path.join(d, "t.json")
+    p = run(["prlimit", "--nofile=400:400", MEMTRAIL, "record", "-q", "-o", out, "--", "sh", "-c",
+             script], env=dict(os.environ, MEMTRAIL_NO_UPROBE_MULTI="1"), timeout=120)
+    check_eq(p.returncode, 0, f"the command's status ({p.stderr[-1000:]!r})")
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    check_eq(len(lines), runs, "programs that ran")
+    check("Too many open files (memtrail keeps some descriptors free" in p.stderr,
+          f"says why a file is not probed: {p.stderr[-1000:]!r}")
+    check("failed at the gate" not in p.stderr, f"opens failed at the gate: {p.stderr[-600:]!r}")
+    check_eq(len(load_trail(out)["targets"]) >= runs, True, "the trail has the programs")
+    no_programs_left()
