@@ -2,30 +2,51 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/fanotify.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
-#include "array.h"
 #include "gate.h"
 
+/*
+ * The gate's keeper is a process of its own (memtrail-gate), forked by
+ * memtrail: it alone holds the fanotify group, reads each open, lets go at
+ * once what is not an ELF file of the command's, and hands the rest to
+ * memtrail (the descriptor, over a socket), letting each go when memtrail
+ * says it looked at it, or after WAIT_NS whatever memtrail does (stopped,
+ * frozen, busy); after such a wait, opens go at once (memtrail still told)
+ * until memtrail answers again. It ignores the terminal's stop and interrupt: Ctrl-Z on
+ * record stops memtrail, never the gate. It ends when memtrail's end of
+ * the socket closes, however memtrail ends, and the kernel lets every open
+ * still waiting go as the group closes; killed itself, the same.
+ */
+#define WAIT_NS 1000000000ULL	/* the longest an open waits for memtrail */
+#define PENDING 256		/* opens handed to memtrail and not let go yet */
+
 struct gate {
-	int fan;		/* the fanotify group */
-	int wake[2];		/* the thread tells gate__serve of opens that wait */
-	int stop[2];		/* the thread is told to end */
-	pthread_t thread;
-	bool started;
-	pthread_mutex_t lock;
-	int *pending;		/* descriptors of opens waiting for gate__serve */
-	size_t n_pending, cap_pending;
-	uint64_t waited, opens;	/* under lock */
-	uint64_t refused;	/* events the kernel refused as memtrail could not read them */
+	int fan;		/* the fanotify group (memtrail's copy until the keeper starts) */
+	int sock;		/* memtrail's end of the keeper's socket */
+	pid_t keeper;
+	uint64_t waited, opens, refused, timed_out;
+};
+
+struct gate_msg {
+	uint64_t seq;		/* keeper -> memtrail: an open; memtrail -> keeper: looked at */
+	uint64_t opens;		/* keeper -> memtrail: opens so far, and how many were let go */
+	uint64_t refused;	/* without memtrail: the kernel refused them (no descriptor) */
+	uint64_t timed_out;	/* or memtrail took WAIT_NS */
 };
 
 int gate__open(struct gate **out)
@@ -35,7 +56,7 @@ int gate__open(struct gate **out)
 	*out = NULL;
 	if (!g)
 		return -ENOMEM;
-	g->wake[0] = g->wake[1] = g->stop[0] = g->stop[1] = -1;
+	g->sock = -1;
 	g->fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK,
 			       O_RDONLY | O_LARGEFILE | O_CLOEXEC);
 	if (g->fan < 0) {
@@ -44,7 +65,6 @@ int gate__open(struct gate **out)
 		free(g);
 		return err;
 	}
-	pthread_mutex_init(&g->lock, NULL);
 	*out = g;
 	return 0;
 }
@@ -153,11 +173,21 @@ out:
 	return err;
 }
 
-static void let_go(struct gate *g, int fd)
+/* ---- the keeper: async-signal-safe calls only (forked from a threaded memtrail) ---- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void let_go(int fan, int fd)
 {
 	struct fanotify_response r = { .fd = fd, .response = FAN_ALLOW };
 
-	while (write(g->fan, &r, sizeof(r)) < 0 && errno == EINTR)
+	while (write(fan, &r, sizeof(r)) < 0 && errno == EINTR)
 		;
 	close(fd);
 }
@@ -173,129 +203,262 @@ static bool elf_file(int fd)
 	       !memcmp(magic, "\177ELF", 4);
 }
 
-/* One event: let go at once unless gate__serve must look at it first. */
-static void on_event(struct gate *g, const struct fanotify_event_metadata *m, pid_t self)
+/* Whether PID runs in the mount namespace NS (readlink's text): the command's processes do. */
+static bool in_ns(pid_t pid, const char *ns)
 {
-	bool queued = false;
+	char path[40], link[64];
+	ssize_t n;
+	int i = 0;
+	unsigned int p = (unsigned int)pid;
+	char digits[12];
 
-	if (m->fd < 0)
-		return;		/* FAN_NOFD: the queue overflowed (permission events never do) */
-	/* memtrail's own opens (reading the file gate__serve looks at) never wait */
-	if (m->pid != self && elf_file(m->fd)) {
-		pthread_mutex_lock(&g->lock);
-		queued = !array__grow((void **)&g->pending, &g->cap_pending, g->n_pending + 1,
-				      sizeof(*g->pending));
-		if (queued)
-			g->pending[g->n_pending++] = m->fd;
-		g->opens++;
-		pthread_mutex_unlock(&g->lock);
-	} else {
-		pthread_mutex_lock(&g->lock);
-		g->opens += m->pid != self;
-		pthread_mutex_unlock(&g->lock);
-	}
-	if (queued) {
-		if (write(g->wake[1], "w", 1) < 0 && errno != EAGAIN)
-			queued = false;	/* cannot happen with the pipe open; never wait on it */
-		else
-			return;
-	}
-	let_go(g, m->fd);
+	/* "/proc/%d/ns/mnt" without snprintf */
+	do {
+		digits[i++] = (char)('0' + p % 10);
+		p /= 10;
+	} while (p && i < (int)sizeof(digits));
+	memcpy(path, "/proc/", 6);
+	for (n = 0; i > 0; n++)
+		path[6 + n] = digits[--i];
+	memcpy(path + 6 + n, "/ns/mnt", 8);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return false;
+	link[n] = '\0';
+	return !strcmp(link, ns);
 }
 
-static void *serve_thread(void *arg)
+struct held {
+	int fd;
+	uint64_t seq, deadline;
+};
+
+static void keeper_say(const char *s)
 {
-	struct gate *g = arg;
-	char buf[8192] __attribute__((aligned(__alignof__(struct fanotify_event_metadata))));
-	pid_t self = getpid();
+	if (write(STDERR_FILENO, s, strlen(s)) < 0)
+		return;
+}
+
+static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct fanotify_event_metadata))));
+	struct gate_msg stats = { 0 };
+	struct held held[PENDING];
+	size_t n_held = 0, i;
+	uint64_t seq = 0;
+	bool said = false, absent = false;
 
 	for (;;) {
-		struct pollfd p[2] = { { g->fan, POLLIN, 0 }, { g->stop[0], POLLIN, 0 } };
-		const struct fanotify_event_metadata *m;
-		ssize_t len;
+		struct pollfd p[2] = { { fan, POLLIN, 0 }, { sock, POLLIN, 0 } };
+		uint64_t now = now_ns(), first = UINT64_MAX;
+		int timeout = -1;
 
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		for (i = 0; i < n_held; i++)
+			if (held[i].deadline < first)
+				first = held[i].deadline;
+		if (first != UINT64_MAX)
+			timeout = first > now ? (int)((first - now) / 1000000 + 1) : 0;
+		if (poll(p, 2, timeout) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents & POLLIN) {
+			struct gate_msg m;
+			ssize_t r = recv(sock, &m, sizeof(m), MSG_DONTWAIT);
+
+			if (r == 0)
+				break;		/* memtrail is gone, or done */
+			absent = false;
+			for (i = 0; r == sizeof(m) && i < n_held; i++) {
+				if (held[i].seq != m.seq)
+					continue;
+				let_go(fan, held[i].fd);
+				held[i] = held[--n_held];
+				break;
+			}
+		} else if (p[1].revents & (POLLHUP | POLLERR)) {
 			break;
 		}
-		if (p[1].revents)
-			break;
-		len = read(g->fan, buf, sizeof(buf));
-		if (len < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (len < 0) {
-			/*
-			 * no descriptor for the next event (EMFILE): the kernel refused
-			 * that open; the probes keep FD_HEADROOM free so that it does not
-			 */
-			pthread_mutex_lock(&g->lock);
-			g->refused++;
-			pthread_mutex_unlock(&g->lock);
-			poll(NULL, 0, 10);
-			continue;
-		}
-		if (!len)
-			break;
-		m = (const void *)buf;
-		for (; FAN_EVENT_OK(m, len); m = FAN_EVENT_NEXT(m, len)) {
-			if (m->vers != FANOTIFY_METADATA_VERSION) {
-				if (m->fd >= 0)
-					let_go(g, m->fd);
+		now = now_ns();
+		for (i = 0; i < n_held;) {
+			if (held[i].deadline > now) {
+				i++;
 				continue;
 			}
-			on_event(g, m, self);
+			let_go(fan, held[i].fd);
+			held[i] = held[--n_held];
+			stats.timed_out++;
+			absent = true;
+			if (!said)
+				keeper_say("memtrail: warning: the gate let the command's opens go "
+					   "after 1 s without memtrail (stopped or busy): a runtime "
+					   "it maps now is probed late\n");
+			said = true;
+		}
+		if (!(p[0].revents & POLLIN))
+			continue;
+		for (;;) {
+			const struct fanotify_event_metadata *e = (const void *)buf;
+			ssize_t len = read(fan, buf, sizeof(buf));
+
+			if (len < 0 && errno == EINTR)
+				continue;
+			if (len < 0 && errno != EAGAIN) {
+				stats.refused++;	/* EMFILE: the kernel refused that open */
+				if (stats.refused == 1)
+					keeper_say("memtrail: warning: an open of the command's failed "
+						   "at the gate: no descriptor was left to read it\n");
+			}
+			if (len <= 0)
+				break;
+			for (; FAN_EVENT_OK(e, len); e = FAN_EVENT_NEXT(e, len)) {
+				char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
+				struct gate_msg m = { 0 };
+				struct iovec iov = { &m, sizeof(m) };
+				struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+						     .msg_control = ctl,
+						     .msg_controllen = sizeof(ctl) };
+				struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+				if (e->fd < 0)
+					continue;
+				stats.opens++;
+				/* memtrail's own reads, what is not ELF, other namespaces: at once */
+				if (e->vers != FANOTIFY_METADATA_VERSION || e->pid == memtrail ||
+				    n_held == PENDING || !elf_file(e->fd) || !in_ns(e->pid, ns)) {
+					let_go(fan, e->fd);
+					continue;
+				}
+				m = stats;
+				m.seq = ++seq;
+				c->cmsg_level = SOL_SOCKET;
+				c->cmsg_type = SCM_RIGHTS;
+				c->cmsg_len = CMSG_LEN(sizeof(int));
+				memcpy(CMSG_DATA(c), &e->fd, sizeof(int));
+				if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(m) ||
+				    absent) {
+					let_go(fan, e->fd);
+					continue;
+				}
+				held[n_held++] = (struct held){ e->fd, seq, now_ns() + WAIT_NS };
+			}
 		}
 	}
-	return NULL;
+	for (i = 0; i < n_held; i++)
+		let_go(fan, held[i].fd);
+	_exit(0);
 }
 
-int gate__start(struct gate *g)
+/* Every descriptor from 3 up but A and B closed (close_range, 5.9; else one by one). */
+static void close_but(int a, int b)
 {
-	sigset_t all, old;
-	int err;
+	unsigned int lo = (unsigned int)(a < b ? a : b), hi = (unsigned int)(a < b ? b : a), fd;
 
-	if (pipe2(g->wake, O_CLOEXEC | O_NONBLOCK) || pipe2(g->stop, O_CLOEXEC))
+	if (!syscall(SYS_close_range, 3U, lo - 1, 0U) && !syscall(SYS_close_range, lo + 1, hi - 1, 0U) &&
+	    !syscall(SYS_close_range, hi + 1, ~0U, 0U))
+		return;
+	for (fd = 3; fd < 65536; fd++)
+		if (fd != lo && fd != hi)
+			close((int)fd);
+}
+
+int gate__start(struct gate *g, pid_t command)
+{
+	char path[40], ns[64];
+	pid_t memtrail = getpid();
+	int sv[2], fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)command);
+	n = readlink(path, ns, sizeof(ns) - 1);
+	if (n <= 0)
 		return -errno;
-	/* signals go to the main thread: its poll and reads see EINTR, not this one's */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	err = pthread_create(&g->thread, NULL, serve_thread, g);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err)
-		return -err;
-	g->started = true;
+	ns[n] = '\0';
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	g->keeper = fork();
+	if (g->keeper < 0) {
+		int err = -errno;
+
+		close(sv[0]);
+		close(sv[1]);
+		return err;
+	}
+	if (!g->keeper) {
+		struct sigaction ign = { .sa_handler = SIG_IGN };
+
+		/* Ctrl-Z and Ctrl-C reach the terminal's whole group: not the gate */
+		sigaction(SIGTSTP, &ign, NULL);
+		sigaction(SIGTTIN, &ign, NULL);
+		sigaction(SIGTTOU, &ign, NULL);
+		sigaction(SIGINT, &ign, NULL);
+		sigaction(SIGQUIT, &ign, NULL);
+		sigaction(SIGHUP, &ign, NULL);
+		sigaction(SIGPIPE, &ign, NULL);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		prctl(PR_SET_NAME, "memtrail-gate");
+		close(sv[0]);
+		/* nothing of memtrail's (its BPF links) but the group, the socket and stderr */
+		fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (fd >= 0) {
+			dup2(fd, STDIN_FILENO);
+			dup2(fd, STDOUT_FILENO);
+		}
+		close_but(g->fan, sv[1]);
+		if (getppid() != memtrail)
+			_exit(0);	/* memtrail died as it forked */
+		keeper(g->fan, sv[1], memtrail, ns);
+	}
+	close(sv[1]);
+	/* the keeper's alone: its end is the group's end */
+	close(g->fan);
+	g->fan = -1;
+	g->sock = sv[0];
 	return 0;
 }
 
 int gate__wake_fd(const struct gate *g)
 {
-	return g ? g->wake[0] : -1;
+	return g ? g->sock : -1;
 }
 
 void gate__serve(struct gate *g, gate_file_fn fn, void *ctx)
 {
-	char drain[64];
-	int *fds;
-	size_t n, i;
-
-	if (!g)
+	if (!g || g->sock < 0)
 		return;
-	while (read(g->wake[0], drain, sizeof(drain)) > 0)
-		;
-	pthread_mutex_lock(&g->lock);
-	fds = g->pending;
-	n = g->n_pending;
-	g->pending = NULL;
-	g->n_pending = g->cap_pending = 0;
-	g->waited += n;
-	pthread_mutex_unlock(&g->lock);
-	for (i = 0; i < n; i++) {
-		if (fn)
-			fn(ctx, fds[i]);
-		let_go(g, fds[i]);
+	for (;;) {
+		char ctl[CMSG_SPACE(sizeof(int))];
+		struct gate_msg m;
+		struct iovec iov = { &m, sizeof(m) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+				     .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *c;
+		ssize_t n = recvmsg(g->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		int fd = -1;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0) {
+			/* the keeper is gone (killed): the group with it, nothing waits */
+			close(g->sock);
+			g->sock = -1;
+			return;
+		}
+		if (n != sizeof(m))
+			return;
+		for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+				memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+		g->opens = m.opens;
+		g->refused = m.refused;
+		g->timed_out = m.timed_out;
+		if (fd >= 0) {
+			if (fn)
+				fn(ctx, fd);
+			close(fd);
+			g->waited++;
+		}
+		m.opens = m.refused = m.timed_out = 0;
+		send(g->sock, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
 	}
-	free(fds);
 }
 
 void gate__counts(struct gate *g, uint64_t *waited, uint64_t *opens, uint64_t *refused)
@@ -303,35 +466,29 @@ void gate__counts(struct gate *g, uint64_t *waited, uint64_t *opens, uint64_t *r
 	*waited = *opens = *refused = 0;
 	if (!g)
 		return;
-	pthread_mutex_lock(&g->lock);
 	*waited = g->waited;
 	*opens = g->opens;
 	*refused = g->refused;
-	pthread_mutex_unlock(&g->lock);
 }
 
 void gate__close(struct gate *g)
 {
-	size_t i;
+	int i;
 
 	if (!g)
 		return;
-	if (g->started) {
-		if (write(g->stop[1], "s", 1) < 0)
-			pthread_cancel(g->thread);
-		pthread_join(g->thread, NULL);
+	if (g->sock >= 0)
+		close(g->sock);	/* the keeper lets everything go and ends */
+	if (g->fan >= 0)
+		close(g->fan);
+	if (g->keeper > 0) {
+		/* a keeper someone stopped: memtrail's own child, killed */
+		for (i = 0; i < 100 && waitpid(g->keeper, NULL, WNOHANG) == 0; i++)
+			poll(NULL, 0, 2);
+		if (i == 100) {
+			kill(g->keeper, SIGKILL);
+			waitpid(g->keeper, NULL, 0);
+		}
 	}
-	for (i = 0; i < g->n_pending; i++)
-		let_go(g, g->pending[i]);
-	/* and the kernel lets go whatever is still unread */
-	close(g->fan);
-	for (i = 0; i < 2; i++) {
-		if (g->wake[i] >= 0)
-			close(g->wake[i]);
-		if (g->stop[i] >= 0)
-			close(g->stop[i]);
-	}
-	free(g->pending);
-	pthread_mutex_destroy(&g->lock);
 	free(g);
 }

@@ -5,10 +5,14 @@
  * writes and then maps at once is probed before its first call. Nothing
  * else waits: the command runs in a mount namespace of its own (a copy of
  * memtrail's; shared mounts still propagate both ways), and the fanotify
- * permission marks are on that namespace's mounts only. It is the kernel
- * that lets a waiting open go when memtrail's descriptor closes, however
- * memtrail ends (SIGKILL, OOM kill, cgroup.kill): nothing is left waiting
- * on a memtrail that is gone, and no signal is ever sent.
+ * permission marks are on that namespace's mounts only (another process
+ * opening through them, by /proc/PID/root, passes at once). The group is
+ * held by a keeper process (memtrail-gate) that lets each open go when
+ * memtrail has looked at it or after a second, whatever memtrail does
+ * (stopped, frozen, busy), and it is the kernel that lets every waiting
+ * open go when the keeper's descriptor closes, however it and memtrail end
+ * (SIGKILL, OOM kill, cgroup.kill): nothing is left waiting on a memtrail
+ * that is gone, and no signal is ever sent.
  *
  * The command's processes that make mount namespaces of their own
  * (unshare -m, a container runtime) leave the gate: their mounts are new
@@ -20,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct gate;
 
@@ -36,12 +41,13 @@ int gate__open(struct gate **out);
  * threads). 0, or -errno; *MARKED and *FAILED count the mounts.
  */
 int gate__enter(struct gate *g, int *marked, int *failed);
-/* The serving thread starts (after the fork): 0, or -errno. */
-int gate__start(struct gate *g);
 /*
- * A descriptor that is readable while opens of ELF files wait for
- * gate__serve, to poll beside others.
+ * The gate's keeper starts (memtrail-gate, a process of its own), after
+ * COMMAND entered its namespace: opens of the command's ELF files wait for
+ * gate__serve, at most a second. 0, or -errno.
  */
+int gate__start(struct gate *g, pid_t command);
+/* A descriptor that is readable while opens wait for gate__serve, to poll beside others. */
 int gate__wake_fd(const struct gate *g);
 /* Look at an ELF file the command is opening: FD is it, open read-only. */
 typedef void (*gate_file_fn)(void *ctx, int fd);

@@ -823,7 +823,7 @@ int cmd_record(int argc, char **argv)
 	if (session__open_devices(&r.s, o.no_devices))
 		goto out_child;
 	/* nothing to probe at the gate without device probes (a kernel without them) */
-	if (r.gate && (!r.s.devices || (err = gate__start(r.gate)))) {
+	if (r.gate && (!r.s.devices || (err = gate__start(r.gate, child.pid)))) {
 		if (r.s.devices)
 			log__warn("the command runs without a gate: %s", strerror(-err));
 		close_gate(&r);

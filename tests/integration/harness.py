@@ -159,8 +159,8 @@ def proc_state(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return ""
+    except (FileNotFoundError, ProcessLookupError):
+        return ""	# gone, or going as it is read
 
 
 def wait_stopped(pid, timeout=10):

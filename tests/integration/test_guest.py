@@ -79,6 +79,25 @@ class Stream:
         self.proc.wait(timeout=10)
 
 
+def kill_tree(pid):
+    """PID and every process below it, killed (not memtrail, its parent)."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(kids.get(p, []))
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def check_none_stopped(before, what):
     now = stopped_pids() - before
     check(not now, f"{what}: processes left stopped: "
@@ -185,7 +204,8 @@ def test_sigkill_of_record_lets_its_command_run_on():
                   f'rm -f "$lib"; date +%s.%N >> "{beats}"; done')
         m = started(["record", "-q", "-o", os.path.join(d, "t.json"), "--", "sh", "-c", script])
         with open(f"/proc/{m.pid}/task/{m.pid}/children") as f:
-            sh = int(f.read().split()[0])
+            kids = [int(x) for x in f.read().split()]
+        sh = [k for k in kids if open(f"/proc/{k}/comm").read().strip() == "sh"][0]
         try:
             count = lambda: len(open(beats).read().split()) if os.path.exists(beats) else 0
             deadline = time.time() + 10
@@ -202,7 +222,7 @@ def test_sigkill_of_record_lets_its_command_run_on():
                   f"was killed (states {proc_state(sh)})")
             check_none_stopped(before, f"record's command, try {i + 1}")
         finally:
-            os.killpg(os.getpgid(sh), signal.SIGKILL) if proc_state(sh) else None
+            kill_tree(sh)
             m.communicate()
     no_programs_left()
 
@@ -423,4 +443,55 @@ def test_first_calls_of_a_runtime_in_place_record_pid():
               if by_pid.get(d["pid"]) != failed_calls(d)]
     check(not missed, f"{len(missed)} of {runs} programs not recorded exactly; the first: "
           f"{missed[:1]}")
+    no_programs_left()
+
+
+def test_stopped_record_holds_its_command_at_most_a_second():
+    """record stopped (SIGSTOP) for 10 s while its command (the stream)
+    writes and maps new runtime files at its gate: the gate's keeper lets
+    an open go after at most 1 s and the next ones at once, so no program of
+    the command takes 1.5 s; nothing is stopped but memtrail; a process
+    that reads the command's files through /proc/PID/root meanwhile does not
+    wait; record then goes on and writes its trail."""
+    before = stopped_pids()
+    d = tmpdir()
+    beats = os.path.join(d, "beats")
+    script = (f'i=0; while :; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
+              f'cp "{LIBCUDA}" "$lib" && "{workload("dlopen_late")}" "$lib" >/dev/null; '
+              f'rm -f "$lib"; date +%s.%N >> "{beats}"; done')
+    out = os.path.join(d, "t.json")
+    bg = Background(["record", "-q", "-o", out, "--", "sh", "-c", script])
+    with open(f"/proc/{bg.proc.pid}/task/{bg.proc.pid}/children") as f:
+        kids = [int(x) for x in f.read().split()]
+    sh = [k for k in kids if open(f"/proc/{k}/comm").read().strip() == "sh"][0]
+    count = lambda: len(open(beats).read().split()) if os.path.exists(beats) else 0
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and count() < 2:
+            time.sleep(0.01)
+        bg.proc.send_signal(signal.SIGSTOP)
+        wait_stopped(bg.proc.pid)
+        t0 = time.time()
+        at = count()
+        try:
+            t1 = time.time()
+            with open(f"/proc/{sh}/root{workload('dlopen_late')}", "rb") as f:
+                check_eq(f.read(4), b"\x7fELF", "the command's program read through its root")
+            check(time.time() - t1 < 1.0, f"a read through the command's root waited "
+                  f"{time.time() - t1:.2f} s")
+            while time.time() < t0 + 10:
+                check_none_stopped(before | {bg.proc.pid}, "while record is stopped")
+                time.sleep(0.1)
+        finally:
+            bg.proc.send_signal(signal.SIGCONT)
+        with open(beats) as f:
+            times = [float(x) for x in f.read().split()[at:]]
+        times = [b for b in times if b <= t0 + 10]
+        check(len(times) >= 5, f"the command ran {len(times)} programs in 10 s")
+        gaps = [b - a for a, b in zip([t0] + times, times + [t0 + 10])]
+        check(max(gaps) < 1.5, f"a program of the command took {max(gaps):.2f} s")
+    finally:
+        kill_tree(sh)
+        rc, _, err = bg.stop(timeout=60)
+    check(os.path.exists(out), f"record wrote its trail ({err[-500:]!r})")
     no_programs_left()
