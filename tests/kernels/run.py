@@ -64,6 +64,8 @@ CHECKS = [
                      "test_devices.test_runtime_released_when_its_last_user_exits"], "device"),
     ("never stopped", ["test_guest.test_group_sigkill_leaves_nothing_stopped",
                        "test_guest.test_stopped_memtrail_blocks_no_one",
+                       "test_guest.test_stopped_record_holds_its_command_at_most_a_second",
+                       "test_guest.test_sigkill_of_record_lets_its_command_run_on",
                        "test_guest.test_runuser_and_su_see_nothing"], None),
     ("no leftovers", ["test_lifecycle.test_ctrl_c_stops_and_leaves_nothing"], None),
 ]
