@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -179,6 +180,7 @@ struct dev_file {
 	 */
 	dev_t alias_dev;
 	ino_t alias_ino;
+	uint64_t probed_ns;	/* CLOCK_MONOTONIC when its probes went on (bpf_ktime_get_ns's clock) */
 	/*
 	 * The kernel's keys (lib_files) of what the processes scanned for it had
 	 * mapped first: its own among them, as the hook saw it (overlayfs shows
@@ -576,6 +578,7 @@ static void probe_file(struct devices *d, struct dev_file *f)
 	struct probe_list l = { .n = 0, .name = f->name };
 	struct matches m = { .n = 0, .loader_only = d->loader_only };
 	const char *what = NULL;
+	struct timespec now;
 	size_t i, shown;
 
 	f->probes.fd[0] = f->probes.fd[1] = f->launch.fd[0] = f->launch.fd[1] = -1;
@@ -602,6 +605,8 @@ static void probe_file(struct devices *d, struct dev_file *f)
 	else if (what && shown)
 		log__info("probing %s '%s' (%zu functions)", what, f->name, shown);
 	f->runtime = what != NULL;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	f->probed_ns = (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
 }
 
 /* What this kernel cannot do with device memory, said once: when a target maps a runtime. */
@@ -1182,13 +1187,17 @@ static void files_forget(struct devices *d)
 
 void devices__tick(struct devices *d, uint64_t now_ms)
 {
+	bool releasing = false;
 	size_t i;
 
 	d->now_ms = now_ms;
+	/* a release due: first every scan still to come, whose process may map the file */
+	for (i = 0; i < d->n_dropped && !releasing; i++)
+		releasing = d->files[d->dropped[i]].release_ms <= now_ms;
 	for (i = 0; i < d->n_procs; i++) {
 		struct dev_proc *p = &d->procs[i];
 
-		if (!p->due_ms || p->due_ms > now_ms)
+		if (!p->due_ms || (p->due_ms > now_ms && !releasing))
 			continue;
 		p->due_ms = p->rescan_ms;
 		p->rescan_ms = 0;
@@ -1320,7 +1329,7 @@ static void prepare_lib(void *ctx, const char *lib)
 		f->pinned = true;
 }
 
-bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino)
+bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino, uint64_t at_ns)
 {
 	dev_t dev = makedev(kdev >> 20, kdev & 0xfffff);
 	const struct dev_file *f;
@@ -1329,12 +1338,14 @@ bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino)
 	if (!d)
 		return false;
 	f = file_find(d, dev, ino, &i);
-	if (f && !f->released && file_probed(f))
+	if (f && !f->released && file_probed(f) && f->probed_ns <= at_ns)
 		return true;
-	for (i = 0; i < d->n_files; i++)
-		if (d->files[i].alias_dev == dev && d->files[i].alias_ino == ino &&
-		    !d->files[i].released && file_probed(&d->files[i]))
+	for (i = 0; i < d->n_files; i++) {
+		f = &d->files[i];
+		if (f->alias_dev == dev && f->alias_ino == ino && !f->released && file_probed(f) &&
+		    f->probed_ns <= at_ns)
 			return true;
+	}
 	return false;
 }
 

@@ -44,9 +44,9 @@ void devices__attached(struct devices *d);
 void devices__gate_file(struct devices *d, int fd);
 /*
  * Whether the file the kernel's hook keys as (KDEV: the kernel's s_dev, INO)
- * has its probes (it was probed before or as it was mapped).
+ * has had its probes since AT_NS (CLOCK_MONOTONIC: when a process mapped it).
  */
-bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino);
+bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino, uint64_t at_ns);
 /* Probe the runtimes a command will load at start (its DT_NEEDED closure). */
 void devices__prepare_command(struct devices *d, const char *path);
 /* Look at PID's mappings at NOW_MS + DELAY_MS (the earliest request wins). */

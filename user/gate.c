@@ -25,14 +25,17 @@
  * memtrail: it alone holds the fanotify group, reads each open, lets go at
  * once what is not an ELF file of the command's, and hands the rest to
  * memtrail (the descriptor, over a socket), letting each go when memtrail
- * says it looked at it, or after WAIT_NS whatever memtrail does (stopped,
- * frozen, busy); after such a wait, opens go at once (memtrail still told)
- * until memtrail answers again. It ignores the terminal's stop and interrupt: Ctrl-Z on
+ * says it looked at it, or once memtrail has made no progress (no CPU time)
+ * for WAIT_NS: stopped, frozen, blocked; while it works (reading a large
+ * runtime's symbols, attaching a perf event per function on an old kernel)
+ * the open waits up to WAIT_MAX_NS. After such a wait, opens go at once
+ * (memtrail still told) until memtrail answers again. It ignores the terminal's stop and interrupt: Ctrl-Z on
  * record stops memtrail, never the gate. It ends when memtrail's end of
  * the socket closes, however memtrail ends, and the kernel lets every open
  * still waiting go as the group closes; killed itself, the same.
  */
-#define WAIT_NS 1000000000ULL	/* the longest an open waits for memtrail */
+#define WAIT_NS 1000000000ULL	/* the longest an open waits for a memtrail that does nothing */
+#define WAIT_MAX_NS 10000000000ULL	/* and for one that works on it */
 #define PENDING 256		/* opens handed to memtrail and not let go yet */
 
 struct gate {
@@ -44,6 +47,7 @@ struct gate {
 
 struct gate_msg {
 	uint64_t seq;		/* keeper -> memtrail: an open; memtrail -> keeper: looked at */
+	uint64_t pid;		/* keeper -> memtrail: the process opening it */
 	uint64_t opens;		/* keeper -> memtrail: opens so far, and how many were let go */
 	uint64_t refused;	/* without memtrail: the kernel refused them (no descriptor) */
 	uint64_t timed_out;	/* or memtrail took WAIT_NS */
@@ -230,8 +234,55 @@ static bool in_ns(pid_t pid, const char *ns)
 
 struct held {
 	int fd;
-	uint64_t seq, deadline;
+	uint64_t seq, deadline, since;
 };
+
+/* PID's user and system CPU time (clock ticks) from /proc/PID/stat; 0 when unreadable. */
+static uint64_t cpu_ticks(pid_t pid)
+{
+	char path[40], buf[1024], digits[12], *p;
+	unsigned int v = (unsigned int)pid;
+	uint64_t utime = 0, stime = 0;
+	int i = 0, n = 0, field;
+	ssize_t len;
+	int fd;
+
+	do {
+		digits[i++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && i < (int)sizeof(digits));
+	memcpy(path, "/proc/", 6);
+	for (n = 0; i > 0; n++)
+		path[6 + n] = digits[--i];
+	memcpy(path + 6 + n, "/stat", 6);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = '\0';
+	p = strrchr(buf, ')');
+	/* after "(comm)": state is field 3, utime 14, stime 15 */
+	for (field = 2; p && *p && field < 15; p++) {
+		if (*p != ' ')
+			continue;
+		field++;
+		if (field == 14 || field == 15) {
+			uint64_t x = 0;
+			char *q = p + 1;
+
+			while (*q >= '0' && *q <= '9')
+				x = x * 10 + (uint64_t)(*q++ - '0');
+			if (field == 14)
+				utime = x;
+			else
+				stime = x;
+		}
+	}
+	return utime + stime;
+}
 
 static void keeper_say(const char *s)
 {
@@ -245,8 +296,8 @@ static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
 	struct gate_msg stats = { 0 };
 	struct held held[PENDING];
 	size_t n_held = 0, i;
-	uint64_t seq = 0;
-	bool said = false, absent = false;
+	uint64_t seq = 0, ticks = cpu_ticks(memtrail);
+	bool said = false, absent = false, checked, working = false;
 
 	for (;;) {
 		struct pollfd p[2] = { { fan, POLLIN, 0 }, { sock, POLLIN, 0 } };
@@ -278,8 +329,22 @@ static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
 			break;
 		}
 		now = now_ns();
+		checked = false;
 		for (i = 0; i < n_held;) {
 			if (held[i].deadline > now) {
+				i++;
+				continue;
+			}
+			/* memtrail worked in the last WAIT_NS: it may be on this very file */
+			if (!checked) {
+				uint64_t t = cpu_ticks(memtrail);
+
+				working = t != ticks;
+				ticks = t;
+				checked = true;
+			}
+			if (working && now - held[i].since < WAIT_MAX_NS) {
+				held[i].deadline = now + WAIT_NS;
 				i++;
 				continue;
 			}
@@ -329,6 +394,7 @@ static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
 				}
 				m = stats;
 				m.seq = ++seq;
+				m.pid = (uint64_t)e->pid;
 				c->cmsg_level = SOL_SOCKET;
 				c->cmsg_type = SCM_RIGHTS;
 				c->cmsg_len = CMSG_LEN(sizeof(int));
@@ -338,7 +404,10 @@ static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
 					let_go(fan, e->fd);
 					continue;
 				}
-				held[n_held++] = (struct held){ e->fd, seq, now_ns() + WAIT_NS };
+				now = now_ns();
+				if (!n_held)
+					ticks = cpu_ticks(memtrail);	/* its work from now on */
+				held[n_held++] = (struct held){ e->fd, seq, now + WAIT_NS, now };
 			}
 		}
 	}
@@ -452,7 +521,7 @@ void gate__serve(struct gate *g, gate_file_fn fn, void *ctx)
 		g->timed_out = m.timed_out;
 		if (fd >= 0) {
 			if (fn)
-				fn(ctx, fd);
+				fn(ctx, fd, (pid_t)m.pid);
 			close(fd);
 			g->waited++;
 		}

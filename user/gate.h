@@ -49,8 +49,8 @@ int gate__enter(struct gate *g, int *marked, int *failed);
 int gate__start(struct gate *g, pid_t command);
 /* A descriptor that is readable while opens wait for gate__serve, to poll beside others. */
 int gate__wake_fd(const struct gate *g);
-/* Look at an ELF file the command is opening: FD is it, open read-only. */
-typedef void (*gate_file_fn)(void *ctx, int fd);
+/* Look at an ELF file the command's process PID is opening: FD is it, open read-only. */
+typedef void (*gate_file_fn)(void *ctx, int fd, pid_t pid);
 /* Each waiting open passed to FN, then let go. */
 void gate__serve(struct gate *g, gate_file_fn fn, void *ctx);
 /*

@@ -119,19 +119,35 @@ static int spawn_held(char **argv, struct held_child *c, struct gate *gate,
 	return 0;
 }
 
-static void gate_file(void *ctx, int fd)
+/*
+ * PID of the command opens FD, an ELF file, and waits: the file probed if it
+ * is a runtime new to memtrail, and PID's mappings read while it waits (its
+ * program and the libraries before this one: its call sites named after it
+ * exits, however soon).
+ */
+static void gate_file(void *ctx, int fd, pid_t pid)
 {
 	struct record *r = ctx;
 
-	if (r->s.devices)
-		devices__gate_file(r->s.devices, fd);
+	if (!r->s.devices)
+		return;
+	devices__gate_file(r->s.devices, fd);
+	if (pid > 0 && session__live(&r->s, (uint32_t)pid))
+		(void)devices__scan(r->s.devices, (uint32_t)pid);
 }
+
+static void close_gate(struct record *r);
 
 static void serve_gate(void *ctx)
 {
 	struct record *r = ctx;
 
 	gate__serve(r->gate, gate_file, r);
+	/* its keeper gone (killed): the kernel let the group go, nothing waits */
+	if (gate__wake_fd(r->gate) < 0) {
+		log__warn("the gate's keeper ended: the command runs without a gate");
+		close_gate(r);
+	}
 }
 
 /*
@@ -156,7 +172,7 @@ static int release_child(struct record *r, struct held_child *c)
 			break;
 		}
 		if (r->gate && p[1].revents)
-			serve_gate(r);
+			serve_gate(r);	/* may close the gate */
 		if (!p[0].revents)
 			continue;
 		n = read(c->err_fd, &e, sizeof(e));

@@ -746,15 +746,16 @@ static void on_late(void *ctx, uint32_t pid, const char *file)
 /*
  * PID mapped NAME, a file new to memtrail when mapped, and ended before
  * memtrail could read its maps: a runtime's library by its name had its
- * calls unseen, unless it was probed meanwhile (at record's gate, as the
- * process opened it).
+ * calls unseen, unless it was probed before it was mapped (at record's
+ * gate, as the process opened it).
  */
 static void on_unseen(void *ctx, uint32_t pid, const struct memtrail_lib_key *key,
-		      const char *name)
+		      const char *name, uint64_t mapped_ns)
 {
 	struct session *s = ctx;
 
-	if (roots__runtime_name(name) && !devices__probed(s->devices, key->dev, key->ino))
+	if (roots__runtime_name(name) &&
+	    !devices__probed(s->devices, key->dev, key->ino, mapped_ns))
 		late(s, pid, name, true);
 }
 

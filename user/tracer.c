@@ -51,6 +51,7 @@ struct tracer {
 		uint32_t pid;
 		struct memtrail_lib_key key;
 		char name[MEMTRAIL_LIB_NAME_LEN];
+		uint64_t ts_ns;		/* when it was mapped */
 	} *lib_new;
 	size_t n_lib_new, cap_lib_new;
 	/* a descriptor polled beside the ring buffer, and what reads it (tracer__watch_fd) */
@@ -116,6 +117,7 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 		n = &t->lib_new[t->n_lib_new++];
 		n->pid = h->tgid;
 		n->key = ln->key;
+		n->ts_ns = h->ts_ns;
 		memcpy(n->name, ln->name, sizeof(n->name));
 		n->name[sizeof(n->name) - 1] = '\0';
 		return 0;
@@ -1210,7 +1212,7 @@ void tracer__lib_unseen(struct tracer *t, uint32_t pid, tracer_name_fn fn, void 
 
 	for (i = 0; i < t->n_lib_new; i++)
 		if (t->lib_new[i].pid == pid)
-			fn(ctx, pid, &t->lib_new[i].key, t->lib_new[i].name);
+			fn(ctx, pid, &t->lib_new[i].key, t->lib_new[i].name, t->lib_new[i].ts_ns);
 	lib_new_settle(t, pid, false);
 }
 

@@ -157,11 +157,12 @@ size_t tracer__lib_pending(const struct tracer *t, uint32_t pid, struct memtrail
 			   size_t max);
 /*
  * PID ended before its scan could read the files new to memtrail it mapped:
- * FN(CTX, PID, KEY, NAME) for each (the hook's key, its own name, cut), and
- * the next process that maps one is scanned at once again.
+ * FN(CTX, PID, KEY, NAME, MAPPED_NS) for each (the hook's key, its own name,
+ * cut; when it was mapped, CLOCK_MONOTONIC), and the next process that maps
+ * one is scanned at once again.
  */
 typedef void (*tracer_name_fn)(void *ctx, uint32_t pid, const struct memtrail_lib_key *key,
-			       const char *name);
+			       const char *name, uint64_t mapped_ns);
 void tracer__lib_unseen(struct tracer *t, uint32_t pid, tracer_name_fn fn, void *ctx);
 /* The file of KEY is not scanned any more: the next target that maps it is scanned at once. */
 void tracer__lib_forget(struct tracer *t, const struct memtrail_lib_key *key);

@@ -628,7 +628,7 @@ def check_immediate_runs(lib, runs):
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(vendor()["libcuda"]))
     trail, lines = record_runs(script, runs, env=env)
     strict, late = gated(trail), late_pids(trail)
-    check(not strict or not late, f"late at the gate: {late}")
+    check(not strict or not late, f"late at the gate: {events(trail, 'probes_late')}")
     lines = [x for x in lines if x["pid"] not in late]
     by_pid = {}
     for e in trail["events"]:
@@ -710,7 +710,8 @@ def check_ledgers(trail, lines, final=False):
     unless the trail says it mapped its runtime before the probes were live."""
     strict, late = gated(trail), late_pids(trail)
     for data in lines:
-        check(not strict or data["pid"] not in late, f"pid {data['pid']} late at the gate")
+        check(not strict or data["pid"] not in late,
+              f"pid {data['pid']} late at the gate: {events(trail, 'probes_late')}")
         if data["pid"] in late:
             continue
         t = target(trail, data["pid"])

