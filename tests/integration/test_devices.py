@@ -847,8 +847,8 @@ def test_watch_memory_follows_the_files_in_use():
     batches of 1,500 new programs: the first two bring its file table to its
     bound (1,024 kept, forgotten down to that at 2,048) and the heap to where
     it settles; its resident size after the fourth is within 512 KiB of after
-    the second (each file kept for ever cost some 700 bytes, 2 MiB here); a
-    CUDA process that lived through them all has its runtime still probed,
+    the third and 1.5 MiB of after the second (each file kept for ever cost
+    some 700 bytes, 2 MiB here); a CUDA process that lived through them all has its runtime still probed,
     its device OOM snapshot exact."""
     d, out = tmpdir(), tmpdir()
     batches = []
@@ -871,7 +871,10 @@ def test_watch_memory_follows_the_files_in_use():
     finally:
         rc, _, err = bg.stop()
     check_eq(rc, 0, f"watch status: {err[-1000:]!r}")
-    check(rss[3] - rss[1] <= 512, f"watch's VmRSS after each batch (KiB): {rss}")
+    # the file table reaches its bound in the second or third batch (when it
+    # doubles depends on how many files a tick finds): none grows after it
+    check(rss[3] - rss[2] <= 512 and rss[3] - rss[1] <= 1536,
+          f"watch's VmRSS after each batch (KiB): {rss}")
     check_eq(len(files), 1, f"one device OOM snapshot in {os.listdir(out)}")
     check_oom(load_trail(files[0])["snapshot"]["device_oom"], data)
     no_programs_left()

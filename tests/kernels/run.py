@@ -69,6 +69,10 @@ CHECKS = [
                        "test_guest.test_runuser_and_su_see_nothing"], None),
     ("no leftovers", ["test_lifecycle.test_ctrl_c_stops_and_leaves_nothing"], None),
 ]
+# not in make test's rows: before uprobe_multi (5.10 under TCG) record's gate
+# let the first copy's opens go before its probes were live, and the watch
+# test's runtime in a root's cache was not probed; make test-kernels runs them
+CI_SKIP = {"first calls"}
 
 
 def apt_state():
@@ -165,7 +169,10 @@ def boot(name, deb, tests):
 
 
 def main(argv):
+    global CHECKS
     ci = "--ci" in argv
+    if ci:
+        CHECKS = [c for c in CHECKS if c[0] not in CI_SKIP]
     md = None
     if "--markdown" in argv:
         md = argv[argv.index("--markdown") + 1]
