@@ -207,24 +207,30 @@ static bool elf_file(int fd)
 	       !memcmp(magic, "\177ELF", 4);
 }
 
+/* "/proc/PID" and TAIL (at most 12 bytes) into BUF (40 bytes), without snprintf. */
+static void proc_path(char *buf, pid_t pid, const char *tail)
+{
+	unsigned int v = (unsigned int)pid;
+	char digits[12];
+	int i = 0, n;
+
+	do {
+		digits[i++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && i < (int)sizeof(digits));
+	memcpy(buf, "/proc/", 6);
+	for (n = 6; i > 0; n++)
+		buf[n] = digits[--i];
+	memcpy(buf + n, tail, strlen(tail) + 1);
+}
+
 /* Whether PID runs in the mount namespace NS (readlink's text): the command's processes do. */
 static bool in_ns(pid_t pid, const char *ns)
 {
 	char path[40], link[64];
 	ssize_t n;
-	int i = 0;
-	unsigned int p = (unsigned int)pid;
-	char digits[12];
 
-	/* "/proc/%d/ns/mnt" without snprintf */
-	do {
-		digits[i++] = (char)('0' + p % 10);
-		p /= 10;
-	} while (p && i < (int)sizeof(digits));
-	memcpy(path, "/proc/", 6);
-	for (n = 0; i > 0; n++)
-		path[6 + n] = digits[--i];
-	memcpy(path + 6 + n, "/ns/mnt", 8);
+	proc_path(path, pid, "/ns/mnt");
 	n = readlink(path, link, sizeof(link) - 1);
 	if (n <= 0)
 		return false;
@@ -240,21 +246,13 @@ struct held {
 /* PID's user and system CPU time (clock ticks) from /proc/PID/stat; 0 when unreadable. */
 static uint64_t cpu_ticks(pid_t pid)
 {
-	char path[40], buf[1024], digits[12], *p;
-	unsigned int v = (unsigned int)pid;
+	char path[40], buf[1024], *p;
 	uint64_t utime = 0, stime = 0;
-	int i = 0, n = 0, field;
+	int field;
 	ssize_t len;
 	int fd;
 
-	do {
-		digits[i++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v && i < (int)sizeof(digits));
-	memcpy(path, "/proc/", 6);
-	for (n = 0; i > 0; n++)
-		path[6 + n] = digits[--i];
-	memcpy(path + 6 + n, "/stat", 6);
+	proc_path(path, pid, "/stat");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
