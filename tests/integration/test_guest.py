@@ -33,17 +33,24 @@ def stopped_pids():
     return pids
 
 
+def stream_script(d, beats):
+    """A shell loop: each program dlopen()s a new copy of the CUDA stand-in
+    written in D the moment before and calls it at once; a beat (the time)
+    is appended to BEATS after each."""
+    return (f'i=0; while :; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
+            f'cp "{LIBCUDA}" "$lib" && "{workload("dlopen_late")}" "$lib" >/dev/null; '
+            f'rm -f "$lib"; date +%s.%N >> "{beats}"; done')
+
+
 class Stream:
     """Programs, one after another, each dlopen()ing a runtime file written the
     moment before (a copy of the CUDA stand-in) and calling it at once, in a
     session of their own: a beat (the time) is written after each."""
 
-    def __init__(self, d, wrap=()):
+    def __init__(self, d):
         self.beats = os.path.join(d, "beats")
-        script = (f'i=0; while :; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
-                  f'cp "{LIBCUDA}" "$lib" && {" ".join(wrap)} "{workload("dlopen_late")}" "$lib" '
-                  f'>/dev/null; rm -f "$lib"; date +%s.%N >> "{self.beats}"; done')
-        self.proc = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+        self.proc = subprocess.Popen(["sh", "-c", stream_script(d, self.beats)],
+                                     start_new_session=True)
 
     def beats_so_far(self):
         try:
@@ -206,9 +213,7 @@ def test_sigkill_of_record_lets_its_command_run_on():
     for i in range(TRIES):
         d = tmpdir()
         beats = os.path.join(d, "beats")
-        script = (f'i=0; while :; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
-                  f'cp "{LIBCUDA}" "$lib" && "{workload("dlopen_late")}" "$lib" >/dev/null; '
-                  f'rm -f "$lib"; date +%s.%N >> "{beats}"; done')
+        script = stream_script(d, beats)
         m = started(["record", "-q", "-o", os.path.join(d, "t.json"), "--", "sh", "-c", script])
         with open(f"/proc/{m.pid}/task/{m.pid}/children") as f:
             kids = [int(x) for x in f.read().split()]
@@ -468,15 +473,13 @@ def test_stopped_record_holds_its_command_at_most_a_second():
     """record stopped (SIGSTOP) for 10 s while its command (the stream)
     writes and maps new runtime files at its gate: the gate's keeper lets
     an open go after at most 1 s and the next ones at once, so no program of
-    the command takes a second more than its usual time; nothing is stopped but memtrail; a process
-    that reads the command's files through /proc/PID/root meanwhile does not
+    the command takes a second more than its usual time; nothing is stopped
+    but memtrail; a process that reads the command's files through /proc/PID/root meanwhile does not
     wait; record then goes on and writes its trail."""
     before = stopped_pids()
     d = tmpdir()
     beats = os.path.join(d, "beats")
-    script = (f'i=0; while :; do i=$((i+1)); lib="{d}/libcuda-$i.so.1"; '
-              f'cp "{LIBCUDA}" "$lib" && "{workload("dlopen_late")}" "$lib" >/dev/null; '
-              f'rm -f "$lib"; date +%s.%N >> "{beats}"; done')
+    script = stream_script(d, beats)
     out = os.path.join(d, "t.json")
     bg = Background(["record", "-q", "-o", out, "--", "sh", "-c", script])
     with open(f"/proc/{bg.proc.pid}/task/{bg.proc.pid}/children") as f:
