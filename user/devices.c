@@ -1026,7 +1026,7 @@ int devices__scan(struct devices *d, uint32_t pid)
 	struct dev_proc *p = NULL, seen = { .pid = pid }, old;
 	struct memtrail_lib_key pend[64];	/* the new files a first exec maps, and then some */
 	size_t j, n_pend = tracer__lib_pending(d->tracer, pid, pend, 64);
-	bool runtime_user = false, known, gone;
+	bool runtime_user = false, unopened = false, known, gone;
 	FILE *f;
 
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
@@ -1057,6 +1057,7 @@ int devices__scan(struct devices *d, uint32_t pid)
 		df = file_find(d, m.dev, m.ino, &idx);
 		known = df && !df->released;
 		df = file_get(d, m.dev, m.ino, pid, &m, NULL, NULL, &idx);
+		unopened |= !df && !known;
 		/* probed only now, and this process mapped it before: what it called is lost */
 		if (df && !known && df->runtime && file_probed(df) && !d->attaching &&
 		    pid != (uint32_t)getpid() && d->on_late)
@@ -1084,8 +1085,12 @@ int devices__scan(struct devices *d, uint32_t pid)
 		p->files[p->n_files++].file = idx;
 	}
 	fclose(f);
-	/* an exited process not yet reaped: its maps are empty */
-	gone = !seen.n_maps;
+	/*
+	 * an exited process not yet reaped: its maps are empty; one that ended
+	 * while they were read: a file it mapped could not be opened, and what
+	 * it mapped new is said by name, not lost (the caller's unseen path)
+	 */
+	gone = !seen.n_maps || (unopened && proc__exiting(pid));
 	/* every process but memtrail is known by its root, for the runtimes the root has */
 	p = p ? p : proc_get(d, pid, pid != (uint32_t)getpid());
 	if (p) {
