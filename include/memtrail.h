@@ -77,7 +77,7 @@ enum memtrail_filter {
 /* Every place the BPF side can drop data; user space prints each counter. */
 enum memtrail_lost {
 	MEMTRAIL_LOST_RINGBUF = 0,	/* ring buffer full: an event was dropped */
-	MEMTRAIL_LOST_TARGETS,		/* targets map full: a process went untraced */
+	MEMTRAIL_LOST_TARGETS,		/* targets map full, or its pid's last target unread: untraced */
 	MEMTRAIL_LOST_CELLS,		/* cells map full: a delta was dropped */
 	MEMTRAIL_LOST_MM,		/* mm_state map full: a delta was dropped */
 	MEMTRAIL_LOST_PHASE_NAMES,	/* a marker call with an invalid phase name */

@@ -631,7 +631,8 @@ json_t *heap__sampling(struct heap *h, uint32_t pid, uint64_t now_ms)
 	struct heap_proc *p = proc_get(h, pid, false);
 	size_t i;
 
-	for (i = 0; !p && i < h->n_done; i++)
+	/* the last to end with PID: an earlier process may have had it */
+	for (i = h->n_done; !p && i--;)
 		if (h->done[i].pid == pid)
 			return json_incref(h->done[i].sampling);
 	return sampling_json(h, p, pid, now_ms);

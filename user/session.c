@@ -775,6 +775,39 @@ static void on_libs(struct session *s, const struct memtrail_event_libs *e, bool
 	rescan(s, e->hdr.tgid);
 }
 
+/* TT's sites as the trail keeps them, with the heap probes' sampling where on. */
+static json_t *target_sites(struct session *s, const struct trail_target *tt, uint64_t now)
+{
+	json_t *j = sites__json(s->sites, tt);
+
+	if (s->heap) {
+		if (!j)
+			j = json_pack("{s:[]}", "list");
+		json_object_set_new(j, "heap", heap__sampling(s->heap, tt->pid, now));
+	}
+	return j;
+}
+
+/* PID's target ended and its pid is about to be free: its sites are taken now. */
+static void retire_sites(void *ctx, uint32_t pid)
+{
+	struct session *s = ctx;
+	struct trail_target *tt = trail__find_target(&s->trail, pid);
+
+	if (!tt || !tt->end_ms || tt->sites_final)
+		return;
+	json_decref(tt->sites);
+	tt->sites = target_sites(s, tt, session__now_ms(s));
+	tt->sites_final = true;
+}
+
+static void on_ended(void *ctx, const uint32_t *pids, size_t n)
+{
+	struct session *s = ctx;
+
+	sites__retire(s->sites, pids, n, retire_sites, s);
+}
+
 int session__open_sites(struct session *s, const struct heap_config *heap)
 {
 	size_t i;
@@ -787,6 +820,7 @@ int session__open_sites(struct session *s, const struct heap_config *heap)
 		if (err)
 			return err;
 	}
+	tracer__on_ended(s->tracer, on_ended, s);
 	for (i = 0; i < s->trail.n_targets; i++)
 		if (session__live(s, s->trail.targets[i].pid))
 			rescan(s, s->trail.targets[i].pid);
@@ -804,15 +838,11 @@ void session__finish_sites(struct session *s)
 	/* a second Ctrl-C gives the trail up: no more symbolizing for it */
 	for (i = 0; i < s->trail.n_targets && !session__stop_again; i++) {
 		struct trail_target *tt = &s->trail.targets[i];
-		json_t *j = sites__json(s->sites, tt);
 
-		if (s->heap) {
-			if (!j)
-				j = json_pack("{s:[]}", "list");
-			json_object_set_new(j, "heap", heap__sampling(s->heap, tt->pid, now));
-		}
+		if (tt->sites_final)
+			continue;
 		json_decref(tt->sites);
-		tt->sites = j;
+		tt->sites = target_sites(s, tt, now);
 	}
 }
 

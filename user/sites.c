@@ -117,6 +117,9 @@ struct sites {
 		uint64_t dev, ino;
 	} told[TOLD_MAX];
 	size_t n_told;
+	/* while retiring (sites__retire): the pids whose sites are read, sorted; NULL: all */
+	const uint32_t *only;
+	size_t n_only;
 };
 
 static const Dwfl_Callbacks offline_callbacks = {
@@ -644,7 +647,8 @@ static struct site *site_entry(struct sites *s, const struct memtrail_site_key *
 	if (e->resolved && (k->stack < 0 || stack_find(s, k->tgid, k->stack)))
 		return e;
 	pm = pid_maps_get(s, k->tgid, false);
-	if (!pm || pm->gen != s->gen) {
+	/* a retiring pid's maps are another process's, if any: the ones kept stay */
+	if (!s->only && (!pm || pm->gen != s->gen)) {
 		sites__note_maps(s, k->tgid);
 		pm = pid_maps_get(s, k->tgid, false);
 		if (pm)
@@ -691,11 +695,20 @@ static bool site_folds(struct sites *s, uint32_t pid, uint32_t seq)
 	       tt->phase_seq - seq > l->keep_recent;
 }
 
+static int pid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void on_site(void *ctx, const struct memtrail_site_key *k, const struct memtrail_site *v)
 {
 	struct sites *s = ctx;
 	struct site *e;
 
+	if (s->only && !bsearch(&k->tgid, s->only, s->n_only, sizeof(*s->only), pid_cmp))
+		return;
 	if (site_folds(s, k->tgid, k->phase)) {
 		if (!array__grow((void **)&s->fold, &s->cap_fold, s->n_fold + 1, sizeof(*s->fold)))
 			s->fold[s->n_fold++] = *k;
@@ -914,12 +927,12 @@ json_t *sites__json(struct sites *s, const struct trail_target *tt)
 	return json_pack("{s:o}", "list", list);
 }
 
-void sites__forget(struct sites *s, uint32_t pid)
+/* What is kept here of PID (the kernel's part aside). */
+static void forget(struct sites *s, uint32_t pid)
 {
 	struct pid_maps *p = pid_maps_get(s, pid, false);
-	size_t i;
+	size_t i, n;
 
-	tracer__sites_forget(s->tracer, pid);
 	for (i = 0; i < s->n_list;) {
 		if (s->list[i]->key.tgid == pid) {
 			tdelete(s->list[i], &s->site_index, site_cmp);
@@ -939,6 +952,10 @@ void sites__forget(struct sites *s, uint32_t pid)
 			i++;
 		}
 	}
+	for (i = 0, n = 0; i < s->n_told; i++)	/* in order: the oldest go first when full */
+		if (s->told[i].pid != pid)
+			s->told[n++] = s->told[i];
+	s->n_told = n;
 	if (p) {
 		free(p->maps);
 		pidmap__del(&s->pid_index, pid);
@@ -946,6 +963,24 @@ void sites__forget(struct sites *s, uint32_t pid)
 		if (p != &s->pids[s->n_pids])
 			pidmap__put(&s->pid_index, p->pid, p - s->pids);	/* replaces: cannot fail */
 	}
+}
+
+void sites__retire(struct sites *s, const uint32_t *pids, size_t n, sites_retire_fn fn,
+		   void *ctx)
+{
+	size_t i;
+
+	if (!n)
+		return;
+	s->only = pids;
+	s->n_only = n;
+	sites__harvest(s);
+	s->only = NULL;
+	for (i = 0; i < n; i++) {
+		fn(ctx, pids[i]);
+		forget(s, pids[i]);
+	}
+	tracer__sites_forget(s->tracer, pids, n);
 }
 
 static void no_free(void *p)

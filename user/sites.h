@@ -47,7 +47,16 @@ void sites__fork(struct sites *s, uint32_t parent, uint32_t child);
  * first, phases named from TT. NULL when it has none.
  */
 json_t *sites__json(struct sites *s, const struct trail_target *tt);
-/* PID is done with: drop what is kept of it here and in the kernel. */
-void sites__forget(struct sites *s, uint32_t pid);
+/* Called with each retiring pid while its sites are still here (sites__json). */
+typedef void (*sites_retire_fn)(void *ctx, uint32_t pid);
+/*
+ * PIDS (N, sorted) ended and are about to be free for other processes: their
+ * last figures are read from the kernel (their stacks resolved against the
+ * mappings kept, never a later process's), FN takes each one's sites, and
+ * all they had is dropped here and in the kernel, so that a process given
+ * one of the pids later starts with none of theirs.
+ */
+void sites__retire(struct sites *s, const uint32_t *pids, size_t n, sites_retire_fn fn,
+		   void *ctx);
 
 #endif

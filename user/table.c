@@ -86,7 +86,9 @@ static void print_kernel(FILE *f, const json_t *kernel)
 static const char *const lost_hints[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_RINGBUF] = "events memtrail read too late (forks, execs, exits, phase "
 				  "switches); levels stay exact",
-	[MEMTRAIL_LOST_TARGETS] = "processes not traced: record with a larger --max-targets",
+	[MEMTRAIL_LOST_TARGETS] = "processes not traced: the target table was full (record with a "
+				  "larger --max-targets), or one was given the pid of a process "
+				  "ended moments before (memtrail had not read that end yet)",
 	[MEMTRAIL_LOST_CELLS] = "level changes dropped: record with a larger --max-targets",
 	[MEMTRAIL_LOST_MM] = "level changes dropped: record with a larger --max-targets",
 	[MEMTRAIL_LOST_PHASE_NAMES] = "marker calls whose phase name was invalid: no phase started",

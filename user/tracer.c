@@ -60,6 +60,8 @@ struct tracer {
 	void *extra_ctx;
 	uint32_t *ended;	/* ended targets to delete from the kernel's map after this poll */
 	size_t n_ended, cap_ended;
+	tracer_ended_fn ended_fn;	/* told of them first (tracer__on_ended) */
+	void *ended_ctx;
 	struct kernel_features kf;
 };
 
@@ -747,6 +749,19 @@ int tracer__scan(struct tracer *t)
 	return err;
 }
 
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Whether TGID is among TGIDS (N, sorted). */
+static bool tgid_in(const uint32_t *tgids, size_t n, uint32_t tgid)
+{
+	return bsearch(&tgid, tgids, n, sizeof(*tgids), u32_cmp) != NULL;
+}
+
 /*
  * Delete the targets that ended during this poll: one system call for a
  * storm's worth (Linux 5.6 on), one each where batches are refused or stop at
@@ -760,6 +775,10 @@ static void forget_ended(struct tracer *t)
 
 	if (!n)
 		return;
+	if (t->ended_fn) {
+		qsort(t->ended, t->n_ended, sizeof(*t->ended), u32_cmp);
+		t->ended_fn(t->ended_ctx, t->ended, t->n_ended);
+	}
 	if (bpf_map_delete_batch(fd, t->ended, &n, NULL))
 		for (i = n < t->n_ended ? n : 0; i < t->n_ended; i++)
 			bpf_map_delete_elem(fd, &t->ended[i]);
@@ -917,6 +936,12 @@ void tracer__drop_cell(struct tracer *t, uint32_t tgid, uint32_t phase)
 void tracer__forget(struct tracer *t, uint32_t tgid)
 {
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &tgid);
+}
+
+void tracer__on_ended(struct tracer *t, tracer_ended_fn fn, void *ctx)
+{
+	t->ended_fn = fn;
+	t->ended_ctx = ctx;
 }
 
 void tracer__forget_ended(struct tracer *t, uint32_t tgid)
@@ -1243,8 +1268,9 @@ void tracer__lib_forget_file(struct tracer *t, uint64_t dev, uint64_t ino)
 		bpf_map_delete_elem(fd, &key);
 }
 
-/* Keys of one (tgid, address) map that belong to TGID, into a new array. */
-static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
+/* Keys of one (tgid, address) map that belong to one of TGIDS (N_TGIDS, sorted), into a new array. */
+static struct memtrail_dev_key *keys_of_set(int fd, const uint32_t *tgids, size_t n_tgids,
+					    size_t *n)
 {
 	struct memtrail_dev_key key, next, *keys = NULL, *grown;
 	size_t cap = 0;
@@ -1254,7 +1280,7 @@ static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (key.tgid != tgid)
+		if (!tgid_in(tgids, n_tgids, key.tgid))
 			continue;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 64;
@@ -1266,6 +1292,12 @@ static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
 		keys[(*n)++] = key;
 	}
 	return keys;
+}
+
+/* Keys of one (tgid, address) map that belong to TGID, into a new array. */
+static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
+{
+	return keys_of_set(fd, &tgid, 1, n);
 }
 
 /*
@@ -1449,7 +1481,7 @@ int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on)
 	if (!on) {
 		tracer__forget(t, pid);
 		tracer__drop_cell(t, pid, 0);
-		tracer__sites_forget(t, pid);
+		tracer__sites_forget(t, &pid, 1);
 		return 0;
 	}
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.targets), &pid, &v, BPF_ANY))
@@ -1493,7 +1525,7 @@ int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH
 	return n;
 }
 
-void tracer__sites_forget(struct tracer *t, uint32_t tgid)
+void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n_tgids)
 {
 	int sfd = bpf_map__fd(t->skel->maps.sites);
 	struct memtrail_site_key key, next, *keys = NULL, *grown;
@@ -1507,7 +1539,7 @@ void tracer__sites_forget(struct tracer *t, uint32_t tgid)
 	while (!bpf_map_get_next_key(sfd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (key.tgid != tgid)
+		if (!tgid_in(tgids, n_tgids, key.tgid))
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 64;
@@ -1523,12 +1555,13 @@ void tracer__sites_forget(struct tracer *t, uint32_t tgid)
 	free(keys);
 	/* (tgid, address) keys share struct memtrail_dev_key's layout */
 	for (f = 0; f < sizeof(fds) / sizeof(fds[0]); f++) {
-		akeys = keys_of(fds[f], tgid, &n);
+		akeys = keys_of_set(fds[f], tgids, n_tgids, &n);
 		for (i = 0; i < n; i++)
 			bpf_map_delete_elem(fds[f], &akeys[i]);
 		free(akeys);
 	}
-	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgid);
+	for (i = 0; i < n_tgids; i++)
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgids[i]);
 }
 
 /* The kernel's memory for memtrail's maps: each map's memlock in its fdinfo. */

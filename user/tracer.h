@@ -122,6 +122,14 @@ int tracer__take_cell(struct tracer *t, uint32_t tgid, uint32_t phase, struct me
 void tracer__forget(struct tracer *t, uint32_t tgid);
 /* The same for a target whose end was read: at the end of this poll, with the others. */
 void tracer__forget_ended(struct tracer *t, uint32_t tgid);
+/* PIDS (sorted): targets about to be forgotten, their pids then free to be targets again. */
+typedef void (*tracer_ended_fn)(void *ctx, const uint32_t *pids, size_t n);
+/*
+ * FN is called with the targets ended this poll just before the kernel's
+ * map forgets them: until then a process given one of their pids is no
+ * target (counted lost), so what is keyed by pid can be taken and cleared.
+ */
+void tracer__on_ended(struct tracer *t, tracer_ended_fn fn, void *ctx);
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
 /* The BPF side's drop counter WHY alone (not MEMTRAIL_LOST_SKIPPED), summed over CPUs. */
 uint64_t tracer__lost_one(struct tracer *t, uint32_t why);
@@ -213,8 +221,8 @@ int tracer__site_take(struct tracer *t, const struct memtrail_site_key *k,
 void tracer__sites(struct tracer *t, tracer_site_fn fn, void *ctx);
 /* The user stack with this id, innermost first; its depth, or -errno. */
 int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH]);
-/* Drop what the kernel keeps of TGID's sites, live allocations and mappings. */
-void tracer__sites_forget(struct tracer *t, uint32_t tgid);
+/* Drop what the kernel keeps of TGIDS' (N, sorted) sites, live allocations and mappings. */
+void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n);
 /* Detach and free everything; NULL is fine. */
 void tracer__destroy(struct tracer *t);
 

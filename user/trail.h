@@ -68,6 +68,7 @@ struct trail_target {
 	uint32_t n_dev_limits;
 	json_t *verdict;	/* why it died by SIGKILL, or NULL */
 	json_t *sites;		/* allocation sites (format in README.md), or NULL */
+	bool sites_final;	/* taken as it ended: its pid's later sites are another process's */
 	/* while recording: what is known of its death so far */
 	struct verdict_facts facts;
 	/* while recording: the phase the target is in */

@@ -437,3 +437,58 @@ def test_pytorch_weights_named():
     check(re.search(r"heap\s+\d+\.\d+ MiB .*c10::alloc_cpu\(unsigned long\)", r.stdout),
           f"the text report names c10::alloc_cpu: {r.stdout[-2000:]}")
     no_programs_left()
+
+
+# record's command for test_pid_reuse_keeps_sites_apart: runs the sites
+# workload (argv[1]) twice per try, the second given the first's pid through
+# ns_last_pid, at once or (gap) a moment after the first ended; one JSON line
+# per try with both pids and both ledgers
+REUSE = r'''
+import json, subprocess, sys, time
+wl, tries = sys.argv[1], int(sys.argv[2])
+for i in range(tries):
+    first = subprocess.Popen([wl], stdout=subprocess.PIPE, text=True)
+    out_a = first.communicate()[0]
+    gap = 0.3 if i % 2 else 0.0
+    time.sleep(gap)
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(first.pid - 1))
+    second = subprocess.Popen([wl], stdout=subprocess.PIPE, text=True)
+    out_b = second.communicate()[0]
+    print(json.dumps({"a": first.pid, "b": second.pid, "gap": gap,
+                      "data_a": json.loads(out_a), "data_b": json.loads(out_b)}), flush=True)
+'''
+
+
+def test_pid_reuse_keeps_sites_apart():
+    """A pid given to a new process after another ended with it (forced with
+    ns_last_pid): each process's sites are its own, exact by its arithmetic,
+    never the two merged. Given at once, before memtrail read the first's end,
+    the second is not traced and the trail counts it lost; a moment later
+    (as on a node whose pids wrapped) it is traced from its start."""
+    d = tmpdir()
+    script = os.path.join(d, "reuse.py")
+    with open(script, "w") as f:
+        f.write(REUSE)
+    tries = 6
+    p, trail, _, _ = recorded(["--heap"], cmd=["python3", script, workload("sites"), str(tries)])
+    runs = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    check_eq(len(runs), tries, "tries that ran")
+    names = ["load_weights", "serve_requests", "grow_buffer", "aligned_blocks"]
+    reused = untraced = 0
+    for r in runs:
+        mine = [t for t in trail["targets"] if t["pid"] == r["a"]]
+        check(mine, f"the first process {r['a']} is a target")
+        check_exact(mine[0], r["data_a"], names)
+        if r["b"] != r["a"]:
+            continue	# another process on the machine took the pid first
+        reused += 1
+        check(len(mine) <= 2, f"one target per process: {[t['pid'] for t in mine]}")
+        if len(mine) == 1:
+            untraced += 1	# given at once: refused, and counted
+            continue
+        check_exact(mine[1], r["data_b"], names)
+    check(reused >= tries // 2, f"the pid was reused in {reused} of {tries} tries: {runs}")
+    check(trail["lost"]["targets"] >= untraced,
+          f"{untraced} processes not traced, counted: {trail['lost']}")
+    check(untraced < reused, f"a process given a pid a moment after traced: {runs}")
