@@ -345,9 +345,9 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 /*
  * A file mapped executable by a target (the dynamic linker mapping a
  * library, exec mapping a program and its interpreter): unless scanned
- * already, the target's next lib_event() tells user space at once. The first
- * mapper of a file tells user space its key, to be marked scanned after
- * that scan.
+ * already, the target's next lib_event() tells user space at once. Each
+ * mapper of a file not yet scanned tells user space its key; the first
+ * mapper's scan marks it scanned.
  */
 static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 {
@@ -357,6 +357,7 @@ static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 	struct memtrail_lib_key key;
 	struct memtrail_target *t;
 	struct inode *inode;
+	bool first;
 
 	if (!track_libs || !file || !(prot & MT_PROT_EXEC))
 		return;
@@ -374,15 +375,17 @@ static __always_inline void lib_mapped(struct file *file, unsigned long prot)
 	state = bpf_map_lookup_elem(&lib_files, &key);
 	if (state && *state == MEMTRAIL_LIB_SCANNED)
 		return;
-	if (!state && !bpf_map_update_elem(&lib_files, &key, &pending, BPF_NOEXIST)) {
-		e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIB_NEW, tgid);
-		if (e) {
-			e->key = key;
-			if (bpf_probe_read_kernel_str(e->name, sizeof(e->name),
-						      BPF_CORE_READ(file, f_path.dentry, d_name.name)) < 0)
-				e->name[0] = '\0';
-			event_submit(e, false);
-		}
+	first = !state && !bpf_map_update_elem(&lib_files, &key, &pending, BPF_NOEXIST);
+	/* every mapper tells it: one that ends before its scan is said too */
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIB_NEW, tgid);
+	if (e) {
+		e->key = key;
+		if (bpf_probe_read_kernel_str(e->name, sizeof(e->name),
+					      BPF_CORE_READ(file, f_path.dentry, d_name.name)) < 0)
+			e->name[0] = '\0';
+		e->again = !first;
+		e->pad = 0;
+		event_submit(e, false);
 	}
 	t->lib_fresh = 1;
 }

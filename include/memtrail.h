@@ -231,14 +231,17 @@ struct memtrail_lib_key {
 #define MEMTRAIL_LIB_NAME_LEN 32
 
 /*
- * MEMTRAIL_EV_LIB_NEW: the key user space marks SCANNED after the scan of
- * hdr.tgid; NAME, the file's own name (its last path component, cut): what
- * it was, where the process ends before its scan.
+ * MEMTRAIL_EV_LIB_NEW: hdr.tgid mapped a file not yet scanned. The first
+ * to map it (AGAIN 0) has it marked SCANNED after its scan; each mapper
+ * tells it, so that NAME, the file's own name (its last path component,
+ * cut), says what it was where the process ends before its scan.
  */
 struct memtrail_event_lib_new {
 	struct memtrail_event_hdr hdr;
 	struct memtrail_lib_key key;
 	char name[MEMTRAIL_LIB_NAME_LEN];
+	__u32 again;	/* another process mapped it first; its scan is pending */
+	__u32 pad;
 };
 
 /*

@@ -8,9 +8,7 @@
 #include <time.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -175,8 +173,9 @@ struct dev_file {
 	bool pinned;	/* memtrail's own file, probed before its command ran: kept */
 	/*
 	 * Opened at record's gate on overlayfs: the overlay's (dev, ino), as
-	 * the kernel's hook sees the file mapped (maps shows the layer's, its
-	 * key here). 0: none.
+	 * the kernel's hook sees the file mapped, and maps shows it from Linux
+	 * 6.9 (before, maps shows the layer's, its key here); indexed too
+	 * (file_alias). 0: none.
 	 */
 	dev_t alias_dev;
 	ino_t alias_ino;
@@ -282,6 +281,7 @@ struct devices {
 	} *roots;
 	size_t n_roots, cap_roots;
 	struct dev_root *root_now;	/* the root root_file() probes for; NULL: memtrail's */
+	uint32_t root_pid;	/* a process in it (0: memtrail), whose mounts its files are on */
 	dev_t self_dev;		/* memtrail's own root */
 	ino_t self_ino;
 	bool quiet;	/* probing what the loader cache names: debug messages only */
@@ -363,6 +363,7 @@ static void prepare_system(struct devices *d)
 {
 	d->quiet = true;	/* no process uses them yet: not news */
 	d->root_now = NULL;
+	d->root_pid = 0;
 	roots__each_runtime(0, root_file, d);
 	d->quiet = false;
 }
@@ -647,7 +648,8 @@ static struct dev_file *file_find(const struct devices *d, dev_t dev, ino_t ino,
 	for (i = file_hash(dev, ino) & mask; d->file_slots[i]; i = (i + 1) & mask) {
 		struct dev_file *f = &d->files[d->file_slots[i] - 1];
 
-		if (f->dev == dev && f->ino == ino) {
+		if ((f->dev == dev && f->ino == ino) ||
+		    (f->alias_ino && f->alias_dev == dev && f->alias_ino == ino)) {
 			*index = d->file_slots[i] - 1;
 			return f;
 		}
@@ -655,22 +657,33 @@ static struct dev_file *file_find(const struct devices *d, dev_t dev, ino_t ino,
 	return NULL;
 }
 
-static void slot_put(size_t *slots, size_t n, const struct dev_file *f, size_t idx)
+static void slot_put_key(size_t *slots, size_t n, dev_t dev, ino_t ino, size_t idx)
 {
-	size_t i = file_hash(f->dev, f->ino) & (n - 1);
+	size_t i = file_hash(dev, ino) & (n - 1);
 
 	while (slots[i])
 		i = (i + 1) & (n - 1);
 	slots[i] = idx + 1;
 }
 
-/* Index files[0..N) afresh in a table for at least WANT files (at most half full). */
+/* F (files[IDX]) under its key, and its alias where it has one. */
+static void slot_put(size_t *slots, size_t n, const struct dev_file *f, size_t idx)
+{
+	slot_put_key(slots, n, f->dev, f->ino, idx);
+	if (f->alias_ino)
+		slot_put_key(slots, n, f->alias_dev, f->alias_ino, idx);
+}
+
+/*
+ * Index files[0..N) afresh in a table for at least WANT files: at most half
+ * full when each has an alias too.
+ */
 static int slots_build(struct devices *d, size_t n, size_t want)
 {
 	size_t slots_n = 64, j;
 	size_t *slots;
 
-	while (slots_n < 2 * want)
+	while (slots_n < 4 * want)
 		slots_n *= 2;
 	slots = calloc(slots_n, sizeof(*slots));
 	if (!slots)
@@ -686,10 +699,26 @@ static int slots_build(struct devices *d, size_t n, size_t want)
 /* Index files[IDX] (the newest), growing the table to stay at most half full. */
 static int file_index(struct devices *d, size_t idx)
 {
-	if (2 * (idx + 1) > d->n_slots)
+	if (4 * (idx + 1) > d->n_slots)
 		return slots_build(d, idx + 1, 2 * (idx + 1));
 	slot_put(d->file_slots, d->n_slots, &d->files[idx], idx);
 	return 0;
+}
+
+/*
+ * files[IDX] is known by (DEV, INO) too: the overlay's identity of a file
+ * keyed by its layer's (as a mapping opens it), which maps shows from Linux
+ * 6.9 and the kernel's hook sees everywhere.
+ */
+static void file_alias(struct devices *d, size_t idx, dev_t dev, ino_t ino)
+{
+	struct dev_file *f = &d->files[idx];
+
+	if (f->alias_ino || (f->dev == dev && f->ino == ino))
+		return;
+	f->alias_dev = dev;
+	f->alias_ino = ino;
+	slot_put_key(d->file_slots, d->n_slots, dev, ino, idx);
 }
 
 /* Whether F has probes: the processes that map a probed runtime are counted. */
@@ -761,14 +790,16 @@ static bool mapping_replaced(struct devices *d, uint32_t pid, const struct proc_
 
 /*
  * The file (DEV, INO), probed when new: opened as PID maps it at M
- * (proc.h), else memtrail's own file HOST (NAME in messages, when given);
- * NULL when it cannot be opened.
+ * (proc.h), else through memtrail's own descriptor's path HOST
+ * (/proc/self/fd/N; NAME in messages, when given); NULL when it cannot be
+ * opened.
  */
 static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32_t pid,
 				 const struct proc_map_line *m, const char *host,
 				 const char *name_as, size_t *index)
 {
 	struct dev_file *f = file_find(d, dev, ino, index);
+	struct file_ids ids;
 	struct stat st;
 	int fd, gen = 0;
 	char *name;
@@ -791,7 +822,7 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 		f->sym_fd = -1;
 	}
 	fd = m ? proc__open_mapped(pid, m, f->path, sizeof(f->path))
-	       : proc__open_file(host, dev, ino, f->path, sizeof(f->path));
+	       : proc__reopen(host, f->path, sizeof(f->path));
 	if (fd < 0) {
 		free(name);
 		return NULL;	/* not known: another process may open it */
@@ -809,6 +840,9 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 	free(f->name);
 	f->name = name;
 	f->fd = fd;
+	/* on overlayfs the hook sees another identity than maps (before Linux 6.9) */
+	if (m && !proc__file_ids(fd, pid, &ids) && (ids.hook_dev != dev || ids.hook_ino != ino))
+		file_alias(d, *index, ids.hook_dev, ids.hook_ino);
 	if (!fstat(fd, &st)) {
 		f->ctime = st.st_ctim;
 		f->size = st.st_size;
@@ -824,6 +858,23 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 		f->fd = -1;
 	}
 	return &d->files[*index];
+}
+
+/*
+ * memtrail's own open file FD (IDS: proc__file_ids), NAME in messages:
+ * known as its mappings will show it.
+ */
+static struct dev_file *file_get_fd(struct devices *d, int fd, const struct file_ids *ids,
+				    const char *name, size_t *index)
+{
+	struct dev_file *f;
+	char host[32];
+
+	snprintf(host, sizeof(host), "/proc/self/fd/%d", fd);
+	f = file_get(d, ids->maps_dev, ids->maps_ino, 0, NULL, host, name, index);
+	if (f && (ids->hook_dev != ids->maps_dev || ids->hook_ino != ids->maps_ino))
+		file_alias(d, *index, ids->hook_dev, ids->hook_ino);
+	return f;
 }
 
 /* Whether a process memtrail knows maps file IDX. */
@@ -927,15 +978,13 @@ static void root_file(void *ctx, int fd, const char *path)
 {
 	struct devices *d = ctx;
 	struct dev_root *r = d->root_now;
+	struct file_ids ids;
 	struct dev_file *f;
-	char host[32];
-	struct stat st;
 	size_t idx;
 
-	if (fstat(fd, &st))
+	if (proc__file_ids(fd, d->root_pid, &ids))
 		return;
-	snprintf(host, sizeof(host), "/proc/self/fd/%d", fd);
-	f = file_get(d, st.st_dev, st.st_ino, 0, NULL, host, path, &idx);
+	f = file_get_fd(d, fd, &ids, path, &idx);
 	if (!f)
 		return;
 	if (!r) {
@@ -943,7 +992,7 @@ static void root_file(void *ctx, int fd, const char *path)
 		return;
 	}
 	if (!array__grow((void **)&r->files, &r->cap_files, r->n_files + 1, sizeof(*r->files)))
-		r->files[r->n_files++] = (struct dev_root_file){ st.st_dev, st.st_ino };
+		r->files[r->n_files++] = (struct dev_root_file){ ids.maps_dev, ids.maps_ino };
 }
 
 /* No known process runs in root IDX any more: its runtimes go unless one maps them. */
@@ -1005,10 +1054,12 @@ static void root_enter(struct devices *d, struct dev_proc *p, uint32_t pid)
 		r->dev = dev;
 		r->ino = ino;
 		d->root_now = r;
+		d->root_pid = pid;
 		d->quiet = d->attaching;
 		n = roots__each_runtime(pid, root_file, d);
 		d->quiet = false;
 		d->root_now = NULL;
+		d->root_pid = 0;
 		if (n < 0)
 			log__debug("%u runs in a root of its own; its loader cache cannot be read: %s",
 				   pid, strerror(-n));
@@ -1326,12 +1377,16 @@ size_t devices__files(const struct devices *d)
 static void prepare_lib(void *ctx, const char *lib)
 {
 	struct devices *d = ctx;
+	int fd = open(lib, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct file_ids ids;
 	struct dev_file *f;
-	struct stat st;
 	size_t idx;
 
-	if (stat(lib, &st) == 0 && (f = file_get(d, st.st_dev, st.st_ino, 0, NULL, lib, NULL, &idx)))
+	if (fd < 0)
+		return;
+	if (!proc__file_ids(fd, 0, &ids) && (f = file_get_fd(d, fd, &ids, lib, &idx)))
 		f->pinned = true;
+	close(fd);
 }
 
 bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino, uint64_t at_ns)
@@ -1343,67 +1398,32 @@ bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino, uint6
 	if (!d)
 		return false;
 	f = file_find(d, dev, ino, &i);
-	if (f && !f->released && file_probed(f) && f->probed_ns <= at_ns)
-		return true;
-	for (i = 0; i < d->n_files; i++) {
-		f = &d->files[i];
-		if (f->alias_dev == dev && f->alias_ino == ino && !f->released && file_probed(f) &&
-		    f->probed_ns <= at_ns)
-			return true;
-	}
-	return false;
+	return f && !f->released && file_probed(f) && f->probed_ns <= at_ns;
 }
 
-#define OVERLAYFS_MAGIC 0x794c7630
-
-void devices__gate_file(struct devices *d, int fd)
+void devices__gate_file(struct devices *d, int fd, uint32_t pid)
 {
 	char path[64], name[4096];
-	void *map = MAP_FAILED;
+	struct file_ids ids;
 	struct dev_file *f;
-	struct statfs sf;
 	struct stat st;
-	dev_t odev = 0;
-	ino_t oino = 0;
 	size_t idx;
 	ssize_t n;
 
-	if (d->loader_only || fstat(fd, &st))
+	if (d->loader_only || fstat(fd, &st) || proc__file_ids(fd, pid, &ids))
 		return;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	n = readlink(path, name, sizeof(name) - 1);
 	name[n > 0 ? n : 0] = '\0';
-	/*
-	 * overlayfs maps the layer's file (and probes go there): known by the
-	 * identity a mapping of it shows, and opened through that mapping
-	 */
-	if (!fstatfs(fd, &sf) && sf.f_type == OVERLAYFS_MAGIC) {
-		odev = st.st_dev;
-		oino = st.st_ino;
-		map = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED)
-			return;		/* probed as it is mapped */
-		snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)map,
-			 (unsigned long)map + (unsigned long)sysconf(_SC_PAGESIZE));
-		if (stat(path, &st))
-			goto out;
-	}
-	f = file_find(d, st.st_dev, st.st_ino, &idx);
+	f = file_find(d, ids.maps_dev, ids.maps_ino, &idx);
 	if (f && !f->released) {
 		/* another file on a deleted one's inode, or written since: read again */
 		if (!file_idle(f) || (st.st_ctim.tv_sec == f->ctime.tv_sec &&
 				      st.st_ctim.tv_nsec == f->ctime.tv_nsec && st.st_size == f->size))
-			goto out;
+			return;
 		f->released = true;
 	}
-	f = file_get(d, st.st_dev, st.st_ino, 0, NULL, path, n > 0 ? name : NULL, &idx);
-	if (f && odev) {
-		f->alias_dev = odev;
-		f->alias_ino = oino;
-	}
-out:
-	if (map != MAP_FAILED)
-		munmap(map, 1);
+	file_get_fd(d, fd, &ids, n > 0 ? name : NULL, &idx);
 }
 
 void devices__on_late(struct devices *d, devices_late_fn fn, void *ctx)

@@ -38,10 +38,10 @@ void devices__on_late(struct devices *d, devices_late_fn fn, void *ctx);
 /* The processes that ran before memtrail are scanned: from now on a runtime probed late is told. */
 void devices__attached(struct devices *d);
 /*
- * FD, an ELF file memtrail's command is opening (gate.h): probed now if it
- * is a runtime new to memtrail, before the command can map it.
+ * FD, an ELF file memtrail's command (its process PID) is opening (gate.h):
+ * probed now if it is a runtime new to memtrail, before the command can map it.
  */
-void devices__gate_file(struct devices *d, int fd);
+void devices__gate_file(struct devices *d, int fd, uint32_t pid);
 /*
  * Whether the file the kernel's hook keys as (KDEV: the kernel's s_dev, INO)
  * has had its probes since AT_NS (CLOCK_MONOTONIC: when a process mapped it).

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +279,85 @@ static int open_file(const char *path, bool any, dev_t dev, ino_t ino, char *buf
 int proc__open_file(const char *path, dev_t dev, ino_t ino, char *buf, size_t len)
 {
 	return open_file(path, false, dev, ino, buf, len);
+}
+
+int proc__reopen(const char *path, char *buf, size_t len)
+{
+	return open_file(path, true, 0, 0, buf, len);
+}
+
+#define OVERLAYFS_MAGIC 0x794c7630
+
+/*
+ * The device of the filesystem FD is on (its superblock's, as mountinfo
+ * says; the mount is PID's, or memtrail's when 0): 0 or -errno.
+ */
+static int fd_sb_dev(int fd, uint32_t pid, dev_t *dev)
+{
+	char name[64], line[4096];
+	unsigned int maj, min;
+	int id = -1, mid, err = -ENOENT;
+	FILE *f;
+
+	snprintf(name, sizeof(name), "/proc/self/fdinfo/%d", fd);
+	f = fopen(name, "re");
+	if (!f)
+		return -errno;
+	while (id < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "mnt_id: %d", &mid) == 1)
+			id = mid;
+	fclose(f);
+	if (pid)
+		snprintf(name, sizeof(name), "/proc/%u/mountinfo", pid);
+	f = id < 0 ? NULL : fopen(pid ? name : "/proc/self/mountinfo", "re");
+	if (!f)
+		return -ENOENT;
+	while (err && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%d %*d %u:%u", &mid, &maj, &min) == 3 && mid == id) {
+			*dev = makedev(maj, min);
+			err = 0;
+		}
+	fclose(f);
+	return err;
+}
+
+int proc__file_ids(int fd, uint32_t pid, struct file_ids *ids)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char line[4096 + 128];
+	struct statfs sf;
+	struct stat st;
+	void *map;
+	FILE *f;
+	int err = -ENOENT;
+
+	if (fstat(fd, &st))
+		return -errno;
+	*ids = (struct file_ids){ st.st_dev, st.st_dev, st.st_ino, st.st_ino };
+	if (fstatfs(fd, &sf) || sf.f_type != OVERLAYFS_MAGIC)
+		return 0;
+	/* the hook's: the overlay's inode, on the overlay's own device */
+	if (fd_sb_dev(fd, pid, &ids->hook_dev))
+		return -ENOENT;
+	/* maps's: this process maps it and reads its own line */
+	map = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;	/* an empty file: never mapped executable either */
+	f = fopen("/proc/self/maps", "re");
+	while (f && err && fgets(line, sizeof(line), f)) {
+		struct proc_map_line m;
+
+		if (proc__parse_map(line, &m) && m.start == (unsigned long long)(uintptr_t)map &&
+		    m.end == (unsigned long long)(uintptr_t)map + (unsigned long long)page) {
+			ids->maps_dev = m.dev;
+			ids->maps_ino = m.ino;
+			err = 0;
+		}
+	}
+	if (f)
+		fclose(f);
+	munmap(map, 1);
+	return err;
 }
 
 int proc__open_mapped(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len)

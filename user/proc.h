@@ -68,5 +68,24 @@ struct stat;
 int proc__stat_mapped(uint32_t pid, const struct proc_map_line *m, struct stat *st);
 /* PATH opened as above, when the file opened is (DEV, INO); else -ENOENT. */
 int proc__open_file(const char *path, dev_t dev, ino_t ino, char *buf, size_t len);
+/* PATH (memtrail's own descriptor's, /proc/self/fd/N) opened again as above. */
+int proc__reopen(const char *path, char *buf, size_t len);
+
+/*
+ * Who a file is to the kernel's views of a mapping of it: MAPS as
+ * /proc/PID/maps shows it, HOOK as the mapping hook's struct file is (BPF's
+ * lib_files keys). Where fstat says otherwise, on overlayfs: fstat gives a
+ * device of its own per layer, maps the layer's inode before Linux 6.9 and
+ * the overlay's from then, the hook the overlay's everywhere.
+ */
+struct file_ids {
+	dev_t maps_dev, hook_dev;
+	ino_t maps_ino, hook_ino;
+};
+/*
+ * FD's (a regular file, open for reading), opened in PID's mount namespace
+ * (0: memtrail's): 0, or -errno.
+ */
+int proc__file_ids(int fd, uint32_t pid, struct file_ids *ids);
 
 #endif

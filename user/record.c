@@ -131,7 +131,7 @@ static void gate_file(void *ctx, int fd, pid_t pid)
 
 	if (!r->s.devices)
 		return;
-	devices__gate_file(r->s.devices, fd);
+	devices__gate_file(r->s.devices, fd, pid > 0 ? (uint32_t)pid : 0);
 	if (pid > 0 && session__live(&r->s, (uint32_t)pid))
 		(void)devices__scan(r->s.devices, (uint32_t)pid);
 }

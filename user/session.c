@@ -702,8 +702,15 @@ static void on_device_total(struct session *s, const struct memtrail_event_devic
  * file at all: its calls into it until then were not seen. Said, and kept in
  * the trail, never silently lost.
  */
-static void late(struct session *s, uint32_t pid, const char *file, bool exited)
+enum late_how {
+	LATE_MAPPED,	/* probed after the process mapped it */
+	LATE_ENDED,	/* never probed: the process ended before memtrail read its maps */
+	LATE_STOPPING,	/* never probed: memtrail learnt of it as it was stopping */
+};
+
+static void late(struct session *s, uint32_t pid, const char *file, enum late_how how)
 {
+	bool exited = how == LATE_ENDED || (how == LATE_STOPPING && proc__exiting(pid));
 	struct trail_target *tt = session__live(s, pid);
 	uint64_t t_ms = session__now_ms(s);
 	const char *base;
@@ -722,9 +729,12 @@ static void late(struct session *s, uint32_t pid, const char *file, bool exited)
 	snprintf(s->late_said[s->late % SESSION_LATE_SAID].name, sizeof(s->late_said[0].name),
 		 "%s", base);
 	s->late++;
-	if (exited)
+	if (how == LATE_ENDED)
 		log__warn("%u (%s) mapped '%s', new to memtrail, and ended before memtrail could "
 			  "read it: its calls into it are not counted", pid, tt->comm, file);
+	else if (how == LATE_STOPPING)
+		log__warn("%u (%s) mapped '%s', new to memtrail, as memtrail was stopping: its "
+			  "calls into it are not counted", pid, tt->comm, file);
 	else
 		log__warn("%u (%s) mapped '%s' before its probes were live: its calls into it "
 			  "until now are not counted", pid, tt->comm, file);
@@ -740,7 +750,7 @@ static void late(struct session *s, uint32_t pid, const char *file, bool exited)
 
 static void on_late(void *ctx, uint32_t pid, const char *file)
 {
-	late(ctx, pid, file, false);
+	late(ctx, pid, file, LATE_MAPPED);
 }
 
 /*
@@ -756,7 +766,7 @@ static void on_unseen(void *ctx, uint32_t pid, const struct memtrail_lib_key *ke
 
 	if (roots__runtime_name(name) &&
 	    !devices__probed(s->devices, key->dev, key->ino, mapped_ns))
-		late(s, pid, name, true);
+		late(s, pid, name, probing() ? LATE_ENDED : LATE_STOPPING);
 }
 
 /*
@@ -767,8 +777,11 @@ static void on_libs(struct session *s, const struct memtrail_event_libs *e, bool
 {
 	if (!session__live(s, e->hdr.tgid))
 		return;
-	/* gone before its files could be read: what it mapped is said, not lost silently */
-	if (s->devices && fresh && probing() && devices__scan(s->devices, e->hdr.tgid) < 0)
+	/*
+	 * gone before its files could be read, or read as memtrail stops (no
+	 * probing then): what it mapped is said, not lost silently
+	 */
+	if (s->devices && fresh && (!probing() || devices__scan(s->devices, e->hdr.tgid) < 0))
 		tracer__lib_unseen(s->tracer, e->hdr.tgid, on_unseen, s);
 	else if (s->devices)
 		devices__schedule(s->devices, e->hdr.tgid, session__now_ms(s), 0);

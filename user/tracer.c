@@ -52,6 +52,7 @@ struct tracer {
 		struct memtrail_lib_key key;
 		char name[MEMTRAIL_LIB_NAME_LEN];
 		uint64_t ts_ns;		/* when it was mapped */
+		bool again;		/* mapped first by another process: that one's to settle */
 	} *lib_new;
 	size_t n_lib_new, cap_lib_new;
 	/* a descriptor polled beside the ring buffer, and what reads it (tracer__watch_fd) */
@@ -75,8 +76,9 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 }
 
 /*
- * PID was scanned (DONE) or is gone: the files it was first to map are
- * scanned, or (gone before its scan) left for the next process that maps them.
+ * PID was scanned (DONE) or is gone: the files it mapped are scanned, or
+ * (gone before its scan) those it was first to map are left for the next
+ * process that maps them.
  */
 static void lib_new_settle(struct tracer *t, uint32_t pid, bool done)
 {
@@ -91,7 +93,7 @@ static void lib_new_settle(struct tracer *t, uint32_t pid, bool done)
 		}
 		if (done)
 			bpf_map_update_elem(fd, &t->lib_new[i].key, &scanned, BPF_ANY);
-		else
+		else if (!t->lib_new[i].again)
 			bpf_map_delete_elem(fd, &t->lib_new[i].key);
 		t->lib_new[i] = t->lib_new[--t->n_lib_new];
 	}
@@ -120,6 +122,7 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 		n->pid = h->tgid;
 		n->key = ln->key;
 		n->ts_ns = h->ts_ns;
+		n->again = ln->again;
 		memcpy(n->name, ln->name, sizeof(n->name));
 		n->name[sizeof(n->name) - 1] = '\0';
 		return 0;

@@ -18,7 +18,8 @@ import time
 from harness import (MEMTRAIL, Background, check, check_eq, in_cgroup, cgroup_v2_root,
                      load_trail, no_programs_left, proc_state, remove_cgroup, run, target,
                      tmpdir, workload, wait_stopped)
-from test_devices import LIBCUDA, check_ledger, events, final_levels, vendor
+from test_devices import (LIBCUDA, check_ledger, events, final_levels, mount_overlay,
+                          unmount_overlay, vendor)
 
 # kills at random moments: 20 here; MEMTRAIL_KILL_TRIES in the emulated kernels (guest.sh)
 TRIES = int(os.environ.get("MEMTRAIL_KILL_TRIES", "20"))
@@ -356,14 +357,17 @@ def copy_with_libs(root, path, dest):
             shutil.copy(lib, root + lib)
 
 
-def runtime_root(runs):
+def runtime_root(runs, overlaid=False):
     """A container's root: /bin/sh, the workload cudart_now, Debian's real
     libcudart.so.12 and libcuda.so.1 under /opt/cuda/lib, and the root's own
-    loader cache naming them. Its 'pod' (a shell in it, started now, before
+    loader cache naming them; OVERLAID: the lower layer of an overlayfs, as
+    containerd runs an image. Its 'pod' (a shell in it, started now, before
     memtrail) runs RUNS programs once it reads a line; each dlopen()s
-    libcudart.so.12 by its name (the root's cache) and calls it at once."""
+    libcudart.so.12 by its name (the root's cache) and calls it at once.
+    (root, pod); remove_root(root) after."""
     v = vendor()
-    root = tmpdir()
+    base = tmpdir()
+    root = os.path.join(base, "lower") if overlaid else base
     copy_with_libs(root, "/bin/sh", "/bin/sh")
     copy_with_libs(root, workload("cudart_now"), "/app/cudart_now")
     os.makedirs(root + "/opt/cuda/lib")
@@ -375,6 +379,8 @@ def runtime_root(runs):
         f.write("/opt/cuda/lib\n")
     p = run(["ldconfig", "-r", root])
     check_eq(p.returncode, 0, f"ldconfig -r ({p.stderr!r})")
+    if overlaid:
+        _, root, _ = mount_overlay(base)
     script = (f'read go; i=0; while [ $i -lt {runs} ]; do i=$((i+1)); '
               f'/app/cudart_now libcudart.so.12; done')
     pod = subprocess.Popen(["chroot", root, "/bin/sh", "-c", script], stdin=subprocess.PIPE,
@@ -388,6 +394,15 @@ def runtime_root(runs):
             break
         time.sleep(0.01)
     return root, pod
+
+
+def remove_root(root):
+    """A root of runtime_root() gone, its overlay unmounted."""
+    base = os.path.dirname(root)
+    if os.path.basename(root) == "merged" and os.path.ismount(root):
+        unmount_overlay(root, os.path.join(base, "rw"))
+        root = base
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def run_pod(pod, runs):
@@ -408,9 +423,19 @@ def test_first_calls_of_a_runtime_in_place_watch():
     programs each dlopen() it and call it at once, and watch tells every
     failed call of every one with its code (the runtime fails each without a
     GPU): 200 of 200, no one stopped, nothing late."""
-    runs = 200
+    first_calls_watch(200, overlaid=False)
+
+
+def test_first_calls_of_a_runtime_on_overlayfs_watch():
+    """The same, 50 programs, the root an overlayfs (a container's image):
+    the files its loader cache names are known as the kernel maps them, not
+    as fstat shows them (a device per layer)."""
+    first_calls_watch(50, overlaid=True)
+
+
+def first_calls_watch(runs, overlaid):
     before = stopped_pids()
-    root, pod = runtime_root(runs)
+    root, pod = runtime_root(runs, overlaid)
     bg = Background(["watch", "-o", os.path.join(tmpdir(), "w")])
     # read as it comes: a reader that lags makes memtrail drop lines (and count them)
     said = []
@@ -422,7 +447,7 @@ def test_first_calls_of_a_runtime_in_place_watch():
         bg.proc.send_signal(signal.SIGINT)
         rc = bg.proc.wait(timeout=60)
         reader.join(timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
+        remove_root(root)
     err = "".join(said)
     check_eq(rc, 0, f"watch's status ({err[-500:]!r})")
     check("before its probes were live" not in err and "ended before memtrail" not in err,
@@ -454,7 +479,7 @@ def test_first_calls_of_a_runtime_in_place_record_pid():
         lines = run_pod(pod, runs)
     finally:
         rc, _, err = bg.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        remove_root(root)
     check_eq(rc, 0, f"record's status ({err[-500:]!r})")
     trail = load_trail(out)
     check(not events(trail, "probes_late"), f"late: {events(trail, 'probes_late')[:3]}")

@@ -12,7 +12,7 @@ import subprocess
 
 from harness import (MEMTRAIL, ROOT, WORKLOADS, check, check_eq, check_within, no_programs_left, record,
                      run, target, tmpdir, workload)
-from test_devices import overlay_copy
+from test_devices import overlay_copy, unmount_overlay
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
@@ -118,8 +118,7 @@ def test_blinking_children_named_under_load():
         for h in hogs:
             h.kill()
             h.wait()
-        subprocess.run(["umount", merged], check=False)
-        subprocess.run(["umount", rw], check=False)
+        unmount_overlay(merged, rw)
     check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()})")
     runs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     check_eq(len(runs), 9, "nine blinks ran")
