@@ -841,7 +841,7 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 	f->name = name;
 	f->fd = fd;
 	/* on overlayfs the hook sees another identity than maps (before Linux 6.9) */
-	if (m && !proc__file_ids(fd, pid, &ids) && (ids.hook_dev != dev || ids.hook_ino != ino))
+	if (m && !proc__file_ids(fd, pid, false, &ids) && (ids.hook_dev != dev || ids.hook_ino != ino))
 		file_alias(d, *index, ids.hook_dev, ids.hook_ino);
 	if (!fstat(fd, &st)) {
 		f->ctime = st.st_ctim;
@@ -900,6 +900,9 @@ static void file_unscanned(struct devices *d, size_t idx)
 		tracer__lib_forget(d->tracer, &own);
 	else
 		tracer__lib_forget_file(d->tracer, own.dev, own.ino);	/* any generation */
+	/* the hook's own identity, where it is another (overlayfs before Linux 6.9) */
+	if (f->alias_ino)
+		tracer__lib_forget_file(d->tracer, kernel_dev(f->alias_dev), f->alias_ino);
 	for (i = 0; i < f->n_keys; i++)
 		tracer__lib_forget(d->tracer, &f->keys[i]);
 	f->n_keys = f->next_key = 0;
@@ -982,7 +985,7 @@ static void root_file(void *ctx, int fd, const char *path)
 	struct dev_file *f;
 	size_t idx;
 
-	if (proc__file_ids(fd, d->root_pid, &ids))
+	if (proc__file_ids(fd, d->root_pid, true, &ids))
 		return;
 	f = file_get_fd(d, fd, &ids, path, &idx);
 	if (!f)
@@ -1384,7 +1387,7 @@ static void prepare_lib(void *ctx, const char *lib)
 
 	if (fd < 0)
 		return;
-	if (!proc__file_ids(fd, 0, &ids) && (f = file_get_fd(d, fd, &ids, lib, &idx)))
+	if (!proc__file_ids(fd, 0, true, &ids) && (f = file_get_fd(d, fd, &ids, lib, &idx)))
 		f->pinned = true;
 	close(fd);
 }
@@ -1410,7 +1413,7 @@ void devices__gate_file(struct devices *d, int fd, uint32_t pid)
 	size_t idx;
 	ssize_t n;
 
-	if (d->loader_only || fstat(fd, &st) || proc__file_ids(fd, pid, &ids))
+	if (d->loader_only || fstat(fd, &st) || proc__file_ids(fd, pid, true, &ids))
 		return;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	n = readlink(path, name, sizeof(name) - 1);

@@ -288,15 +288,25 @@ int proc__reopen(const char *path, char *buf, size_t len)
 
 #define OVERLAYFS_MAGIC 0x794c7630
 
+/* Mounts' superblock devices by mount id (ids are the system's, never reused while mounted). */
+#define MNT_CACHE 64
+static struct {
+	int id;
+	dev_t dev;
+} mnt_cache[MNT_CACHE];
+static unsigned int mnt_next;
+
 /*
- * The device of the filesystem FD is on (its superblock's, as mountinfo
- * says; the mount is PID's, or memtrail's when 0): 0 or -errno.
+ * The device of the filesystem FD is on: its superblock's (s_dev, as maps
+ * and the kernel's hook see its files; stat differs on btrfs subvolumes and
+ * overlayfs), by its mount's line in PID's mountinfo (0: memtrail's, also
+ * tried after PID's); 0 or -errno.
  */
 static int fd_sb_dev(int fd, uint32_t pid, dev_t *dev)
 {
 	char name[64], line[4096];
-	unsigned int maj, min;
-	int id = -1, mid, err = -ENOENT;
+	unsigned int maj, min, i;
+	int id = -1, mid, err = -ENOENT, tries;
 	FILE *f;
 
 	snprintf(name, sizeof(name), "/proc/self/fdinfo/%d", fd);
@@ -307,50 +317,55 @@ static int fd_sb_dev(int fd, uint32_t pid, dev_t *dev)
 		if (sscanf(line, "mnt_id: %d", &mid) == 1)
 			id = mid;
 	fclose(f);
-	if (pid)
-		snprintf(name, sizeof(name), "/proc/%u/mountinfo", pid);
-	f = id < 0 ? NULL : fopen(pid ? name : "/proc/self/mountinfo", "re");
-	if (!f)
+	if (id < 0)
 		return -ENOENT;
-	while (err && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%d %*d %u:%u", &mid, &maj, &min) == 3 && mid == id) {
-			*dev = makedev(maj, min);
-			err = 0;
+	for (i = 0; i < MNT_CACHE; i++)
+		if (mnt_cache[i].id == id && mnt_cache[i].dev) {
+			*dev = mnt_cache[i].dev;
+			return 0;
 		}
-	fclose(f);
+	for (tries = pid ? 2 : 1; err && tries--;) {
+		if (tries && pid)
+			snprintf(name, sizeof(name), "/proc/%u/mountinfo", pid);
+		else
+			snprintf(name, sizeof(name), "/proc/self/mountinfo");
+		f = fopen(name, "re");
+		while (f && err && fgets(line, sizeof(line), f))
+			if (sscanf(line, "%d %*d %u:%u", &mid, &maj, &min) == 3 && mid == id) {
+				*dev = makedev(maj, min);
+				err = 0;
+			}
+		if (f)
+			fclose(f);
+	}
+	if (!err) {
+		mnt_cache[mnt_next % MNT_CACHE].id = id;
+		mnt_cache[mnt_next % MNT_CACHE].dev = *dev;
+		mnt_next++;
+	}
 	return err;
 }
 
-int proc__file_ids(int fd, uint32_t pid, struct file_ids *ids)
+/* The (dev, ino) of this process's own mapping of FD, as its maps line shows it: 0 or -errno. */
+static int own_mapping(int fd, dev_t *dev, ino_t *ino)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	char line[4096 + 128];
-	struct statfs sf;
-	struct stat st;
+	int err = -ENOENT;
 	void *map;
 	FILE *f;
-	int err = -ENOENT;
 
-	if (fstat(fd, &st))
-		return -errno;
-	*ids = (struct file_ids){ st.st_dev, st.st_dev, st.st_ino, st.st_ino };
-	if (fstatfs(fd, &sf) || sf.f_type != OVERLAYFS_MAGIC)
-		return 0;
-	/* the hook's: the overlay's inode, on the overlay's own device */
-	if (fd_sb_dev(fd, pid, &ids->hook_dev))
-		return -ENOENT;
-	/* maps's: this process maps it and reads its own line */
 	map = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (map == MAP_FAILED)
-		return -errno;	/* an empty file: never mapped executable either */
+		return -errno;
 	f = fopen("/proc/self/maps", "re");
 	while (f && err && fgets(line, sizeof(line), f)) {
 		struct proc_map_line m;
 
 		if (proc__parse_map(line, &m) && m.start == (unsigned long long)(uintptr_t)map &&
 		    m.end == (unsigned long long)(uintptr_t)map + (unsigned long long)page) {
-			ids->maps_dev = m.dev;
-			ids->maps_ino = m.ino;
+			*dev = m.dev;
+			*ino = m.ino;
 			err = 0;
 		}
 	}
@@ -358,6 +373,24 @@ int proc__file_ids(int fd, uint32_t pid, struct file_ids *ids)
 		fclose(f);
 	munmap(map, 1);
 	return err;
+}
+
+int proc__file_ids(int fd, uint32_t pid, bool maps, struct file_ids *ids)
+{
+	struct statfs sf;
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	/* where the refinements fail, what fstat says: as before them */
+	*ids = (struct file_ids){ st.st_dev, st.st_dev, st.st_ino, st.st_ino };
+	/* the hook's: the file's own inode, on its superblock's device; maps's the same */
+	if (!fd_sb_dev(fd, pid, &ids->hook_dev))
+		ids->maps_dev = ids->hook_dev;
+	/* but on overlayfs, maps shows the layer's inode before Linux 6.9: read from a mapping */
+	if (maps && !fstatfs(fd, &sf) && sf.f_type == OVERLAYFS_MAGIC)
+		(void)own_mapping(fd, &ids->maps_dev, &ids->maps_ino);
+	return 0;
 }
 
 int proc__open_mapped(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len)

@@ -74,9 +74,10 @@ int proc__reopen(const char *path, char *buf, size_t len);
 /*
  * Who a file is to the kernel's views of a mapping of it: MAPS as
  * /proc/PID/maps shows it, HOOK as the mapping hook's struct file is (BPF's
- * lib_files keys). Where fstat says otherwise, on overlayfs: fstat gives a
- * device of its own per layer, maps the layer's inode before Linux 6.9 and
- * the overlay's from then, the hook the overlay's everywhere.
+ * lib_files keys). Both use the superblock's device where fstat gives
+ * another (btrfs subvolumes, overlayfs's device per layer); on overlayfs,
+ * maps shows the layer's inode before Linux 6.9 and the overlay's from
+ * then, the hook the overlay's everywhere.
  */
 struct file_ids {
 	dev_t maps_dev, hook_dev;
@@ -84,8 +85,9 @@ struct file_ids {
 };
 /*
  * FD's (a regular file, open for reading), opened in PID's mount namespace
- * (0: memtrail's): 0, or -errno.
+ * (0: memtrail's); MAPS: maps's read too (else taken as the hook's). What
+ * cannot be read is fstat's. 0, or -errno when FD cannot be fstat()ed.
  */
-int proc__file_ids(int fd, uint32_t pid, struct file_ids *ids);
+int proc__file_ids(int fd, uint32_t pid, bool maps, struct file_ids *ids);
 
 #endif

@@ -23,6 +23,11 @@
 /* after an exec, the target's libraries are looked at again this much later */
 #define EXEC_RESCAN_MS 500
 #define HARVEST_MS 1000		/* sites read, new stacks resolved */
+/*
+ * Ended targets' sites taken (a walk of the kernel's site tables) at most
+ * this often: their pids wait that long to be targets again
+ */
+#define RETIRE_MS 250
 /* live device allocations listed by size in a device OOM event */
 #define DEVICE_LARGEST 32
 
@@ -810,15 +815,21 @@ static void retire_sites(void *ctx, uint32_t pid)
 	if (!tt || !tt->end_ms || tt->sites_final)
 		return;
 	json_decref(tt->sites);
-	tt->sites = target_sites(s, tt, session__now_ms(s));
+	/* a second Ctrl-C gives the trail up: no more symbolizing for it */
+	tt->sites = session__stop_again ? NULL : target_sites(s, tt, session__now_ms(s));
 	tt->sites_final = true;
 }
 
-static void on_ended(void *ctx, const uint32_t *pids, size_t n)
+static bool on_ended(void *ctx, const uint32_t *pids, size_t n)
 {
 	struct session *s = ctx;
+	uint64_t now = session__now_ms(s);
 
+	if (now < s->next_retire_ms)
+		return false;
+	s->next_retire_ms = now + RETIRE_MS;
 	sites__retire(s->sites, pids, n, retire_sites, s);
+	return true;
 }
 
 int session__open_sites(struct session *s, const struct heap_config *heap)

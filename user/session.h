@@ -52,6 +52,7 @@ struct session {
 	struct heap *heap;		/* heap probes; NULL: none */
 	struct sites *sites;		/* allocation sites; NULL: not kept */
 	uint64_t next_harvest_ms;
+	uint64_t next_retire_ms;	/* ended targets' sites taken at most this often */
 	struct rescan {			/* targets whose libraries to look at again */
 		uint32_t pid;
 		uint64_t due_ms;

@@ -766,9 +766,9 @@ static bool tgid_in(const uint32_t *tgids, size_t n, uint32_t tgid)
 }
 
 /*
- * Delete the targets that ended during this poll: one system call for a
- * storm's worth (Linux 5.6 on), one each where batches are refused or stop at
- * a key (an entry gone already).
+ * Delete the targets that ended (since the last time, where the ended_fn
+ * held them): one system call for a storm's worth (Linux 5.6 on), one each
+ * where batches are refused or stop at a key (an entry gone already).
  */
 static void forget_ended(struct tracer *t)
 {
@@ -780,7 +780,8 @@ static void forget_ended(struct tracer *t)
 		return;
 	if (t->ended_fn) {
 		qsort(t->ended, t->n_ended, sizeof(*t->ended), u32_cmp);
-		t->ended_fn(t->ended_ctx, t->ended, t->n_ended);
+		if (!t->ended_fn(t->ended_ctx, t->ended, t->n_ended))
+			return;
 	}
 	if (bpf_map_delete_batch(fd, t->ended, &n, NULL))
 		for (i = n < t->n_ended ? n : 0; i < t->n_ended; i++)

@@ -122,12 +122,16 @@ int tracer__take_cell(struct tracer *t, uint32_t tgid, uint32_t phase, struct me
 void tracer__forget(struct tracer *t, uint32_t tgid);
 /* The same for a target whose end was read: at the end of this poll, with the others. */
 void tracer__forget_ended(struct tracer *t, uint32_t tgid);
-/* PIDS (sorted): targets about to be forgotten, their pids then free to be targets again. */
-typedef void (*tracer_ended_fn)(void *ctx, const uint32_t *pids, size_t n);
 /*
- * FN is called with the targets ended this poll just before the kernel's
- * map forgets them: until then a process given one of their pids is no
- * target (counted lost), so what is keyed by pid can be taken and cleared.
+ * PIDS (sorted): targets about to be forgotten, their pids then free to be
+ * targets again; false: not now, they are kept until a later poll.
+ */
+typedef bool (*tracer_ended_fn)(void *ctx, const uint32_t *pids, size_t n);
+/*
+ * FN is called with the targets ended since they were last forgotten, just
+ * before the kernel's map forgets them: until then a process given one of
+ * their pids is no target (counted lost), so what is keyed by pid can be
+ * taken and cleared.
  */
 void tracer__on_ended(struct tracer *t, tracer_ended_fn fn, void *ctx);
 void tracer__lost(struct tracer *t, uint64_t lost[MEMTRAIL_LOST_MAX]);
