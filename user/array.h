@@ -4,7 +4,9 @@
 #define MEMTRAIL_ARRAY_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Room for NEED elements of SIZE bytes in *ARR of capacity *CAP, FIRST at first; 0 or -ENOMEM. */
@@ -30,6 +32,20 @@ static inline int array__grow_from(void **arr, size_t *cap, size_t need, size_t 
 static inline int array__grow(void **arr, size_t *cap, size_t need, size_t size)
 {
 	return array__grow_from(arr, cap, need, size, 16);
+}
+
+/* qsort/bsearch order of uint32_t values. */
+static inline int array__u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Whether V is among SET (N values, sorted by array__u32_cmp). */
+static inline bool array__u32_has(const uint32_t *set, size_t n, uint32_t v)
+{
+	return bsearch(&v, set, n, sizeof(*set), array__u32_cmp) != NULL;
 }
 
 #endif

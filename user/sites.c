@@ -695,19 +695,12 @@ static bool site_folds(struct sites *s, uint32_t pid, uint32_t seq)
 	       tt->phase_seq - seq > l->keep_recent;
 }
 
-static int pid_cmp(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void on_site(void *ctx, const struct memtrail_site_key *k, const struct memtrail_site *v)
 {
 	struct sites *s = ctx;
 	struct site *e;
 
-	if (s->only && !bsearch(&k->tgid, s->only, s->n_only, sizeof(*s->only), pid_cmp))
+	if (s->only && !array__u32_has(s->only, s->n_only, k->tgid))
 		return;
 	if (site_folds(s, k->tgid, k->phase)) {
 		if (!array__grow((void **)&s->fold, &s->cap_fold, s->n_fold + 1, sizeof(*s->fold)))

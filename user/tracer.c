@@ -752,19 +752,6 @@ int tracer__scan(struct tracer *t)
 	return err;
 }
 
-static int u32_cmp(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Whether TGID is among TGIDS (N, sorted). */
-static bool tgid_in(const uint32_t *tgids, size_t n, uint32_t tgid)
-{
-	return bsearch(&tgid, tgids, n, sizeof(*tgids), u32_cmp) != NULL;
-}
-
 /*
  * Delete the targets that ended (since the last time, where the ended_fn
  * held them): one system call for a storm's worth (Linux 5.6 on), one each
@@ -779,7 +766,7 @@ static void forget_ended(struct tracer *t)
 	if (!n)
 		return;
 	if (t->ended_fn) {
-		qsort(t->ended, t->n_ended, sizeof(*t->ended), u32_cmp);
+		qsort(t->ended, t->n_ended, sizeof(*t->ended), array__u32_cmp);
 		if (!t->ended_fn(t->ended_ctx, t->ended, t->n_ended))
 			return;
 	}
@@ -1284,7 +1271,7 @@ static struct memtrail_dev_key *keys_of_set(int fd, const uint32_t *tgids, size_
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (!tgid_in(tgids, n_tgids, key.tgid))
+		if (!array__u32_has(tgids, n_tgids, key.tgid))
 			continue;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 64;
@@ -1543,7 +1530,7 @@ void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n_tgid
 	while (!bpf_map_get_next_key(sfd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (!tgid_in(tgids, n_tgids, key.tgid))
+		if (!array__u32_has(tgids, n_tgids, key.tgid))
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 64;
