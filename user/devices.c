@@ -840,8 +840,12 @@ static struct dev_file *file_get(struct devices *d, dev_t dev, ino_t ino, uint32
 	free(f->name);
 	f->name = name;
 	f->fd = fd;
-	/* on overlayfs the hook sees another identity than maps (before Linux 6.9) */
-	if (m && !proc__file_ids(fd, pid, false, &ids) && (ids.hook_dev != dev || ids.hook_ino != ino))
+	/*
+	 * on overlayfs the hook sees another identity than maps (before Linux
+	 * 6.9); elsewhere both are maps's, the key: no mountinfo lookup for it
+	 */
+	if (m && proc__overlayfs(fd) && !proc__file_ids(fd, pid, false, &ids) &&
+	    (ids.hook_dev != dev || ids.hook_ino != ino))
 		file_alias(d, *index, ids.hook_dev, ids.hook_ino);
 	if (!fstat(fd, &st)) {
 		f->ctime = st.st_ctim;

@@ -375,9 +375,15 @@ static int own_mapping(int fd, dev_t *dev, ino_t *ino)
 	return err;
 }
 
-int proc__file_ids(int fd, uint32_t pid, bool maps, struct file_ids *ids)
+bool proc__overlayfs(int fd)
 {
 	struct statfs sf;
+
+	return !fstatfs(fd, &sf) && sf.f_type == OVERLAYFS_MAGIC;
+}
+
+int proc__file_ids(int fd, uint32_t pid, bool maps, struct file_ids *ids)
+{
 	struct stat st;
 
 	if (fstat(fd, &st))
@@ -388,7 +394,7 @@ int proc__file_ids(int fd, uint32_t pid, bool maps, struct file_ids *ids)
 	if (!fd_sb_dev(fd, pid, &ids->hook_dev))
 		ids->maps_dev = ids->hook_dev;
 	/* but on overlayfs, maps shows the layer's inode before Linux 6.9: read from a mapping */
-	if (maps && !fstatfs(fd, &sf) && sf.f_type == OVERLAYFS_MAGIC)
+	if (maps && proc__overlayfs(fd))
 		(void)own_mapping(fd, &ids->maps_dev, &ids->maps_ino);
 	return 0;
 }

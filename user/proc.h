@@ -89,5 +89,7 @@ struct file_ids {
  * cannot be read is fstat's. 0, or -errno when FD cannot be fstat()ed.
  */
 int proc__file_ids(int fd, uint32_t pid, bool maps, struct file_ids *ids);
+/* Whether FD is a file on overlayfs. */
+bool proc__overlayfs(int fd);
 
 #endif
