@@ -403,6 +403,18 @@ static struct dev_proc *proc_get(struct devices *d, uint32_t pid, bool create)
 	return p;
 }
 
+/* P maps (or is about to map) probed runtime file IDX: it keeps the file probed. */
+static void proc_file_add(struct dev_proc *p, size_t idx)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_files && p->files[i].file != idx; i++)
+		;
+	if (i == p->n_files &&
+	    !array__grow((void **)&p->files, &p->cap_files, p->n_files + 1, sizeof(*p->files)))
+		p->files[p->n_files++].file = idx;
+}
+
 /* One kept mapping less names file IDX: closed with the last. */
 static void sym_release(struct devices *d, size_t idx)
 {
@@ -1094,7 +1106,7 @@ int devices__scan(struct devices *d, uint32_t pid)
 	while (fgets(line, sizeof(line), f)) {
 		struct proc_map_line m;
 		struct dev_file *df;
-		size_t idx, i;
+		size_t idx;
 
 		if (!proc__parse_map(line, &m) || !m.exec || !m.path)
 			continue;
@@ -1135,12 +1147,7 @@ int devices__scan(struct devices *d, uint32_t pid)
 		p = p ? p : proc_get(d, pid, true);
 		if (!p)
 			break;
-		for (i = 0; i < p->n_files && p->files[i].file != idx; i++)
-			;
-		if (i < p->n_files ||
-		    array__grow((void **)&p->files, &p->cap_files, p->n_files + 1, sizeof(*p->files)))
-			continue;
-		p->files[p->n_files++].file = idx;
+		proc_file_add(p, idx);
 	}
 	fclose(f);
 	/*
@@ -1350,28 +1357,20 @@ void devices__exec(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t re
 void devices__fork(struct devices *d, uint32_t parent, uint32_t child)
 {
 	struct dev_proc *pp = proc_get(d, parent, false), *c;
-	size_t n = pp ? pp->n_files : 0, root = pp ? pp->root : 0;
-	struct proc_file *files;
+	size_t n = pp ? pp->n_files : 0, root = pp ? pp->root : 0, i;
 
 	/* in its parent's root */
 	if (root && (c = proc_get(d, child, true)) && !c->root) {
 		c->root = root;
 		d->roots[root - 1].users++;
 	}
+	c = n ? proc_get(d, child, true) : NULL;
 	pp = proc_get(d, parent, false);	/* may have moved */
-	if (!n || !pp)
+	if (!c || !pp)
 		return;
-	files = malloc(n * sizeof(*files));
-	c = files ? proc_get(d, child, true) : NULL;	/* may move pp */
-	if (!c) {
-		free(files);
-		return;
-	}
-	pp = proc_get(d, parent, false);
-	memcpy(files, pp->files, n * sizeof(*files));
-	free(c->files);
-	c->files = files;
-	c->n_files = c->cap_files = n;
+	/* its parent's files, and what it opened at the gate before its fork was read */
+	for (i = 0; i < n; i++)
+		proc_file_add(c, pp->files[i].file);
 	/* a fork does not take its parent's CUDA context: launches as its parent's */
 	c->executed = pp->executed;
 }
@@ -1408,6 +1407,24 @@ bool devices__probed(const struct devices *d, uint64_t kdev, uint64_t ino, uint6
 	return f && !f->released && file_probed(f) && f->probed_ns <= at_ns;
 }
 
+/*
+ * PID opened probed runtime IDX at the gate and is about to map it: a user
+ * of it from now on (until it execs or exits), so that the release of a
+ * copy whose last user just exited cannot come between the open and
+ * memtrail's scan of the mapping, leaving the mapping unprobed.
+ */
+static void gate_user(struct devices *d, uint32_t pid, size_t idx)
+{
+	const struct dev_file *f = &d->files[idx];
+	struct dev_proc *p;
+
+	if (!pid || pid == (uint32_t)getpid() || !f->runtime || !file_probed(f) || f->pinned)
+		return;
+	p = proc_get(d, pid, true);
+	if (p)
+		proc_file_add(p, idx);
+}
+
 void devices__gate_file(struct devices *d, int fd, uint32_t pid)
 {
 	char path[64], name[4096];
@@ -1426,11 +1443,14 @@ void devices__gate_file(struct devices *d, int fd, uint32_t pid)
 	if (f && !f->released) {
 		/* another file on a deleted one's inode, or written since: read again */
 		if (!file_idle(f) || (st.st_ctim.tv_sec == f->ctime.tv_sec &&
-				      st.st_ctim.tv_nsec == f->ctime.tv_nsec && st.st_size == f->size))
+				      st.st_ctim.tv_nsec == f->ctime.tv_nsec && st.st_size == f->size)) {
+			gate_user(d, pid, idx);
 			return;
+		}
 		f->released = true;
 	}
-	file_get_fd(d, fd, &ids, n > 0 ? name : NULL, &idx);
+	if (file_get_fd(d, fd, &ids, n > 0 ? name : NULL, &idx))
+		gate_user(d, pid, idx);
 }
 
 void devices__on_late(struct devices *d, devices_late_fn fn, void *ctx)

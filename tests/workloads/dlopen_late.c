@@ -8,8 +8,14 @@
  * the arguments and output goes out with write(), so that it runs inside
  * a chroot too. Prints the ledger as JSON.
  *   dlopen_late [--wait] LIBPATH
+ * With --open-first it opens LIBPATH first, says "opened" on stdout, waits
+ * for a byte on stdin, then maps the file it opened executable (as the
+ * dynamic linker does, only later) before the dlopen: an open and its
+ * mapping as far apart as the caller wants.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <stdbool.h>
 
 #include "common.h"
 #include "ledger.h"
@@ -32,7 +38,8 @@ static void *must_sym(void *h, const char *name)
 
 int main(int argc, char **argv)
 {
-	int first = argc > 1 && !strcmp(argv[1], "--wait") ? 2 : 1;
+	bool open_first = argc > 1 && !strcmp(argv[1], "--open-first");
+	int first = argc > 1 && (!strcmp(argv[1], "--wait") || open_first) ? 2 : 1;
 	CUresult (*cu_init)(unsigned int);
 	CUresult (*cu_mem_alloc)(CUdeviceptr *, size_t);
 	CUresult (*cu_mem_free)(CUdeviceptr);
@@ -41,10 +48,20 @@ int main(int argc, char **argv)
 	void *h, *host;
 
 	if (argc <= first) {
-		dprintf(2, "usage: dlopen_late [--wait] LIBPATH\n");
+		dprintf(2, "usage: dlopen_late [--wait | --open-first] LIBPATH\n");
 		return 2;
 	}
 	wait_go(argc, argv);
+	if (open_first) {
+		int fd = open(argv[first], O_RDONLY | O_CLOEXEC);
+		char c;
+
+		if (fd < 0 || write(1, "opened\n", 7) != 7 || read(0, &c, 1) != 1 ||
+		    mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED) {
+			dprintf(2, "dlopen_late: %s: %s\n", argv[first], strerror(errno));
+			return 1;
+		}
+	}
 
 	h = dlopen(argv[first], RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
