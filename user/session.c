@@ -245,10 +245,10 @@ static void on_target(struct session *s, const struct memtrail_event_target *e)
 		devices__fork(s->devices, e->ppid, e->hdr.tgid);
 	if (s->heap && probing())
 		heap__scan(s->heap, e->hdr.tgid);
-	/* a short child may be gone before its maps are read: its parent's first */
+	/* a short child may be gone before its maps are read: its parent's then */
 	if (s->sites && e->reason == MEMTRAIL_REASON_FORK)
 		sites__fork(s->sites, e->ppid, e->hdr.tgid);
-	if (s->sites)
+	else if (s->sites)
 		sites__note_maps(s->sites, e->hdr.tgid);
 	if (s->keep_events)
 		add_event(s, json_pack("{s:I, s:s, s:i, s:i}", "t_ms", (json_int_t)t_ms,

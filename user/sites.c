@@ -295,8 +295,19 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 
 void sites__fork(struct sites *s, uint32_t parent, uint32_t child)
 {
-	struct pid_maps *c = pid_maps_get(s, child, true), *p;
+	struct pid_maps *c, *p;
 
+	sites__note_maps(s, child);
+	c = pid_maps_get(s, child, false);
+	if (c && c->n)
+		return;
+	/*
+	 * gone already (or a zombie, whose maps read empty): its code lay
+	 * where its parent's does now, read now (those read at the parent's
+	 * exec may be from before its dynamic linker mapped a library)
+	 */
+	sites__note_maps(s, parent);
+	c = pid_maps_get(s, child, true);
 	/* the parent's looked up after: the child's creation may move the array */
 	p = pid_maps_get(s, parent, false);
 	if (!c || !p || !p->n || c->n ||

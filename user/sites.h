@@ -40,7 +40,10 @@ void sites__note_maps(struct sites *s, uint32_t pid);
  * overlayfs) once a read of some process's maps shows it.
  */
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e);
-/* CHILD was forked by PARENT: its code lies where PARENT's did (none known yet: a copy). */
+/*
+ * CHILD was forked by PARENT: its code mappings, read now; where it is gone
+ * already, PARENT's (read now too), as its code lay where PARENT's does.
+ */
 void sites__fork(struct sites *s, uint32_t parent, uint32_t child);
 /*
  * The sites of target TT as the trail keeps them: {"list": [...]}, heaviest
