@@ -16,6 +16,7 @@
 #include "array.h"
 #include "demangle.h"
 #include "devices.h"
+#include "devspecs.h"
 #include "elfsym.h"
 #include "kfeatures.h"
 #include "log.h"
@@ -24,115 +25,6 @@
 #include "sanitize.h"
 
 #define LAUNCH_MAX 8	/* launch functions one file may hold */
-
-enum { CUDA = MEMTRAIL_RT_CUDA, NEURON = MEMTRAIL_RT_NEURON, LOADER = MEMTRAIL_RT_LOADER };
-enum { DEV = MEMTRAIL_KIND_CUDA_DEVICE, HOST = MEMTRAIL_KIND_CUDA_HOST,
-       MANAGED = MEMTRAIL_KIND_CUDA_MANAGED, NDEV = MEMTRAIL_KIND_NEURON_DEVICE };
-
-struct dev_spec {
-	const char *name;
-	uint8_t op;		/* enum memtrail_dev_op */
-	uint8_t kind;
-	uint8_t rt;		/* enum memtrail_runtime */
-	uint8_t arg;		/* the argument the op reads beyond the first three */
-	bool ret;		/* needs its return seen */
-	bool per_pid;		/* fires often: only per process, only until "execute" */
-};
-
-/*
- * Every function probed, by exported or .symtab name; the index is the name
- * in cookies and events. Where two names share an address the first wins.
- */
-static const struct dev_spec specs[] = {
-	/* CUDA driver, libcuda.so.1: the layer of truth */
-	{ "cuInit", MEMTRAIL_OP_INIT, 0, CUDA, 0, false, false },
-	{ "cuMemAlloc_v2", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cuMemAllocPitch_v2", MEMTRAIL_OP_ALLOC_PITCH, DEV, CUDA, 3, true, false },
-	{ "cuMemAllocManaged", MEMTRAIL_OP_ALLOC, MANAGED, CUDA, 0, true, false },
-	{ "cuMemAllocHost_v2", MEMTRAIL_OP_ALLOC, HOST, CUDA, 0, true, false },
-	{ "cuMemHostAlloc", MEMTRAIL_OP_ALLOC, HOST, CUDA, 0, true, false },
-	{ "cuMemAllocAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cuMemAllocAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cuMemAllocFromPoolAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cuMemAllocFromPoolAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cuMemFree_v2", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
-	{ "cuMemFreeAsync", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
-	{ "cuMemFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
-	{ "cuMemFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
-	{ "cuMemCreate", MEMTRAIL_OP_VMM_CREATE, DEV, CUDA, 0, true, false },
-	{ "cuMemRelease", MEMTRAIL_OP_VMM_RELEASE, 0, CUDA, 0, false, false },
-	{ "cuMemMap", MEMTRAIL_OP_VMM_MAP, 0, CUDA, 3, true, false },
-	{ "cuMemUnmap", MEMTRAIL_OP_VMM_UNMAP, 0, CUDA, 0, false, false },
-	{ "cuMemRetainAllocationHandle", MEMTRAIL_OP_VMM_RETAIN, 0, CUDA, 0, true, false },
-	{ "cuModuleLoad", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
-	{ "cuModuleLoadData", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
-	{ "cuModuleLoadDataEx", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
-	{ "cuModuleLoadFatBinary", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
-	{ "cuLibraryLoadData", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
-	{ "cuLibraryLoadFromFile", MEMTRAIL_OP_LOAD, DEV, CUDA, 0, true, false },
-	{ "cuDevicePrimaryCtxRetain", MEMTRAIL_OP_CTX, 0, CUDA, 1, true, false },
-	{ "cuCtxCreate_v2", MEMTRAIL_OP_CTX, 0, CUDA, 2, true, false },
-	{ "cuCtxCreate_v3", MEMTRAIL_OP_CTX, 0, CUDA, 4, true, false },
-	{ "cuCtxCreate_v4", MEMTRAIL_OP_CTX, 0, CUDA, 3, true, false },
-	{ "cuCtxSetCurrent", MEMTRAIL_OP_CTX_SET, 0, CUDA, 0, false, false },
-	{ "cuCtxPushCurrent_v2", MEMTRAIL_OP_CTX_SET, 0, CUDA, 0, false, false },
-	{ "cuMemGetInfo_v2", MEMTRAIL_OP_MEM_INFO, DEV, CUDA, 0, true, false },
-	{ "cuDeviceTotalMem_v2", MEMTRAIL_OP_DEV_TOTAL, DEV, CUDA, 0, true, false },
-	{ "cuLaunchKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
-	{ "cuLaunchKernel_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
-	{ "cuLaunchKernelEx", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
-	{ "cuLaunchKernelEx_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
-	{ "cuLaunchCooperativeKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
-	{ "cuLaunchCooperativeKernel_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
-	/* CUDA runtime, libcudart.so.* or linked in: names, and cover for an unprobed driver */
-	{ "cudaMalloc", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cudaMallocManaged", MEMTRAIL_OP_ALLOC, MANAGED, CUDA, 0, true, false },
-	{ "cudaMallocHost", MEMTRAIL_OP_ALLOC, HOST, CUDA, 0, true, false },
-	{ "cudaHostAlloc", MEMTRAIL_OP_ALLOC, HOST, CUDA, 0, true, false },
-	{ "cudaMallocAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cudaMallocAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cudaMallocFromPoolAsync", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cudaMallocFromPoolAsync_ptsz", MEMTRAIL_OP_ALLOC, DEV, CUDA, 0, true, false },
-	{ "cudaMallocPitch", MEMTRAIL_OP_ALLOC_PITCH, DEV, CUDA, 3, true, false },
-	{ "cudaFree", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
-	{ "cudaFreeAsync", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
-	{ "cudaFreeAsync_ptsz", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
-	{ "cudaFreeHost", MEMTRAIL_OP_FREE, 0, CUDA, 0, true, false },
-	{ "cudaSetDevice", MEMTRAIL_OP_SET_DEVICE, 0, CUDA, 0, false, false },
-	{ "cudaMemGetInfo", MEMTRAIL_OP_MEM_INFO, DEV, CUDA, 0, true, false },
-	{ "cudaLaunchKernel", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
-	{ "cudaLaunchKernel_ptsz", MEMTRAIL_OP_LAUNCH, 0, CUDA, 0, false, true },
-	/* Neuron runtime, libnrt.so.1 */
-	{ "nrt_init", MEMTRAIL_OP_INIT, 0, NEURON, 0, false, false },
-	{ "nrt_tensor_allocate", MEMTRAIL_OP_NRT_ALLOC, NDEV, NEURON, 4, true, false },
-	{ "nrt_tensor_free", MEMTRAIL_OP_NRT_FREE, 0, NEURON, 0, false, false },
-	{ "nrt_load", MEMTRAIL_OP_LOAD, NDEV, NEURON, 0, true, false },
-	{ "nrt_load_collectives", MEMTRAIL_OP_LOAD, NDEV, NEURON, 0, true, false },
-	{ "nrt_get_vnc_memory_stats", MEMTRAIL_OP_NRT_MEM_STATS, NDEV, NEURON, 0, true, false },
-	{ "nrt_execute", MEMTRAIL_OP_LAUNCH, 0, NEURON, 0, false, false },
-	{ "nrt_execute_repeat", MEMTRAIL_OP_LAUNCH, 0, NEURON, 0, false, false },
-	/* the dynamic linker's debugger hook: a library came or went */
-	{ "_dl_debug_state", MEMTRAIL_OP_LIBS, 0, LOADER, 0, false, false },
-};
-
-#define N_SPECS (sizeof(specs) / sizeof(specs[0]))
-_Static_assert(N_SPECS <= MEMTRAIL_DEV_SPECS, "device.bpf.c has an entry copy per function");
-
-static uint64_t spec_cookie(uint32_t i)
-{
-	const struct dev_spec *s = &specs[i];
-
-	return MEMTRAIL_COOKIE(s->op, s->kind, s->rt, s->arg, i);
-}
-
-size_t devices__cookies(uint64_t *cookie, size_t max)
-{
-	size_t i;
-
-	for (i = 0; i < N_SPECS && i < max; i++)
-		cookie[i] = spec_cookie(i);
-	return i;
-}
 
 #define DEV_KEYS 8
 
@@ -292,64 +184,6 @@ struct devices {
 	bool loader_only;	/* --no-devices: the dynamic linker's hook, no runtime */
 };
 
-bool devices__loader_spec(uint32_t idx)
-{
-	return idx < N_SPECS && specs[idx].rt == LOADER;
-}
-
-const char *devices__fn_name(uint32_t idx)
-{
-	return idx < N_SPECS ? specs[idx].name : "?";
-}
-
-const char *devices__runtime_name(uint32_t runtime)
-{
-	return runtime == NEURON ? "neuron" : "cuda";
-}
-
-bool devices__is_oom(uint32_t runtime, int rc)
-{
-	return rc == (runtime == NEURON ? MEMTRAIL_NRT_OOM : MEMTRAIL_CUDA_OOM);
-}
-
-const char *devices__error_name(uint32_t runtime, const char *fn, int rc)
-{
-	static const struct { int rc; const char *driver, *runtime; } cuda[] = {
-		{ 1, "CUDA_ERROR_INVALID_VALUE", "cudaErrorInvalidValue" },
-		{ 2, "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation" },
-		{ 3, "CUDA_ERROR_NOT_INITIALIZED", "cudaErrorInitializationError" },
-		{ 4, "CUDA_ERROR_DEINITIALIZED", "cudaErrorCudartUnloading" },
-		{ 34, "CUDA_ERROR_STUB_LIBRARY", "cudaErrorStubLibrary" },
-		{ 35, NULL, "cudaErrorInsufficientDriver" },
-		{ 100, "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice" },
-		{ 101, "CUDA_ERROR_INVALID_DEVICE", "cudaErrorInvalidDevice" },
-		{ 201, "CUDA_ERROR_INVALID_CONTEXT", "cudaErrorDeviceUninitialized" },
-		/* PyTorch's expandable segments ask cuMemCreate for a fabric handle first */
-		{ 800, "CUDA_ERROR_NOT_PERMITTED", "cudaErrorNotPermitted" },
-		{ 801, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported" },
-		{ 999, "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown" },
-	};
-	static const struct { int rc; const char *name; } nrt[] = {
-		{ 1, "NRT_FAILURE" }, { 2, "NRT_INVALID" }, { 3, "NRT_INVALID_HANDLE" },
-		{ 4, "NRT_RESOURCE" }, { 5, "NRT_TIMEOUT" }, { 6, "NRT_HW_ERROR" },
-		{ 9, "NRT_LOAD_NOT_ENOUGH_NC" }, { 10, "NRT_UNSUPPORTED_NEFF_VERSION" },
-		{ 13, "NRT_UNINITIALIZED" }, { 14, "NRT_CLOSED" },
-	};
-	bool rt = !strncmp(fn, "cuda", 4);
-	size_t i;
-
-	if (runtime == NEURON) {
-		for (i = 0; i < sizeof(nrt) / sizeof(nrt[0]); i++)
-			if (nrt[i].rc == rc)
-				return nrt[i].name;
-		return NULL;
-	}
-	for (i = 0; i < sizeof(cuda) / sizeof(cuda[0]); i++)
-		if (cuda[i].rc == rc)
-			return rt ? cuda[i].runtime : cuda[i].driver;
-	return NULL;
-}
-
 /* A runtime a loader cache names (roots.h), probed before any process maps it. */
 static void root_file(void *ctx, int fd, const char *path);
 
@@ -462,8 +296,8 @@ static void proc_free(struct devices *d, struct dev_proc *p)
 }
 
 struct matches {
-	uint32_t spec[N_SPECS];
-	uint64_t off[N_SPECS];
+	uint32_t spec[MEMTRAIL_DEV_SPECS];
+	uint64_t off[MEMTRAIL_DEV_SPECS];
 	size_t n;
 	bool loader_only;
 };
@@ -475,9 +309,9 @@ static int spec_index(const char *name, bool loader_only)
 	if (!((name[0] == 'c' && name[1] == 'u') || !strncmp(name, "nrt_", 4) ||
 	      !strcmp(name, "_dl_debug_state")))
 		return -1;
-	for (i = 0; i < N_SPECS; i++)
-		if (!strcmp(specs[i].name, name))
-			return loader_only && specs[i].rt != LOADER ? -1 : (int)i;
+	for (i = 0; i < devspecs_n; i++)
+		if (!strcmp(devspecs[i].name, name))
+			return loader_only && devspecs[i].rt != MEMTRAIL_RT_LOADER ? -1 : (int)i;
 	return -1;
 }
 
@@ -492,7 +326,7 @@ static int on_symbol(void *ctx, const char *name, uint64_t off)
 	for (i = 0; i < m->n; i++)
 		if (m->spec[i] == (uint32_t)idx || m->off[i] == off)
 			return 0;	/* seen in .dynsym, or an alias of one probed */
-	if (m->n < N_SPECS) {
+	if (m->n < devspecs_n) {
 		m->spec[m->n] = idx;
 		m->off[m->n++] = off;
 	}
@@ -501,10 +335,10 @@ static int on_symbol(void *ctx, const char *name, uint64_t off)
 
 /* Functions of a file to probe, as tracer__attach_device_set takes them. */
 struct probe_list {
-	uint64_t off[N_SPECS];
-	uint64_t cookie[N_SPECS];
-	bool ret[N_SPECS];
-	uint32_t spec[N_SPECS];
+	uint64_t off[MEMTRAIL_DEV_SPECS];
+	uint64_t cookie[MEMTRAIL_DEV_SPECS];
+	bool ret[MEMTRAIL_DEV_SPECS];
+	uint32_t spec[MEMTRAIL_DEV_SPECS];
 	size_t n;
 	const char *name;	/* the file, for messages */
 };
@@ -512,8 +346,8 @@ struct probe_list {
 static void probe_list_add(struct probe_list *l, uint32_t spec, uint64_t off)
 {
 	l->off[l->n] = off;
-	l->cookie[l->n] = spec_cookie(spec);
-	l->ret[l->n] = specs[spec].ret;
+	l->cookie[l->n] = devspecs__cookie(spec);
+	l->ret[l->n] = devspecs[spec].ret;
 	l->spec[l->n++] = spec;
 }
 
@@ -527,7 +361,7 @@ static void on_probe_fail(void *ctx, ssize_t i, int err)
 	else if (i < 0)
 		log__warn("cannot probe '%s': %s", l->name, strerror(-err));
 	else
-		log__warn("cannot probe '%s' in '%s': %s", specs[l->spec[i]].name, l->name,
+		log__warn("cannot probe '%s' in '%s': %s", devspecs[l->spec[i]].name, l->name,
 			  strerror(-err));
 }
 
@@ -598,10 +432,10 @@ static void probe_file(struct devices *d, struct dev_file *f)
 	if (elfsym__each(f->path, on_symbol, &m) || !m.n)
 		return;
 	for (i = 0; i < m.n; i++) {
-		const struct dev_spec *s = &specs[m.spec[i]];
+		const struct dev_spec *s = &devspecs[m.spec[i]];
 
-		if (s->rt != LOADER)
-			what = s->rt == NEURON ? "Neuron runtime" : "CUDA runtime";
+		if (s->rt != MEMTRAIL_RT_LOADER)
+			what = s->rt == MEMTRAIL_RT_NEURON ? "Neuron runtime" : "CUDA runtime";
 		if (!s->per_pid)
 			probe_list_add(&l, m.spec[i], m.off[i]);
 		else if (f->n_launch < LAUNCH_MAX) {

@@ -75,17 +75,6 @@ void devices__fork(struct devices *d, uint32_t parent, uint32_t child);
 /* Files probed so far. */
 size_t devices__files(const struct devices *d);
 
-/* Whether the probed function with this index is the dynamic linker's hook. */
-bool devices__loader_spec(uint32_t idx);
-/* The probed function with this index (a cookie's name), or "?". */
-const char *devices__fn_name(uint32_t idx);
-/* The cookie of each probed function, by index (the name in cookies): how many there are. */
-size_t devices__cookies(uint64_t *cookie, size_t max);
-/* The name of a runtime's return code, e.g. "CUDA_ERROR_OUT_OF_MEMORY", or NULL. */
-const char *devices__error_name(uint32_t runtime, const char *fn, int rc);
-/* Whether RC of RUNTIME means out of memory. */
-bool devices__is_oom(uint32_t runtime, int rc);
-const char *devices__runtime_name(uint32_t runtime);
 /*
  * A user address of PID as "function+0xoff (file)", "file+0xoff" or
  * "[anon] 0x...": from its maps, or those of its last scan once it exited,

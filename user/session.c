@@ -9,6 +9,7 @@
 #include "array.h"
 #include "cgroup.h"
 #include "container.h"
+#include "devspecs.h"
 #include "kfeatures.h"
 #include "format.h"
 #include "kinds.h"
@@ -515,30 +516,6 @@ static void on_exit_event(struct session *s, const struct memtrail_event_exit *e
 	end_target(s, tt, t_ms, &e->phase);	/* last: its hook may remove the target */
 }
 
-const char *session__phase_name(const struct trail_target *tt, uint32_t seq, char *buf,
-				size_t len)
-{
-	const struct phase_log *l = &tt->phases;
-	const struct trail_phase *p = NULL;
-	size_t n = phase_log__count(l);
-	const char *name;
-
-	if (seq == tt->phase_seq)
-		return tt->phase_name;
-	if (seq < tt->phase_seq) {
-		if (!l->folded || seq < l->n_first)
-			p = phase_log__at(l, seq);
-		else if (tt->phase_seq - seq <= l->n_recent)
-			p = phase_log__at(l, n - (tt->phase_seq - seq));
-	}
-	/* listed phases keep their own names; folded ones their aggregate's */
-	name = p ? p->name : phase_log__name(l, seq);
-	if (name)
-		return name;
-	snprintf(buf, len, "#%u", seq);
-	return buf;
-}
-
 struct live_list {
 	const struct trail_target *tt;
 	struct live_alloc {
@@ -587,7 +564,7 @@ static json_t *live_allocations(struct session *s, const struct trail_target *tt
 	qsort(l.v, l.n, sizeof(*l.v), by_size_desc);
 	for (i = 0; i < l.n; i++) {
 		const struct memtrail_dev_alloc *a = &l.v[i].a;
-		json_t *phase = sanitize__json(session__phase_name(tt, a->phase, buf, sizeof(buf)));
+		json_t *phase = sanitize__json(trail__phase_name(tt, a->phase, buf, sizeof(buf)));
 		json_t *row = NULL;
 
 		bytes += a->size;
@@ -619,7 +596,7 @@ static json_t *live_allocations(struct session *s, const struct trail_target *tt
 				"{s:s, s:I, s:s, s:o, s:O, s:s}", "address", addr,
 				"size", (json_int_t)a->size, "kind", kind__name(a->kind),
 				"device", device_or_null(a->device), "phase", phase, "function",
-				a->name == UINT32_MAX ? "cuMemCreate" : devices__fn_name(a->name)));
+				a->name == UINT32_MAX ? "cuMemCreate" : devspecs__fn_name(a->name)));
 		}
 		json_decref(phase);
 	}
@@ -633,8 +610,8 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 {
 	struct trail_target *tt = session__live(s, e->hdr.tgid);
 	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
-	const char *fn = devices__fn_name(e->name), *err, *phase;
-	bool oom = devices__is_oom(e->runtime, e->rc);
+	const char *fn = devspecs__fn_name(e->name), *err, *phase;
+	bool oom = devspecs__is_oom(e->runtime, e->rc);
 	char buf[32], size[32];
 	json_t *ev, *site;
 	bool truncated;
@@ -642,8 +619,8 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 
 	if (!tt)
 		return;
-	err = devices__error_name(e->runtime, fn, e->rc);
-	phase = session__phase_name(tt, e->phase, buf, sizeof(buf));
+	err = devspecs__error_name(e->runtime, fn, e->rc);
+	phase = trail__phase_name(tt, e->phase, buf, sizeof(buf));
 	/* frames up to the first that is not code: the stack cannot be unwound past it */
 	site = json_array();
 	for (i = 0; i < e->n_frames && i < MEMTRAIL_STACK_DEPTH; i++) {
@@ -658,7 +635,7 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 	ev = json_pack("{s:I, s:s, s:i, s:o, s:s, s:s, s:i, s:s?, s:s, s:o, s:I, s:o, s:o, s:b}",
 		       "t_ms", (json_int_t)t_ms, "type", oom ? "device_oom" : "device_error",
 		       "pid", tt->pid, "comm", sanitize__json(tt->comm), "function", fn,
-		       "runtime", devices__runtime_name(e->runtime), "code", e->rc, "error", err,
+		       "runtime", devspecs__runtime_name(e->runtime), "code", e->rc, "error", err,
 		       "kind", kind__name(e->kind), "device", device_or_null(e->device),
 		       "size", (json_int_t)e->size, "phase", sanitize__json(phase), "site", site,
 		       "site_truncated", truncated);
@@ -671,7 +648,7 @@ static void on_device_fail(struct session *s, const struct memtrail_event_device
 		json_object_set_new(ev, "live_allocations", live_allocations(s, tt, e->epoch));
 		log__warn("device out of memory: %u (%s) %s of %s on %s device %d failed with %s "
 			  "in phase '%s'", tt->pid, tt->comm, fn, size,
-			  devices__runtime_name(e->runtime), e->device, err ? err : "?", phase);
+			  devspecs__runtime_name(e->runtime), e->device, err ? err : "?", phase);
 		if (s->hooks && s->hooks->device_oom) {
 			session__refresh(s, tt, t_ms, true);
 			s->hooks->device_oom(s, tt, ev);
@@ -835,7 +812,7 @@ static bool on_ended(void *ctx, const uint32_t *pids, size_t n)
 int session__open_sites(struct session *s, const struct heap_config *heap)
 {
 	size_t i;
-	int err = sites__open(&s->sites, s->tracer, s);
+	int err = sites__open(&s->sites, s->tracer, &s->trail);
 
 	if (err)
 		return err;

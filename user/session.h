@@ -131,9 +131,6 @@ int session__open_sites(struct session *s, const struct heap_config *heap);
 void session__finish_sites(struct session *s);
 /* Periodic work besides sampling: libraries to look at, sites, the heap budget. */
 void session__tick(struct session *s, uint64_t t_ms);
-/* The name of phase SEQ of TT, into BUF. */
-const char *session__phase_name(const struct trail_target *tt, uint32_t seq, char *buf,
-				size_t len);
 /* At the end: every live target's phases closed and levels final. */
 void session__close_all(struct session *s, uint64_t t_ms);
 /* Detach and free all a session holds (heap, sites, devices, tracer, trail). */

@@ -16,7 +16,6 @@
 #include "pidmap.h"
 #include "proc.h"
 #include "sanitize.h"
-#include "session.h"
 #include "sites.h"
 
 /* The phase of a folded site: this bit and the index of its phase's aggregate. */
@@ -99,7 +98,7 @@ struct sites {
 	size_t n_list, cap_list;
 	void *site_index;	/* tsearch tree of list by key */
 	uint64_t gen;		/* harvests so far */
-	struct session *session;	/* its targets' phases, for folding */
+	struct trail *trail;	/* its targets' phases, for folding */
 	struct memtrail_site_key *fold;	/* kernel sites to fold, this harvest */
 	size_t n_fold, cap_fold;
 	struct pid_maps *pids;
@@ -128,7 +127,7 @@ static const Dwfl_Callbacks offline_callbacks = {
 	.section_address = dwfl_offline_section_address,
 };
 
-int sites__open(struct sites **out, struct tracer *t, struct session *session)
+int sites__open(struct sites **out, struct tracer *t, struct trail *trail)
 {
 	struct sites *s = calloc(1, sizeof(*s));
 
@@ -136,7 +135,7 @@ int sites__open(struct sites **out, struct tracer *t, struct session *session)
 	if (!s)
 		return -ENOMEM;
 	s->tracer = t;
-	s->session = session;
+	s->trail = trail;
 	return 0;
 }
 
@@ -698,7 +697,7 @@ static void site_remove(struct sites *s, struct site *e)
  */
 static bool site_folds(struct sites *s, uint32_t pid, uint32_t seq)
 {
-	const struct trail_target *tt = s->session ? trail__find_target(&s->session->trail, pid) :
+	const struct trail_target *tt = s->trail ? trail__find_target(s->trail, pid) :
 				       NULL;
 	const struct phase_log *l = tt ? &tt->phases : NULL;
 
@@ -730,7 +729,7 @@ static void on_site(void *ctx, const struct memtrail_site_key *k, const struct m
  */
 static void fold(struct sites *s, const struct memtrail_site_key *k)
 {
-	const struct trail_target *tt = trail__find_target(&s->session->trail, k->tgid);
+	const struct trail_target *tt = trail__find_target(s->trail, k->tgid);
 	struct memtrail_site_key fk = *k;
 	struct site probe = { .key = *k }, *e;
 	struct memtrail_site v;
@@ -898,7 +897,7 @@ json_t *sites__json(struct sites *s, const struct trail_target *tt)
 			json_object_set_new(o, "phase_seq", json_null());
 			json_object_set_new(o, "folded", json_true());
 		} else {
-			json_object_set_new(o, "phase", sanitize__json(session__phase_name(
+			json_object_set_new(o, "phase", sanitize__json(trail__phase_name(
 				tt, e->key.phase, buf, sizeof(buf))));
 			json_object_set_new(o, "phase_seq", json_integer(e->key.phase));
 		}

@@ -19,10 +19,8 @@
 
 struct sites;
 
-struct session;
-
-/* SESSION: its targets' phases, so that sites of folded phases fold by name. */
-int sites__open(struct sites **out, struct tracer *t, struct session *session);
+/* TRAIL: its targets' phases, so that sites of folded phases fold by name. */
+int sites__open(struct sites **out, struct tracer *t, struct trail *trail);
 void sites__destroy(struct sites *s);
 
 /*

@@ -25,7 +25,7 @@
 #include "tracer.h"
 #include "kfeatures.h"
 #include "proc.h"
-#include "devices.h"
+#include "devspecs.h"
 #include "memtrail.skel.h"
 #include "memtrail_compat.skel.h"
 
@@ -292,12 +292,12 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	bpf_program__set_autoload(s->progs.mt_dev_entry_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_dev_return_multi, multi && device);
 	/* before 5.15: an entry program per function, its cookie in rodata */
-	n_specs = devices__cookies((uint64_t *)s->rodata->dev_cookie, MEMTRAIL_DEV_SPECS);
+	n_specs = devspecs__cookies((uint64_t *)s->rodata->dev_cookie, MEMTRAIL_DEV_SPECS);
 	for (i = 0; i < MEMTRAIL_DEV_SPECS; i++) {
 		struct bpf_program *p = dev_copy(t, i);
 
 		bpf_program__set_autoload(p, !kf->attach_cookie && (size_t)i < n_specs &&
-					     (device || (entry && devices__loader_spec(i))));
+					     (device || (entry && devspecs__loader(i))));
 		bpf_program__set_autoattach(p, false);
 	}
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);

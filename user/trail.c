@@ -1280,15 +1280,41 @@ int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
 
 int trail__read(struct trail *t, const char *path, char *err, size_t errlen)
 {
+	static const struct trailstream_checks checks = { trail__check_target,
+							   trail__check_event };
 	struct trailstream_timelines tls;
 	json_t *root;
 	int ret;
 
-	root = trailstream__load(path, &tls, err, errlen);
+	root = trailstream__load(path, &tls, &checks, err, errlen);
 	if (!root)
 		return -1;
 	ret = from_json(t, root, &tls, err, errlen);
 	json_decref(root);
 	trailstream__free(&tls);
 	return ret;
+}
+
+const char *trail__phase_name(const struct trail_target *tt, uint32_t seq, char *buf,
+			      size_t len)
+{
+	const struct phase_log *l = &tt->phases;
+	const struct trail_phase *p = NULL;
+	size_t n = phase_log__count(l);
+	const char *name;
+
+	if (seq == tt->phase_seq)
+		return tt->phase_name;
+	if (seq < tt->phase_seq) {
+		if (!l->folded || seq < l->n_first)
+			p = phase_log__at(l, seq);
+		else if (tt->phase_seq - seq <= l->n_recent)
+			p = phase_log__at(l, n - (tt->phase_seq - seq));
+	}
+	/* listed phases keep their own names; folded ones their aggregate's */
+	name = p ? p->name : phase_log__name(l, seq);
+	if (name)
+		return name;
+	snprintf(buf, len, "#%u", seq);
+	return buf;
 }

@@ -16,6 +16,7 @@
 #include "memtrail.h"
 #include "phase.h"
 #include "pidmap.h"
+#include "trailstream.h"
 #include "verdict.h"
 
 /*
@@ -28,13 +29,7 @@
  * a few MiB under zero has been seen), never by that much.
  */
 #define TRAIL_PID_MAX 4194304
-#define TRAIL_T_MS_MAX (INT64_MAX / 1000000)
-#define TRAIL_LEVEL_MAX (1LL << 59)
-
-struct trail_sample {
-	uint64_t t_ms;				/* since the trail started */
-	int64_t level[MEMTRAIL_KIND_MAX];	/* current bytes per kind */
-};
+/* TRAIL_T_MS_MAX, TRAIL_LEVEL_MAX and struct trail_sample: trailstream.h */
 
 /* A device's memory size as its runtime told the target (cuMemGetInfo and the like). */
 #define TRAIL_DEVICE_LIMITS 32
@@ -157,5 +152,8 @@ int trail__read(struct trail *t, const char *path, char *err, size_t errlen);
 int trail__check_event(json_t *ev, size_t i, char *err, size_t errlen);
 int trail__check_target(json_t *o, size_t i, char *err, size_t errlen);
 int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen);
+/* The name of phase SEQ of TT (its aggregate's where folded; "#SEQ" in BUF where unknown). */
+const char *trail__phase_name(const struct trail_target *tt, uint32_t seq, char *buf,
+			      size_t len);
 
 #endif

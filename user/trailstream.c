@@ -53,6 +53,7 @@ struct builder {
 	bool skip_value;		/* the next value is skipped: its key is unknown */
 	long target;			/* index of the target object open at depth 3, or -1 */
 	struct trailstream_timelines *tls;
+	const struct trailstream_checks *checks;
 	/* in a timeline: its depth, the sample being read, what its key names */
 	bool in_timeline;		/* inside a target's "timeline" array */
 	struct trailstream_timeline *tl;
@@ -467,10 +468,10 @@ static int on_end_map(void *ctx)
 	/* a target's or an event's end: checked now, not after millions more */
 	parent = b->depth ? b->stack[b->depth - 1] : NULL;
 	if (parent && parent == b->targets &&
-	    trail__check_target(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err)))
+	    b->checks->target(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err)))
 		return fail(b, false, err);
 	if (parent && parent == b->events &&
-	    trail__check_event(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err)))
+	    b->checks->event(b->stack[b->depth], json_array_size(parent) - 1, err, sizeof(err)))
 		return fail(b, false, err);
 	return 1;
 }
@@ -653,10 +654,10 @@ static int open_regular(const char *path, struct stat *st, char *err, size_t err
 	return -1;
 }
 
-json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, char *err,
-			  size_t errlen)
+json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
+			  const struct trailstream_checks *checks, char *err, size_t errlen)
 {
-	struct builder b = { .target = -1, .tls = tls };
+	struct builder b = { .target = -1, .tls = tls, .checks = checks };
 	struct source src = { .fd = -1 };
 	size_t line, col, before = 0;
 	yajl_handle h = NULL;

@@ -8,9 +8,28 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 
-#include "trail.h"
+#include "memtrail.h"
+
+/* The limits of a trail read back (trail.h says why): times in ms, levels in bytes. */
+#define TRAIL_T_MS_MAX (INT64_MAX / 1000000)
+#define TRAIL_LEVEL_MAX (1LL << 59)
+
+struct trail_sample {
+	uint64_t t_ms;				/* since the trail started */
+	int64_t level[MEMTRAIL_KIND_MAX];	/* current bytes per kind */
+};
+
+/*
+ * The checks of each target and each event as it ends (I: its index),
+ * before millions more are read: 0, or -1 and a one-line reason in ERR.
+ */
+struct trailstream_checks {
+	int (*target)(json_t *o, size_t i, char *err, size_t errlen);
+	int (*event)(json_t *ev, size_t i, char *err, size_t errlen);
+};
 
 struct trailstream_timeline {
 	struct trail_sample *s;
@@ -29,10 +48,10 @@ struct trailstream_timelines {
  * whose samples are in TLS instead (an array of objects each with a t_ms in
  * [0, TRAIL_T_MS_MAX], none before the previous one, and kinds' levels in
  * [-TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX]; other keys skipped). NULL and a one-line reason in
- * ERR when the file cannot be read or is malformed.
+ * ERR when the file cannot be read or is malformed, or one of CHECKS fails.
  */
-json_t *trailstream__load(const char *path, struct trailstream_timelines *tls, char *err,
-			  size_t errlen);
+json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
+			  const struct trailstream_checks *checks, char *err, size_t errlen);
 void trailstream__free(struct trailstream_timelines *tls);
 
 #endif
