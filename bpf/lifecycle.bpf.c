@@ -19,7 +19,6 @@ const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
 const volatile __u32 has_task_regs = 1;
 const volatile __u32 has_find_vma = 1;
-const volatile __u32 has_task_storage = 0;
 const volatile __u32 has_scopes = 0;
 const volatile __u32 track_libs = 0;
 const volatile __u32 libs_urgent = 0;

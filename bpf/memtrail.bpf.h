@@ -47,15 +47,12 @@
 /* Read-only configuration, set by user space before load (lifecycle.bpf.c). */
 extern const volatile __u32 filter_mode;
 extern const volatile char filter_comm[MEMTRAIL_COMM_LEN];
-extern const volatile __u64 filter_cgroup_id;
 extern const volatile __s32 filter_cgroup_subsys;	/* -1: cgroup v2 */
 extern const volatile __u32 self_tgid;
 extern const volatile __u32 nr_cpus;
 /* bpf_task_pt_regs (5.15), bpf_find_vma (5.17): code that calls them is dead to the verifier without */
 extern const volatile __u32 has_task_regs;
 extern const volatile __u32 has_find_vma;
-/* task storage (5.11; probed: where the kernel lacks it, a map by thread serves) */
-extern const volatile __u32 has_task_storage;
 /* by number: headers of a 5.10 build kernel do not name it (5.11), CO-RE objects use it from 5.11 */
 #define MT_MAP_TYPE_TASK_STORAGE 29
 extern const volatile __u32 has_scopes;	/* --scope rules: scope_stacks in use */

@@ -54,58 +54,6 @@ struct {
 } mm_windows SEC(".maps");
 
 /*
- * The mm whose mmap lock the thread took for writing, until it lets it go
- * (0: none): a munmap downgrades its write lock to a read lock and gives
- * back its memory under that, so the read section's end is a write
- * section's end too. Where sections keep no window (below).
- */
-#ifdef MEMTRAIL_COMPAT
-/* (the compat object keeps windows: this map is not created) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} mm_writing SEC(".maps");
-#else
-struct {
-	__uint(type, MT_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, __u64);
-} mm_writing SEC(".maps");
-#endif
-
-/*
- * Whether a write section keeps its window (mm_windows: the level and the
- * system call's arguments at its start) for its end: mapping sites and
- * files mapped executable (lib_map_lock) want it, and kernels without task
- * storage mark the thread's section there. Else (watch, where the kernel
- * has a cheaper hook for mapped files than the mmap lock) the section's
- * thread is marked in its task storage (mm_writing) and each end of the
- * section only syncs the level.
- */
-static __always_inline bool windows(void)
-{
-#ifdef MEMTRAIL_COMPAT
-	return true;
-#else
-	return sites_mapping || lib_map_lock || !has_task_storage;
-#endif
-}
-
-/* The current thread's mm_writing, created with CREATE; NULL: none. Where no windows are kept. */
-static __always_inline __u64 *writing(bool create)
-{
-#ifdef MEMTRAIL_COMPAT
-	return NULL;
-#else
-	return bpf_task_storage_get(&mm_writing, bpf_get_current_task_btf(), 0,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-#endif
-}
-
-/*
  * The live target that owns MM, or NULL. An owner that has not adopted the
  * mm yet is a child inside fork (it still wears its parent's tgid) or a task
  * inside exec or exit; their changes are picked up by the fork/exec sync, or
@@ -255,15 +203,6 @@ static __always_inline int lock_taken(struct mm_struct *mm, bool write, bool suc
 		return 0;
 	before = mapped_now(mm);
 	mm_sync_kind(t, (__u64)mm, tgid, MEMTRAIL_KIND_MAPPED, before);
-	if (!windows()) {
-		__u64 *m = writing(true);
-
-		if (m)
-			*m = (__u64)mm;
-		else
-			count_lost(MEMTRAIL_LOST_MM);	/* a downgraded end is seen at the next section */
-		return 0;
-	}
 	tid = (__u32)bpf_get_current_pid_tgid();
 	__builtin_memset(&w, 0, sizeof(w));
 	w.mm = (__u64)mm;
@@ -460,22 +399,18 @@ static __always_inline int lock_released(void *ctx, struct mm_struct *mm, bool w
 	struct mm_window *w = NULL;
 	struct memtrail_target *t;
 	__s64 after, delta;
-	__u64 *m;
 
-	/* a read section's end, where no write section (or downgrade) began: nothing changed */
-	if (windows()) {
-		w = bpf_map_lookup_elem(&mm_windows, &tid);
-		if (w && w->mm != (__u64)mm)
-			w = NULL;
-		if (!w && !write)
-			return 0;
-	} else {
-		m = writing(false);
-		if (!write && (!m || *m != (__u64)mm))
-			return 0;
-		if (m)
-			*m = 0;
-	}
+	/*
+	 * a read section's end, where no write section began: nothing changed
+	 * (a munmap downgrades its write lock to a read lock and gives back its
+	 * memory under that: its window makes the read section's end a write
+	 * section's end)
+	 */
+	w = bpf_map_lookup_elem(&mm_windows, &tid);
+	if (w && w->mm != (__u64)mm)
+		w = NULL;
+	if (!w && !write)
+		return 0;
 	t = mm_target(mm, &tgid);
 	if (!t)
 		goto out;
