@@ -14,15 +14,6 @@ import uuid
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MEMTRAIL = os.path.join(ROOT, "memtrail")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
-# names as the kernel keeps them: 15 characters at most
-PROG_NAMES = {"mt_rss_stat", "mt_mmap_lock", "mt_mmap_unlock", "mt_fork", "mt_exec", "mt_exit",
-              "mt_exit_task", "mt_mmap_lock_pa", "mt_mmap_unlock_", "mt_marker_sys",
-              "mt_mapped_sys", "mt_oom_victim_p", *(f"mt_rule_{i}" for i in range(8)),
-              *(f"mt_heap_entry_{i}" for i in range(1, 8)), "mt_mark_raw",
-              "mt_scan", "mt_phase_rule", "mt_marker", "mt_mark", "mt_oom_victim", "mt_signal", "mt_reclaim",
-              "mt_dev_entry", "mt_dev_return", "mt_dev_entry_multi", "mt_dev_return_multi",
-              "mt_heap_entry", "mt_heap_return", "mt_fault",
-              "mt_unmapped_area", "mt_dev_exec"}
 MiB = 1024 * 1024
 
 
@@ -114,15 +105,38 @@ def memtrail_pids():
 FOREIGN = memtrail_pids()
 
 
-def foreign_programs():
-    """IDs of the programs those memtrails hold, directly or by a link: the
-    prog_id lines of their descriptors' fdinfo."""
-    ids = set()
-    for pid in FOREIGN:
+def proc_starts():
+    """{pid: start time in ticks} of every process now (a pid reused since differs)."""
+    starts = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                starts[int(d)] = int(f.read().rsplit(")", 1)[1].split()[19])
+        except (OSError, ValueError, IndexError):
+            pass        # ended as it was read
+    return starts
+
+
+# the node's own processes, running before the suite (a DaemonSet's memtrail,
+# under whatever name, another BPF tool): what they hold is theirs
+NODE_PROCS = proc_starts()
+# the programs loaded as the current test began (test_begins)
+PROGS_AT_START = set()
+
+
+def node_programs():
+    """IDs of the programs the node's own processes hold, directly or by a
+    link: the prog_id lines of their descriptors' fdinfo."""
+    ids, now = set(), proc_starts()
+    for pid, start in NODE_PROCS.items():
+        if now.get(pid) != start:
+            continue        # ended since (its pid maybe another's now)
         try:
             fds = os.listdir(f"/proc/{pid}/fdinfo")
         except OSError:
-            continue        # ended since
+            continue
         for fd in fds:
             try:
                 with open(f"/proc/{pid}/fdinfo/{fd}") as f:
@@ -132,15 +146,26 @@ def foreign_programs():
     return ids
 
 
-def loaded_programs():
-    """memtrail's programs on the machine, but those of memtrails that ran
-    before the suite started."""
+def all_programs():
     p = run(["bpftool", "-j", "prog", "show"])
     if p.returncode != 0:
         raise TestFailure(f"bpftool prog show failed: {p.stderr.strip()}")
-    theirs = foreign_programs() if FOREIGN else set()
-    return [x for x in json.loads(p.stdout or "[]") if x.get("name") in PROG_NAMES and
-            x.get("id") not in theirs]
+    return json.loads(p.stdout or "[]")
+
+
+def test_begins():
+    """run.py, before each test: the programs loaded by then are not its own."""
+    global PROGS_AT_START
+    PROGS_AT_START = {x.get("id") for x in all_programs()}
+
+
+def loaded_programs():
+    """Programs of memtrail's names (mt_...) loaded since the test began that no
+    process of the node's own holds: the test's, or left behind by it."""
+    new = [x for x in all_programs() if x.get("name", "").startswith("mt_") and
+           x.get("id") not in PROGS_AT_START]
+    theirs = node_programs() if new else set()
+    return [x for x in new if x.get("id") not in theirs]
 
 
 def no_programs_left():

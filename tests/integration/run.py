@@ -54,6 +54,7 @@ def main():
     for name, fn in tests:
         t0 = time.time()
         try:
+            harness.test_begins()
             fn()
         except Exception as e:  # a test's failure, reported and counted
             failed += 1
