@@ -49,12 +49,12 @@ def test_mapped_exact_rss_within_2pct():
     no_programs_left()
 
 
-def test_mapped_exact_without_section_windows():
-    """No mapping sites and no holds for new libraries (--no-sites
-    --no-devices; watch where the kernel has a cheaper hook for mapped files
-    than the mmap lock): a write section's end syncs the level with nothing
-    kept from its start. The same ground truth, and the peak of 8 threads
-    mapping at once."""
+def test_mapped_exact_without_sites_or_devices():
+    """No mapping sites and no runtimes' files tracked (--no-sites
+    --no-devices): each write section of the mmap lock still keeps its
+    window, the one way memtrail syncs a section's end (a munmap's
+    downgraded read section too). The same ground truth, and the peak of 8
+    threads mapping at once."""
     extra = ["--no-sites", "--no-devices"]
     p, trail, data = record([workload("mapper")], extra=extra)
     check_eq(p.returncode, 0, f"memtrail status (stderr {p.stderr!r})")

@@ -45,7 +45,7 @@ CHECKS = [
     ("mapped+rss", ["test_accounting.test_mapped_exact_rss_within_2pct",
                     "test_accounting.test_change_after_idle_samples_is_sampled"], None),
     ("threads", ["test_accounting.test_threads_peak_exact_20_runs",
-                 "test_accounting.test_mapped_exact_without_section_windows"], None),
+                 "test_accounting.test_mapped_exact_without_sites_or_devices"], None),
     ("attach -p", ["test_accounting.test_attach_by_pid"], None),
     ("exit", ["test_lifecycle.test_children_followed_with_exit_status"], None),
     ("rules", ["test_phases.test_rules_exact_per_phase",
