@@ -25,6 +25,7 @@
 #include "gate.h"
 #include "kinds.h"
 #include "log.h"
+#include "loop.h"
 #include "outfile.h"
 #include "phase.h"
 #include "proc.h"
@@ -37,7 +38,6 @@
 
 #define DEFAULT_INTERVAL_MS 100
 #define SCAN_PERIOD_MS 1000
-#define POLL_MS 50
 #define GRACE_MS 1000
 
 struct record {
@@ -46,6 +46,7 @@ struct record {
 	pid_t child;		/* the command, in -- CMD mode */
 	struct gate *gate;	/* where the command waits at opens of new files; NULL: none */
 	uint32_t stacks;	/* the stack table's size (tracer__stacks) */
+	uint64_t grace_end;	/* stopped by a signal: the command's exit awaited until then */
 };
 
 /* ---- the command to run ---- */
@@ -671,40 +672,21 @@ static int exit_status_of(int wstatus)
 	return 1;
 }
 
-static void trace_loop(struct record *r, const struct record_opts *o, bool rescan)
+/* The loop's turn (loop.h): on until the targets followed are gone, or a stop signal. */
+static int record_turn(void *ctx, uint64_t now)
 {
-	uint64_t next_sample = 0, next_scan = SCAN_PERIOD_MS, grace_end = 0;
+	struct record *r = ctx;
 
-	for (;;) {
-		uint64_t now;
-
-		if (tracer__poll(r->s.tracer, POLL_MS) < 0 && !session__stop_signal) {
-			log__error("cannot read BPF events: %s", strerror(errno));
-			break;
-		}
-		now = session__now_ms(&r->s);
-		if (now >= next_sample) {
-			session__sample_all(&r->s, now);
-			next_sample = now + o->interval_ms;
-		}
-		session__tick(&r->s, now);
-		statusline__tick(&r->s);
-		if (rescan && now >= next_scan) {
-			tracer__scan(r->s.tracer);
-			next_scan = now + SCAN_PERIOD_MS;
-		}
-		if (r->follow_pids && !r->s.live)
-			break;
-		if (session__stop_signal) {
-			/* a terminal's Ctrl-C reached the command too: let its exit land */
-			if (!r->child || !r->s.live)
-				break;
-			if (!grace_end)
-				grace_end = now + GRACE_MS;
-			else if (now >= grace_end)
-				break;
-		}
-	}
+	if (r->follow_pids && !r->s.live)
+		return 1;
+	if (!session__stop_signal)
+		return 0;
+	/* a terminal's Ctrl-C reached the command too: let its exit land */
+	if (!r->child || !r->s.live)
+		return 1;
+	if (!r->grace_end)
+		r->grace_end = now + GRACE_MS;
+	return now >= r->grace_end;
 }
 
 static int finish(struct record *r, const struct record_opts *o, char *output)
@@ -763,6 +745,7 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 int cmd_record(int argc, char **argv)
 {
 	struct held_child child = { .pid = 0, .go_fd = -1, .err_fd = -1 };
+	struct loop_hooks hooks = { .status = true, .turn = record_turn };
 	struct record_opts o = { 0 };
 	struct record r = { 0 };
 	struct tracer_config cfg;
@@ -881,7 +864,9 @@ int cmd_record(int argc, char **argv)
 	log__info("tracing %s; Ctrl-C to stop", r.s.trail.command);
 	/* not with a command: its own output shares the terminal */
 	statusline__start(!o.quiet && !o.cmd);
-	trace_loop(&r, &o, cfg.mode != MEMTRAIL_FILTER_PID);
+	hooks.interval_ms = o.interval_ms;
+	hooks.scan_ms = cfg.mode != MEMTRAIL_FILTER_PID ? SCAN_PERIOD_MS : 0;
+	(void)loop__run(&r.s, &hooks, &r);	/* a failure to read events is said: the trail still */
 	close_gate(&r);
 	statusline__stop();
 	if (r.s.err)

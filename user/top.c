@@ -20,6 +20,7 @@
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
+#include "loop.h"
 #include "proc.h"
 #include "session.h"
 #include "term.h"
@@ -33,7 +34,6 @@
 #define TOP_PHASE_HISTORY 2
 #define TOP_PHASE_NAMES 2
 #define SCAN_PERIOD_MS 2000
-#define POLL_MS 50
 /* how long a cgroup's pod or container name is taken as known */
 #define GROUP_TTL_MS 10000
 #define TITLE_LINES 2
@@ -73,6 +73,7 @@ struct top {
 	bool screen;		/* stdout is a terminal: draw in place */
 	bool out_failed;	/* stdout cannot be written: stop */
 	bool out_error;		/* and not because its reader went away */
+	uint32_t frames;	/* drawn so far (-n) */
 };
 
 /* ---- pods ---- */
@@ -521,47 +522,36 @@ static void sweep(struct top *t)
 	}
 }
 
-static int top_loop(struct top *t)
+/* After each sample (loop.h): a frame; the last of -n N stops. */
+static int top_sampled(void *ctx, uint64_t now)
 {
-	const struct top_opts *o = t->o;
-	uint64_t next_frame = 0, next_scan = SCAN_PERIOD_MS;
-	uint32_t frames = 0;
+	struct top *t = ctx;
+
+	if (refresh_view(t, now)) {
+		log__error("out of memory");
+		return -ENOMEM;
+	}
+	term__resized = 0;
+	draw(t);
+	return t->o->iterations && ++t->frames >= t->o->iterations;
+}
+
+/* Each turn: the terminal resized or 'q' pressed, ended targets swept, stdout gone. */
+static int top_turn(void *ctx, uint64_t now)
+{
+	struct top *t = ctx;
 	int key;
 
-	while (!session__stop_signal && !t->out_failed) {
-		uint64_t now;
-
-		if (tracer__poll(t->s.tracer, POLL_MS) < 0 && !session__stop_signal) {
-			log__error("cannot read BPF events: %s", strerror(errno));
-			return 1;
-		}
-		now = session__now_ms(&t->s);
-		if (now >= next_frame) {
-			session__sample_all(&t->s, now);
-			if (refresh_view(t, now)) {
-				log__error("out of memory");
-				return 1;
-			}
-			term__resized = 0;
-			draw(t);
-			next_frame = now + o->interval_ms;
-			if (o->iterations && ++frames >= o->iterations)
-				break;
-		} else if (term__resized) {
-			term__resized = 0;
-			draw(t);
-		}
-		while ((key = term__key()) >= 0)
-			if (key == 'q' || key == 'Q')
-				return 0;
-		if (o->n_cgroups && now >= next_scan) {
-			tracer__scan(t->s.tracer);	/* processes moved into a cgroup shown */
-			next_scan = now + SCAN_PERIOD_MS;
-		}
-		session__tick(&t->s, now);
-		sweep(t);
+	(void)now;
+	if (term__resized) {
+		term__resized = 0;
+		draw(t);
 	}
-	return t->out_error;
+	while ((key = term__key()) >= 0)
+		if (key == 'q' || key == 'Q')
+			return 1;
+	sweep(t);
+	return t->out_failed;
 }
 
 static void free_top(struct top *t)
@@ -577,6 +567,7 @@ static void free_top(struct top *t)
 
 int cmd_top(int argc, char **argv)
 {
+	struct loop_hooks loop = { .until_signal = true, .sampled = top_sampled, .turn = top_turn };
 	struct top_opts o = { 0 };
 	struct tracer_config cfg;
 	struct top t = { 0 };
@@ -626,7 +617,9 @@ int cmd_top(int argc, char **argv)
 		log__error("cannot use the terminal: %s", strerror(-err));
 		goto out;
 	}
-	ret = top_loop(&t);
+	loop.interval_ms = o.interval_ms;
+	loop.scan_ms = o.n_cgroups ? SCAN_PERIOD_MS : 0;
+	ret = loop__run(&t.s, &loop, &t) < 0 ? 1 : t.out_error;
 	/* the screen back first: detaching can take a moment */
 	term__close();
 	if (t.s.err)

@@ -25,6 +25,7 @@
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "outfile.h"
 #include "proc.h"
@@ -48,7 +49,6 @@
 #define LIMITS_TTL_MS 10000
 #define SCAN_PERIOD_MS 2000
 #define RETRY_MS 1000
-#define POLL_MS 50
 /* least time between two device OOM snapshots of one process */
 #define DEVICE_OOM_GAP_MS 1000
 #define TOP_PROCS 10
@@ -104,6 +104,7 @@ struct watch {
 	size_t n_lim, cap_lim;
 	struct pending *pend;
 	size_t n_pend;
+	uint64_t next_retry;	/* when pending ones are tried again */
 	bool failing;		/* the last write failed: pending ones wait */
 	uint64_t snapshots, verdicts, dropped;
 	/* the OOM snapshot of each recent victim, for its verdict */
@@ -897,45 +898,35 @@ static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 	return 0;
 }
 
-static void watch_loop(struct watch *w)
+/* After each sample (loop.h): the metrics page, memory pressure. */
+static int watch_sampled(void *ctx, uint64_t now)
 {
-	const struct watch_opts *o = w->o;
-	uint64_t next_sample = 0, next_scan = SCAN_PERIOD_MS, next_retry = 0;
+	struct watch *w = ctx;
 
-	while (!session__stop_signal) {
-		uint64_t now;
+	if (w->metrics) {
+		uint64_t lost[MEMTRAIL_LOST_MAX];
 
-		if (tracer__poll(w->s.tracer, POLL_MS) < 0 && !session__stop_signal) {
-			log__error("cannot read BPF events: %s", strerror(errno));
-			break;
-		}
-		now = session__now_ms(&w->s);
-		if (now >= next_sample) {
-			session__sample_all(&w->s, now);
-			next_sample = now + o->interval_ms;
-			if (w->metrics) {
-				uint64_t lost[MEMTRAIL_LOST_MAX];
-
-				tracer__lost(w->s.tracer, lost);
-				metrics__update(w->metrics, &w->s.trail, lost, now);
-			}
-			if (o->pressure_pct) {
-				refresh_cgroups(w, now);
-				check_pressure(w, now);
-			}
-		}
-		if (o->n_cgroups && now >= next_scan) {
-			tracer__scan(w->s.tracer);	/* processes moved into a watched cgroup */
-			next_scan = now + SCAN_PERIOD_MS;
-		}
-		if (w->n_pend && now >= next_retry) {
-			flush_pending(w);
-			next_retry = now + RETRY_MS;
-		}
-		session__tick(&w->s, now);
-		statusline__tick(&w->s);
-		sweep(w, now);
+		tracer__lost(w->s.tracer, lost);
+		metrics__update(w->metrics, &w->s.trail, lost, now);
 	}
+	if (w->o->pressure_pct) {
+		refresh_cgroups(w, now);
+		check_pressure(w, now);
+	}
+	return 0;
+}
+
+/* Each turn: snapshots not written yet tried again, ended targets swept. */
+static int watch_turn(void *ctx, uint64_t now)
+{
+	struct watch *w = ctx;
+
+	if (w->n_pend && now >= w->next_retry) {
+		flush_pending(w);
+		w->next_retry = now + RETRY_MS;
+	}
+	sweep(w, now);
+	return 0;
 }
 
 static void free_watch(struct watch *w)
@@ -967,6 +958,8 @@ int cmd_watch(int argc, char **argv)
 		.oom = on_oom, .pressure = on_pressure, .ended = on_ended,
 		.device_oom = on_device_oom,
 	};
+	struct loop_hooks loop = { .status = true, .until_signal = true,
+				   .sampled = watch_sampled, .turn = watch_turn };
 	struct watch_opts o = { 0 };
 	struct tracer_config cfg;
 	struct watch w = { 0 };
@@ -1019,7 +1012,9 @@ int cmd_watch(int argc, char **argv)
 		  "to '%s'; Ctrl-C to stop", o.n_cgroups ? "the given cgroups" : "all processes",
 		  w.s.live, tracer__map_bytes(w.s.tracer) / 1048576.0, o.dir);
 	statusline__start(true);
-	watch_loop(&w);
+	loop.interval_ms = o.interval_ms;
+	loop.scan_ms = o.n_cgroups ? SCAN_PERIOD_MS : 0;
+	(void)loop__run(&w.s, &loop, &w);	/* a failure to read events is said */
 	statusline__stop();
 	if (w.n_pend)
 		flush_pending(&w);
