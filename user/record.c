@@ -742,6 +742,101 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 	return 0;
 }
 
+/*
+ * Start O's command, held until it is let go (release_child), at its gate
+ * where the kernel gives record one; it is the one target of CFG. An error
+ * is said.
+ */
+static int start_command(struct record *r, struct record_opts *o, struct tracer_config *cfg,
+			 struct held_child *child)
+{
+	struct child_gate cg;
+	int err;
+
+	/* the runtimes it may write and map at once: probed at its opens */
+	if (!o->no_devices && (err = gate__open(&r->gate)))
+		log__debug("no gate for the command: %s", strerror(-err));
+	err = spawn_held(o->cmd, child, r->gate, &cg);
+	if (err) {
+		log__error("cannot start '%s': %s", o->cmd[0], strerror(-err));
+		return err;
+	}
+	if (r->gate && cg.err) {
+		log__warn("the command runs without a gate (%s): a runtime it writes and "
+			  "maps at once is probed as it is mapped", strerror(-cg.err));
+		close_gate(r);
+	} else if (r->gate && cg.failed) {
+		log__debug("the gate marks %d mounts; %d could not be marked", cg.marked,
+			   cg.failed);
+	}
+	r->child = child->pid;
+	o->pids = calloc(1, sizeof(*o->pids));
+	if (!o->pids) {
+		log__error("out of memory");
+		return -ENOMEM;
+	}
+	o->pids[0] = child->pid;
+	o->n_pids = 1;
+	cfg->pids = o->pids;
+	cfg->n_pids = 1;
+	cfg->await_exec = true;
+	return 0;
+}
+
+/*
+ * Open the tracer on CFG and everything record adds to it (targets, device
+ * probes, the gate, sites), the command's own libraries probed before it
+ * runs; -1 once an error is said.
+ */
+static int attach(struct record *r, const struct record_opts *o, const struct tracer_config *cfg,
+		  pid_t child_pid)
+{
+	size_t i;
+	int err = 0;
+
+	session__install_signals();
+	r->s.t0_ns = session__mono_ns();
+	r->s.keep_events = true;
+	r->s.attribute = true;
+	r->s.pods_dir = o->pods_dir;
+	if (tracer__open(&r->s.tracer, cfg, session__on_event, &r->s))
+		return -1;
+	r->s.trail.kernel = features__json(tracer__features(r->s.tracer));
+	for (i = 0; i < cfg->n_pids; i++)
+		if (!session__new_target(&r->s, cfg->pids[i], proc__ppid(cfg->pids[i]), NULL, 0, false))
+			return -1;
+	/* twice: the first pass adopts children of listed PIDs, the second theirs */
+	if (tracer__scan(r->s.tracer) || tracer__scan(r->s.tracer))
+		return -1;
+	tracer__poll(r->s.tracer, 0);
+	if (session__open_devices(&r->s, o->no_devices))
+		return -1;
+	/* nothing to probe at the gate without device probes (a kernel without them) */
+	if (r->gate && (!r->s.devices || (err = gate__start(r->gate, child_pid)))) {
+		if (r->s.devices)
+			log__warn("the command runs without a gate: %s", strerror(-err));
+		close_gate(r);
+	}
+	if (r->gate)
+		tracer__watch_fd(r->s.tracer, gate__wake_fd(r->gate), serve_gate, r);
+	if ((!o->no_sites || o->heap || o->faults) &&
+	    session__open_sites(&r->s, o->heap ? &o->heap_cfg : NULL))
+		return -1;
+	if (o->heap && o->heap_cfg.budget_pct <= 0)
+		r->s.trail.kinds |= 1U << MEMTRAIL_KIND_HEAP;
+	if (o->cmd && (r->s.devices || r->s.heap)) {
+		char *path = proc__which(o->cmd[0]);
+
+		/* its libraries are probed before it runs: it may call them at once */
+		if (path && r->s.devices)
+			devices__prepare_command(r->s.devices, path);
+		if (path && r->s.heap)
+			heap__prepare_command(r->s.heap, child_pid, path);
+		free(path);
+	}
+	return 0;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct held_child child = { .pid = 0, .go_fd = -1, .err_fd = -1 };
@@ -775,75 +870,10 @@ int cmd_record(int argc, char **argv)
 	trail__set_started(&r.s.trail);
 	r.follow_pids = cfg.mode == MEMTRAIL_FILTER_PID;
 
-	if (o.cmd) {
-		struct child_gate cg;
-
-		/* the runtimes it may write and map at once: probed at its opens */
-		if (!o.no_devices && (err = gate__open(&r.gate)))
-			log__debug("no gate for the command: %s", strerror(-err));
-		err = spawn_held(o.cmd, &child, r.gate, &cg);
-		if (err) {
-			log__error("cannot start '%s': %s", o.cmd[0], strerror(-err));
-			goto out;
-		}
-		if (r.gate && cg.err) {
-			log__warn("the command runs without a gate (%s): a runtime it writes and "
-				  "maps at once is probed as it is mapped", strerror(-cg.err));
-			close_gate(&r);
-		} else if (r.gate && cg.failed) {
-			log__debug("the gate marks %d mounts; %d could not be marked", cg.marked,
-				   cg.failed);
-		}
-		r.child = child.pid;
-		o.pids = calloc(1, sizeof(*o.pids));
-		if (!o.pids)
-			goto out_child;
-		o.pids[0] = child.pid;
-		o.n_pids = 1;
-		cfg.pids = o.pids;
-		cfg.n_pids = 1;
-		cfg.await_exec = true;
-	}
-	session__install_signals();
-	r.s.t0_ns = session__mono_ns();
-	r.s.keep_events = true;
-	r.s.attribute = true;
-	r.s.pods_dir = o.pods_dir;
-	if (tracer__open(&r.s.tracer, &cfg, session__on_event, &r.s))
+	if (o.cmd && start_command(&r, &o, &cfg, &child))
 		goto out_child;
-	r.s.trail.kernel = features__json(tracer__features(r.s.tracer));
-	for (i = 0; i < cfg.n_pids; i++)
-		if (!session__new_target(&r.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0, false))
-			goto out_child;
-	/* twice: the first pass adopts children of listed PIDs, the second theirs */
-	if (tracer__scan(r.s.tracer) || tracer__scan(r.s.tracer))
+	if (attach(&r, &o, &cfg, child.pid))
 		goto out_child;
-	tracer__poll(r.s.tracer, 0);
-	if (session__open_devices(&r.s, o.no_devices))
-		goto out_child;
-	/* nothing to probe at the gate without device probes (a kernel without them) */
-	if (r.gate && (!r.s.devices || (err = gate__start(r.gate, child.pid)))) {
-		if (r.s.devices)
-			log__warn("the command runs without a gate: %s", strerror(-err));
-		close_gate(&r);
-	}
-	if (r.gate)
-		tracer__watch_fd(r.s.tracer, gate__wake_fd(r.gate), serve_gate, &r);
-	if ((!o.no_sites || o.heap || o.faults) &&
-	    session__open_sites(&r.s, o.heap ? &o.heap_cfg : NULL))
-		goto out_child;
-	if (o.heap && o.heap_cfg.budget_pct <= 0)
-		r.s.trail.kinds |= 1U << MEMTRAIL_KIND_HEAP;
-	if (o.cmd && (r.s.devices || r.s.heap)) {
-		char *path = proc__which(o.cmd[0]);
-
-		/* its libraries are probed before it runs: it may call them at once */
-		if (path && r.s.devices)
-			devices__prepare_command(r.s.devices, path);
-		if (path && r.s.heap)
-			heap__prepare_command(r.s.heap, child.pid, path);
-		free(path);
-	}
 	if (!o.cmd) {
 		for (i = 0; i < o.n_pids; i++) {
 			if (session__live(&r.s, o.pids[i]) && !proc__alive(o.pids[i])) {
