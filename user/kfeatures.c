@@ -249,7 +249,8 @@ static bool bpf_lsm_active(void)
 	return found;
 }
 
-static void decide(struct kernel_features *kf)
+/* Memory accounting: atomics, resident and mapped memory, mapping sites, exits. */
+static void decide_accounting(struct kernel_features *kf)
 {
 	const char *r = kf->release;
 
@@ -295,6 +296,12 @@ static void decide(struct kernel_features *kf)
 		    "sched_process_exit(task) after exit_mm: levels as of the last event before it");
 	else
 		set(kf, FEAT_EXIT, FEATURE_NO, "no sched_process_exit tracepoint (kernel %s)", r);
+}
+
+/* Phases and verdicts: the in-program marker, mark, rules, the OOM victim. */
+static void decide_phases(struct kernel_features *kf)
+{
+	const char *r = kf->release;
 
 	if (kf->prctl_tp)
 		set(kf, FEAT_MARKER, FEATURE_YES, "task_prctl_unknown tracepoint");
@@ -325,6 +332,12 @@ static void decide(struct kernel_features *kf)
 		    "killer's SIGKILL just before it", r);
 	else
 		set(kf, FEAT_OOM, FEATURE_NO, "no oom:mark_victim tracepoint (kernel %s)", r);
+}
+
+/* Probes: the heap, runtimes' libraries, files mapped, code mappings, the gate. */
+static void decide_probes(struct kernel_features *kf)
+{
+	const char *r = kf->release;
 
 	if (kf->uprobe_multi)
 		set(kf, FEAT_HEAP, FEATURE_YES, "uprobe_multi links per process");
@@ -390,6 +403,13 @@ static void decide(struct kernel_features *kf)
 		    "no fanotify permission events (kernel %s: %s): a runtime record's command "
 		    "writes and maps at once is probed as it is mapped, late calls counted", r,
 		    strerror(-kf->perm_events));
+}
+
+static void decide(struct kernel_features *kf)
+{
+	decide_accounting(kf);
+	decide_phases(kf);
+	decide_probes(kf);
 }
 
 void features__site_maps_refused(struct kernel_features *kf, int err)
