@@ -142,7 +142,8 @@ $(COMPAT_SKEL): $(OUT)/memtrail_compat.bpf.o $(SKEL)
 	$(Q)rm -f $@.cmp
 	$(Q)mv $@.tmp $@
 
-$(OUT)/user/tracer.o: $(SKEL) $(COMPAT_SKEL)
+# the tracer's parts include the skeletons (tracer_int.h, tracer_load.c)
+$(patsubst %,$(OUT)/user/%.o,tracer tracer_load tracer_attach tracer_maps): $(SKEL) $(COMPAT_SKEL)
 # the DaemonSet manifest is built into the binary (.incbin)
 $(OUT)/user/daemonset.o: user/daemonset.yaml
 
