@@ -1259,7 +1259,7 @@ static void gate_user(struct devices *d, uint32_t pid, size_t idx)
 		proc_file_add(p, idx);
 }
 
-void devices__gate_file(struct devices *d, int fd, uint32_t pid)
+void devices__gate_file(struct devices *d, int fd, uint32_t pid, bool user)
 {
 	char path[64], name[4096];
 	struct file_ids ids;
@@ -1278,12 +1278,13 @@ void devices__gate_file(struct devices *d, int fd, uint32_t pid)
 		/* another file on a deleted one's inode, or written since: read again */
 		if (!file_idle(f) || (st.st_ctim.tv_sec == f->ctime.tv_sec &&
 				      st.st_ctim.tv_nsec == f->ctime.tv_nsec && st.st_size == f->size)) {
-			gate_user(d, pid, idx);
+			if (user)
+				gate_user(d, pid, idx);
 			return;
 		}
 		f->released = true;
 	}
-	if (file_get_fd(d, fd, &ids, n > 0 ? name : NULL, &idx))
+	if (file_get_fd(d, fd, &ids, n > 0 ? name : NULL, &idx) && user)
 		gate_user(d, pid, idx);
 }
 

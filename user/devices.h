@@ -39,9 +39,11 @@ void devices__on_late(struct devices *d, devices_late_fn fn, void *ctx);
 void devices__attached(struct devices *d);
 /*
  * FD, an ELF file memtrail's command (its process PID) is opening (gate.h):
- * probed now if it is a runtime new to memtrail, before the command can map it.
+ * probed now if it is a runtime new to memtrail, before the command can map
+ * it. With USER (PID is a target), PID keeps the runtime probed from now
+ * until it exits or execs, as if it had mapped it.
  */
-void devices__gate_file(struct devices *d, int fd, uint32_t pid);
+void devices__gate_file(struct devices *d, int fd, uint32_t pid, bool user);
 /*
  * Whether the file the kernel's hook keys as (KDEV: the kernel's s_dev, INO)
  * has had its probes since AT_NS (CLOCK_MONOTONIC: when a process mapped it).

@@ -130,10 +130,13 @@ static void gate_file(void *ctx, int fd, pid_t pid)
 {
 	struct record *r = ctx;
 
+	bool live = pid > 0 && session__live(&r->s, (uint32_t)pid);
+
 	if (!r->s.devices)
 		return;
-	devices__gate_file(r->s.devices, fd, pid > 0 ? (uint32_t)pid : 0);
-	if (pid > 0 && session__live(&r->s, (uint32_t)pid))
+	/* a target is a user of the runtime it opens; another process only has it probed */
+	devices__gate_file(r->s.devices, fd, pid > 0 ? (uint32_t)pid : 0, live);
+	if (live)
 		(void)devices__scan(r->s.devices, (uint32_t)pid);
 }
 
@@ -172,8 +175,9 @@ static int release_child(struct record *r, struct held_child *c)
 				continue;
 			break;
 		}
+		/* the gate served after the events before its opens (the exec): may close it */
 		if (r->gate && p[1].revents)
-			serve_gate(r);	/* may close the gate */
+			tracer__poll(r->s.tracer, 0);
 		if (!p[0].revents)
 			continue;
 		n = read(c->err_fd, &e, sizeof(e));

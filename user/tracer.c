@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <bpf/bpf.h>
 
@@ -281,13 +282,14 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 {
 	int n;
 
+	bool extra = false;
+
 	if (t->extra_fd >= 0) {
 		struct pollfd p[2] = { { ring_buffer__epoll_fd(t->rb), POLLIN, 0 },
 				       { t->extra_fd, POLLIN, 0 } };
 
 		n = poll(p, 2, timeout_ms);
-		if (n > 0 && p[1].revents)
-			t->extra_fn(t->extra_ctx);
+		extra = n > 0 && p[1].revents;
 		n = n < 0 ? -errno : 0;
 	} else {
 		n = ring_buffer__poll(t->rb, timeout_ms);
@@ -295,6 +297,12 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	/* most records do not wake the reader (event_submit): read what came anyway */
 	if (n >= 0)
 		n = ring_buffer__consume(t->rb);
+	/*
+	 * the descriptor's news after the events: a process waiting at record's
+	 * gate sent its fork and exec before its open, so they are read first
+	 */
+	if (extra && t->extra_fd >= 0)
+		t->extra_fn(t->extra_ctx);
 	forget_ended(t);
 	if (n == -EINTR)
 		return 0;

@@ -79,7 +79,10 @@ uint64_t tracer__map_bytes(const struct tracer *t);
 int tracer__scan(struct tracer *t);
 /* Wait up to timeout_ms for events; 0 or -errno (EINTR is not an error). */
 int tracer__poll(struct tracer *t, int timeout_ms);
-/* FD is polled beside the ring buffer from now on (-1: none); FN(CTX) runs when it is readable. */
+/*
+ * FD is polled beside the ring buffer from now on (-1: none); FN(CTX) runs
+ * when it is readable, after the events that had come by then are read.
+ */
 void tracer__watch_fd(struct tracer *t, int fd, tracer_fd_fn fn, void *ctx);
 /* The sequence number of a target's current phase; -ENOENT when not traced. */
 int tracer__read_phase(struct tracer *t, uint32_t tgid, uint32_t *seq);
