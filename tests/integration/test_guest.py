@@ -43,6 +43,16 @@ def stream_script(d, beats):
             f'rm -f "$lib"; date +%s.%N >> "{beats}"; done')
 
 
+def wchan(pid):
+    """Where in the kernel process PID sleeps ("" when running or gone)."""
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            w = f.read().strip()
+        return "" if w == "0" else w
+    except OSError:
+        return ""
+
+
 class Stream:
     """Programs, one after another, each dlopen()ing a runtime file written the
     moment before (a copy of the CUDA stand-in) and calling it at once, in a
@@ -77,7 +87,7 @@ class Stream:
                 continue
             try:
                 if os.getsid(int(d)) == self.proc.pid:
-                    out[int(d)] = proc_state(d)
+                    out[int(d)] = proc_state(d) + ":" + wchan(d)
             except OSError:
                 pass
         return out
@@ -137,7 +147,7 @@ def kill_tries(start, kill, what):
         for i in range(TRIES):
             m = start(d, i)
             try:
-                s.wait_beats(2)
+                s.wait_beats(2, timeout=60)
                 time.sleep(random.uniform(0, 0.5))  # a random moment in the stream
                 kill(m)
                 wait_gone([m.pid])
@@ -146,7 +156,9 @@ def kill_tries(start, kill, what):
                     m.kill()
                 m.communicate()
             check_none_stopped(before, f"{what}, try {i + 1}")
-            s.wait_beats(3)
+            # under emulation (TCG) the kernel's teardown of the killed
+            # memtrail's uprobes takes seconds; the stream must go on, not be quick
+            s.wait_beats(3, timeout=60)
             check_none_stopped(before, f"{what}, try {i + 1}, after the stream ran on")
     finally:
         s.stop()
