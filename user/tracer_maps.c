@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Reading and clearing the kernel's maps: levels, phases, files, device memory, sites. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,28 +175,41 @@ void tracer__lib_forget_file(struct tracer *t, uint64_t dev, uint64_t ino)
 		bpf_map_delete_elem(fd, &key);
 }
 
-/* Keys of one (tgid, address) map that belong to one of TGIDS (N_TGIDS, sorted), into a new array. */
-static struct memtrail_dev_key *keys_of_set(int fd, const uint32_t *tgids, size_t n_tgids,
-					    size_t *n)
+/*
+ * Keys of map FD (KEY_SIZE bytes each, the tgid first: every map of
+ * memtrail's keyed by process) that belong to one of TGIDS (N_TGIDS,
+ * sorted), into a new array.
+ */
+_Static_assert(offsetof(struct memtrail_dev_key, tgid) == 0 &&
+	       offsetof(struct memtrail_site_key, tgid) == 0, "keys_of_set: the tgid first");
+_Static_assert(sizeof(struct memtrail_dev_key) <= 64 && sizeof(struct memtrail_site_key) <= 64,
+	       "keys_of_set: a key fits its buffers");
+
+static void *keys_of_set(int fd, size_t key_size, const uint32_t *tgids, size_t n_tgids,
+			 size_t *n)
 {
-	struct memtrail_dev_key key, next, *keys = NULL, *grown;
+	unsigned char key[64], next[64], *keys = NULL, *grown;
 	size_t cap = 0;
 	void *prev = NULL;
+	uint32_t tgid;
 
 	*n = 0;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (!array__u32_has(tgids, n_tgids, key.tgid))
+	if (key_size > sizeof(key))
+		return NULL;
+	while (!bpf_map_get_next_key(fd, prev, next)) {
+		memcpy(key, next, key_size);
+		prev = key;
+		memcpy(&tgid, key, sizeof(tgid));
+		if (!array__u32_has(tgids, n_tgids, tgid))
 			continue;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 64;
-			grown = realloc(keys, cap * sizeof(*keys));
+			grown = realloc(keys, cap * key_size);
 			if (!grown)
 				break;
 			keys = grown;
 		}
-		keys[(*n)++] = key;
+		memcpy(keys + (*n)++ * key_size, key, key_size);
 	}
 	return keys;
 }
@@ -203,7 +217,7 @@ static struct memtrail_dev_key *keys_of_set(int fd, const uint32_t *tgids, size_
 /* Keys of one (tgid, address) map that belong to TGID, into a new array. */
 static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
 {
-	return keys_of_set(fd, &tgid, 1, n);
+	return keys_of_set(fd, sizeof(struct memtrail_dev_key), &tgid, 1, n);
 }
 
 /*
@@ -368,38 +382,20 @@ int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH
 
 void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n_tgids)
 {
-	int sfd = bpf_map__fd(t->skel->maps.sites);
-	struct memtrail_site_key key, next, *keys = NULL, *grown;
-	int fds[] = {
-		bpf_map__fd(t->skel->maps.heap_allocs), bpf_map__fd(t->skel->maps.map_ranges),
+	const struct bpf_map *maps[] = {
+		t->skel->maps.sites, t->skel->maps.heap_allocs, t->skel->maps.map_ranges,
 	};
-	struct memtrail_dev_key *akeys;
-	size_t n = 0, cap = 0, i, f;
-	void *prev = NULL;
+	size_t n, i, m;
+	unsigned char *keys;
 
-	while (!bpf_map_get_next_key(sfd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (!array__u32_has(tgids, n_tgids, key.tgid))
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 64;
-			grown = realloc(keys, cap * sizeof(*keys));
-			if (!grown)
-				break;
-			keys = grown;
-		}
-		keys[n++] = key;
-	}
-	for (i = 0; i < n; i++)
-		bpf_map_delete_elem(sfd, &keys[i]);
-	free(keys);
-	/* (tgid, address) keys share struct memtrail_dev_key's layout */
-	for (f = 0; f < sizeof(fds) / sizeof(fds[0]); f++) {
-		akeys = keys_of_set(fds[f], tgids, n_tgids, &n);
+	for (m = 0; m < sizeof(maps) / sizeof(maps[0]); m++) {
+		int fd = bpf_map__fd(maps[m]);
+		size_t size = bpf_map__key_size(maps[m]);
+
+		keys = keys_of_set(fd, size, tgids, n_tgids, &n);
 		for (i = 0; i < n; i++)
-			bpf_map_delete_elem(fds[f], &akeys[i]);
-		free(akeys);
+			bpf_map_delete_elem(fd, keys + i * size);
+		free(keys);
 	}
 	for (i = 0; i < n_tgids; i++)
 		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgids[i]);
