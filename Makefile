@@ -54,7 +54,7 @@ COMPAT_SKEL := $(OUT)/memtrail_compat.skel.h
 
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
-UNIT_MODULES := user/devspecs.c user/trail.c user/pidmap.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
+UNIT_MODULES := user/devspecs.c user/opts.c user/trail.c user/pidmap.c user/trailstream.c user/outfile.c user/phase.c user/verdict.c user/container.c user/kinds.c user/format.c user/cgroup.c user/proc.c \
 	user/sanitize.c user/schema.c user/demangle.c \
 	user/table.c user/log.c user/topview.c user/html.c user/perfetto.c user/pprof.c \
 	$(OUT)/profile.pb-c.c

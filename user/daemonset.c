@@ -6,13 +6,13 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
 #include "format.h"
 #include "log.h"
+#include "opts.h"
 
 #define DEFAULT_IMAGE "memtrail:latest"
 #define DEFAULT_NAMESPACE "kube-system"
@@ -26,24 +26,6 @@ __asm__(".pushsection .rodata\n"
 	".byte 0\n"
 	".popsection\n");
 extern const char memtrail_daemonset_yaml[];
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-"usage: memtrail daemonset [--image IMAGE] [--namespace NS] [--metrics-port PORT]\n"
-"\n"
-"Print a Kubernetes DaemonSet that runs 'memtrail watch' on every node:\n"
-"snapshots and verdicts to /var/lib/memtrail/snapshots on the node, Prometheus\n"
-"metrics on the pod's PORT (with the prometheus.io scrape annotations).\n"
-"  memtrail daemonset --image registry.example/memtrail:0.1 | kubectl apply -f -\n"
-"\n"
-"  -i, --image IMAGE       a container image with memtrail on its PATH\n"
-"                          (default %s)\n"
-"  -n, --namespace NS      the namespace (default %s)\n"
-"  -p, --metrics-port PORT the metrics port, 1..65535 (default %d)\n"
-"  -h, --help              this help\n",
-		DEFAULT_IMAGE, DEFAULT_NAMESPACE, DEFAULT_PORT);
-}
 
 /* A Kubernetes namespace name: a DNS label (RFC 1123), 63 characters at most. */
 static bool dns_label(const char *s)
@@ -82,66 +64,79 @@ static const char *shown(const char *s, char *buf, size_t len)
 	return buf;
 }
 
+struct daemonset_opts {
+	const char *image, *ns;
+	uint32_t port;
+};
+
+static int opt_image(void *base, const char *arg)
+{
+	struct daemonset_opts *o = base;
+	char buf[96];
+
+	if (!image_ref(arg)) {
+		log__error("invalid --image '%s': give an image reference (registry/name:tag or "
+			   "name@sha256:digest)", shown(arg, buf, sizeof(buf)));
+		return -EINVAL;
+	}
+	o->image = arg;
+	return 0;
+}
+
+static int opt_namespace(void *base, const char *arg)
+{
+	struct daemonset_opts *o = base;
+	char buf[96];
+
+	if (!dns_label(arg)) {
+		log__error("invalid --namespace '%s': give a DNS label (a-z, 0-9 and '-', at "
+			   "most 63)", shown(arg, buf, sizeof(buf)));
+		return -EINVAL;
+	}
+	o->ns = arg;
+	return 0;
+}
+
+static const struct opt daemonset_rows[] = {
+	OPT_ROW_FN("image", 'i', "IMAGE", opt_image,
+		   "a container image with memtrail on its PATH (default " DEFAULT_IMAGE ")"),
+	OPT_ROW_FN("namespace", 'n', "NS", opt_namespace,
+		   "the namespace (default " DEFAULT_NAMESPACE ")"),
+	OPT_ROW_U32("metrics-port", 'p', "PORT", struct daemonset_opts, port, 1, 65535,
+		    "the metrics port", 0),
+	OPT_ROW_HELP,
+	OPT_ROW_END,
+};
+
+static void usage(FILE *f, const struct opts_cmd *c)
+{
+	fprintf(f,
+"usage: memtrail daemonset [--image IMAGE] [--namespace NS] [--metrics-port N]\n"
+"\n"
+"Print a Kubernetes DaemonSet that runs 'memtrail watch' on every node:\n"
+"snapshots and verdicts to /var/lib/memtrail/snapshots on the node, Prometheus\n"
+"metrics on the pod's PORT (with the prometheus.io scrape annotations).\n"
+"  memtrail daemonset --image registry.example/memtrail:0.1 | kubectl apply -f -\n"
+"\n");
+	opts__help(f, c);
+}
+
 int cmd_daemonset(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "image", required_argument, NULL, 'i' },
-		{ "namespace", required_argument, NULL, 'n' },
-		{ "metrics-port", required_argument, NULL, 'p' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	const char *image = DEFAULT_IMAGE, *ns = DEFAULT_NAMESPACE, *p;
-	uint64_t port = DEFAULT_PORT;
-	char buf[96];
-	int c;
+	struct daemonset_opts o = { DEFAULT_IMAGE, DEFAULT_NAMESPACE, DEFAULT_PORT };
+	const struct opt_group groups[] = { { "options", daemonset_rows, &o } };
+	const struct opts_cmd cmd = { .name = "daemonset", .groups = groups, .n_groups = 1,
+				      .usage = usage, .no_args = true };
+	const char *image, *ns, *p;
+	uint32_t port;
+	int first, err;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":i:n:p:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			image = optarg;
-			if (!image_ref(image)) {
-				log__error("invalid --image '%s': give an image reference "
-					   "(registry/name:tag or name@sha256:digest)",
-					   shown(optarg, buf, sizeof(buf)));
-				return 2;
-			}
-			break;
-		case 'n':
-			ns = optarg;
-			if (!dns_label(ns)) {
-				log__error("invalid --namespace '%s': give a DNS label "
-					   "(a-z, 0-9 and '-', at most 63)", shown(optarg, buf, sizeof(buf)));
-				return 2;
-			}
-			break;
-		case 'p':
-			if (format__parse_u64(optarg, 1, 65535, &port)) {
-				log__error("invalid --metrics-port '%s': give 1 to 65535",
-					   shown(optarg, buf, sizeof(buf)));
-				return 2;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case ':':
-			log__error("option '%s' needs a value", argv[optind - 1]);
-			fprintf(stderr, "Try 'memtrail daemonset --help'.\n");
-			return 2;
-		default:
-			log__error("unknown option '%s'", argv[optind - 1]);
-			fprintf(stderr, "Try 'memtrail daemonset --help'.\n");
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		log__error("unexpected argument '%s'", argv[optind]);
-		fprintf(stderr, "Try 'memtrail daemonset --help'.\n");
-		return 2;
-	}
+	err = opts__parse(&cmd, argc, argv, &first);
+	if (err)
+		return err > 0 ? 0 : 2;
+	image = o.image;
+	ns = o.ns;
+	port = o.port;
 	/* the template's placeholders, in place */
 	for (p = memtrail_daemonset_yaml; *p; p++) {
 		if (!strncmp(p, "{{IMAGE}}", 9)) {

@@ -64,7 +64,6 @@ int main(int argc, char **argv)
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].fn(argc - 1, argv + 1);
-	log__error("unknown command '%s'", argv[1]);
-	fprintf(stderr, "Try 'memtrail --help'.\n");
+	log__error("unknown command '%s' (see 'memtrail --help')", argv[1]);
 	return 2;
 }

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "format.h"
 #include "log.h"
+#include "opts.h"
 #include "phase.h"
 #include "proc.h"
 
@@ -69,8 +70,7 @@ int cmd_mark(int argc, char **argv)
 		return 0;
 	}
 	if (argc != 3) {
-		log__error("give a PID and a phase name");
-		fprintf(stderr, "Try 'memtrail mark --help'.\n");
+		opts__usage_error("mark", "give a PID and a phase name");
 		return 2;
 	}
 	if (format__parse_u64(argv[1], 1, INT32_MAX, &pid)) {

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "cmdopts.h"
 #include "commands.h"
 #include "container.h"
 #include "format.h"
@@ -26,6 +25,7 @@
 #include "kinds.h"
 #include "log.h"
 #include "loop.h"
+#include "opts.h"
 #include "outfile.h"
 #include "phase.h"
 #include "proc.h"
@@ -221,18 +221,12 @@ static void abandon_child(struct held_child *c)
 /* ---- options ---- */
 
 struct record_opts {
+	struct target_opts t;
+	struct engine_opts e;
 	const char *output;
 	uint32_t interval_ms;
-	uint32_t max_targets;
-	uint32_t *pids;
-	size_t n_pids;
-	const char *cgroup;
-	const char *comm;
-	const char *pods_dir;	/* --pods-dir: names pods and containers (NULL: the default) */
-	bool all;
 	char **cmd;
 	bool quiet;
-	bool no_devices;
 	bool no_sites;
 	bool heap;
 	bool faults;
@@ -243,99 +237,6 @@ struct record_opts {
 	size_t n_rules;
 	uint32_t phase_history;
 };
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-"usage: memtrail record [options] (--pid PID ... | --cgroup PATH | --comm NAME | --all | -- CMD [ARGS...])\n"
-"\n"
-"Trace the memory of processes until they exit (or Ctrl-C), print a summary\n"
-"per process and write a trail file that 'memtrail report' reads back.\n"
-"\n"
-"targets (choose one):\n"
-"  -p, --pid PID         a running process and the children it forks; repeatable\n"
-"  -c, --cgroup PATH     every process in a cgroup or below it, v1 or v2, given as\n"
-"                        a directory (/sys/fs/cgroup/memory/x) or a cgroup path (/x)\n"
-"      --comm NAME       every process whose name (comm, 15 chars) is NAME\n"
-"  -a, --all             every process on the node but memtrail itself\n"
-"  -- CMD [ARGS...]      run CMD once the probes are attached; memtrail exits\n"
-"                        with its status (128+N when killed by signal N)\n"
-"\n"
-"options:\n"
-"  -o, --output FILE     trail file, mode 0600, written whole or not at all\n"
-"                        (default memtrail-YYYYMMDD-HHMMSS-PID.json, PID\n"
-"                        memtrail's own; never replacing a file: -2, -3, ...)\n"
-"  -i, --interval MS     timeline sample interval, 10..60000 (default %d); a sample\n"
-"                        is stored only when a level changed\n"
-"      --max-targets N   most processes traced at once, 16..1048576 (default %d);\n"
-"                        kernel memory: about 930 bytes per target, and 16 per\n"
-"                        CPU for each live one\n"
-"  -P, --phase NAME=BINARY:SYMBOL\n"
-"                        start phase NAME whenever a target enters SYMBOL in\n"
-"                        BINARY (an executable or library, path or name);\n"
-"                        SYMBOL as in the ELF file or demangled, with or\n"
-"                        without its parameters ('lib.so:ns::f', quoted:\n"
-"                        'lib.so:ns::f(int)'); repeatable, at most %d rules\n"
-"                        with --scope\n"
-"      --scope NAME=BINARY:SYMBOL\n"
-"                        phase NAME while a target runs SYMBOL: from its entry\n"
-"                        to its return, then the phase it interrupted goes on\n"
-"                        (as a new row of that name); scopes nest, kept per\n"
-"                        thread (16 deep); SYMBOL as for --phase\n"
-"      --phase-history N phases listed per target, the first N/2 and the latest\n"
-"                        N/2, 2..1000000 (default %d); all are in the summary\n"
-"                        by name\n"
-"      --no-devices      do not probe CUDA and Neuron runtimes\n"
-"      --pods-dir DIR    the kubelet's pod log directory, which names each\n"
-"                        target's pod and container (default %s)\n"
-"\n"
-"allocation sites (user stacks, per target and phase; 'memtrail report' lists\n"
-"them, --pprof exports them):\n"
-"      --no-sites        no mapping sites (the stacks of mmap, mremap and brk\n"
-"                        calls that grow mapped memory; on by default)\n"
-"      --heap            heap sites: probe the malloc family (glibc, jemalloc,\n"
-"                        tcmalloc, mimalloc) of each target; every call traps\n"
-"                        (several microseconds): costly for malloc-heavy code\n"
-"      --heap-sample BYTES\n"
-"                        take a stack for about one allocation per BYTES\n"
-"                        allocated, weighted (default 0: every allocation);\n"
-"                        every call still traps: it saves the stack only\n"
-"      --overhead-budget PCT\n"
-"                        implies --heap: attach the heap probes in windows so\n"
-"                        that their measured cost stays within PCT%% of each\n"
-"                        target's CPU time, 0.1..100; a window opens once per\n"
-"                        second of its CPU time at most (heap levels and in-use\n"
-"                        figures are then not measured; coverage is reported)\n"
-"      --faults          fault sites: stacks of user page faults\n"
-"      --fault-sample N  one fault in N, 1..1000000 (default 1)\n"
-"      --stacks N        distinct stacks kept, 1024..4194304 (default %u, with\n"
-"                        --heap %u); about 0.5 KiB of kernel memory per\n"
-"                        stack kept and 32 bytes per slot. Stacks beyond it\n"
-"                        are lost, counted, and said\n"
-"  -q, --quiet           no summary table on stdout (losses are still said)\n"
-"  -v, --verbose         debug messages\n"
-"  -h, --help            this help\n"
-"\n"
-"Stops when every target has exited (--pid, CMD) or on Ctrl-C/SIGTERM (all modes).\n"
-"Kinds recorded: heap (with --heap, exact), mapped (private writable mappings,\n"
-"VmData), rss_anon, rss_file,\n"
-"rss_shmem (resident memory); cuda_device, cuda_host, cuda_managed,\n"
-"neuron_device, neuron_host (the runtimes' allocation calls, found in every\n"
-"target's libraries, also inside containers and when loaded later). No process\n"
-"is ever stopped: a runtime memtrail knows before it is mapped has its probes in\n"
-"place; one new to it is probed as it is mapped, and what was called before is\n"
-"said (late). CMD runs at a gate: each ELF file it opens is probed before it can\n"
-"map it. Needs root and a kernel with BTF.\n"
-"\n"
-"Phases: every target starts in 'start'; an exec starts 'exec:COMM'; --phase\n"
-"rules, 'memtrail mark PID NAME' and the in-program marker (memtrail_marker.h,\n"
-"memtrail_marker.py) start named phases, --scope rules end theirs too. Names:\n"
-"printable, at most 63 bytes.\n"
-"Accelerator runtimes start 'runtime_init' (first call), 'model_load' (nrt_load,\n"
-"cuModuleLoad*, cuLibraryLoad*) and 'execute' (first launch after a load).\n",
-		DEFAULT_INTERVAL_MS, SESSION_MAX_TARGETS, MEMTRAIL_RULES_MAX, PHASE_HISTORY_DEFAULT,
-		DEFAULT_PODS_DIR, TRACER_STACKS, TRACER_STACKS_HEAP);
-}
 
 /* The colon that ends a rule's BINARY: the first one that is not half of a "::". */
 static char *rule_colon(char *s)
@@ -351,14 +252,20 @@ static char *rule_colon(char *s)
 }
 
 /*
- * NAME=BINARY:SYMBOL of --phase, or of --scope where SCOPED; the symbol is
- * after BINARY's colon and may hold "::" (C++, Rust).
+ * NAME=BINARY:SYMBOL of --phase, or of --scope where SCOPED, into O's next
+ * rule; the symbol is after BINARY's colon and may hold "::" (C++, Rust).
  */
-static int parse_rule(char *arg, bool scoped, struct phase_rule *rule)
+static int add_rule(struct record_opts *o, const char *value, bool scoped)
 {
+	char *arg = (char *)value;
 	char *eq = strchr(arg, '='), *colon = eq ? rule_colon(eq + 1) : NULL, why[128];
 	const char *opt = scoped ? "--scope" : "--phase";
+	struct phase_rule *rule = &o->rules[o->n_rules];
 
+	if (o->n_rules == MEMTRAIL_RULES_MAX) {
+		log__error("too many --phase and --scope rules: the most is %d", MEMTRAIL_RULES_MAX);
+		return -EINVAL;
+	}
 	if (!eq || !colon || colon < eq || colon == eq + 1 || !colon[1]) {
 		log__error("invalid %s '%s': give NAME=BINARY:SYMBOL", opt, arg);
 		return -EINVAL;
@@ -375,185 +282,182 @@ static int parse_rule(char *arg, bool scoped, struct phase_rule *rule)
 	rule->binary = eq + 1;
 	rule->symbol = colon + 1;
 	rule->scoped = scoped;
+	o->n_rules++;
 	return 0;
 }
 
+static int opt_phase(void *base, const char *arg)
+{
+	return add_rule(base, arg, false);
+}
+
+static int opt_scope(void *base, const char *arg)
+{
+	return add_rule(base, arg, true);
+}
+
+static int opt_heap_sample(void *base, const char *arg)
+{
+	struct record_opts *o = base;
+	uint64_t v;
+
+	if (format__parse_u64(arg, 0, 1ULL << 40, &v)) {
+		log__error("invalid --heap-sample '%s': give bytes, 0 to 2^40", arg);
+		return -EINVAL;
+	}
+	o->heap_cfg.sample_bytes = v;
+	o->heap = true;
+	return 0;
+}
+
+static int opt_overhead_budget(void *base, const char *arg)
+{
+	struct record_opts *o = base;
+	char *end;
+	double pct = strtod(arg, &end);
+
+	if (end == arg || *end || !(pct >= 0.1 && pct <= 100)) {
+		log__error("invalid --overhead-budget '%s': give a percentage, 0.1 to 100", arg);
+		return -EINVAL;
+	}
+	o->heap_cfg.budget_pct = pct;
+	o->heap = true;
+	return 0;
+}
+
+static int opt_fault_sample(void *base, const char *arg)
+{
+	struct record_opts *o = base;
+
+	if (format__option_u32("--fault-sample", arg, 1, 1000000, &o->fault_sample))
+		return -EINVAL;
+	o->faults = true;
+	return 0;
+}
+
+static const struct opt target_rows[] = {
+	CMDOPTS_ROW_PID,
+	CMDOPTS_ROW_CGROUP,
+	CMDOPTS_ROW_COMM,
+	CMDOPTS_ROW_ALL,
+	OPT_ROW_DOC("-- CMD [ARGS...]", "run CMD once the probes are attached; memtrail exits "
+		    "with its status (128+N when killed by signal N)"),
+	OPT_ROW_END,
+};
+
+static const struct opt record_rows[] = {
+	OPT_ROW_STR("output", 'o', "FILE", struct record_opts, output,
+		    "trail file, mode 0600, written whole or not at all (default "
+		    "memtrail-YYYYMMDD-HHMMSS-PID.json, PID memtrail's own; never replacing a "
+		    "file: -2, -3, ...)"),
+	OPT_ROW_U32("interval", 'i', "MS", struct record_opts, interval_ms, 10, 60000,
+		    "timeline sample interval, {range}; a sample is stored only when a level "
+		    "changed", 0),
+	OPT_ROW_FN("phase", 'P', "NAME=BINARY:SYMBOL", opt_phase,
+		   "start phase NAME whenever a target enters SYMBOL in BINARY (an executable "
+		   "or library, path or name); SYMBOL as in the ELF file or demangled, with or "
+		   "without its parameters ('lib.so:ns::f', quoted: 'lib.so:ns::f(int)'); "
+		   "repeatable, at most " OPT_XSTR(MEMTRAIL_RULES_MAX) " rules with --scope"),
+	OPT_ROW_FN("scope", 0, "NAME=BINARY:SYMBOL", opt_scope,
+		   "phase NAME while a target runs SYMBOL: from its entry to its return, then "
+		   "the phase it interrupted goes on (as a new row of that name); scopes nest, "
+		   "kept per thread (16 deep); SYMBOL as for --phase"),
+	OPT_ROW_U32("phase-history", 0, "N", struct record_opts, phase_history, 2, 1000000,
+		    "phases listed per target, the first N/2 and the latest N/2, {range}; all "
+		    "are in the summary by name", 0),
+	OPT_ROW_END,
+};
+
+static const struct opt site_rows[] = {
+	OPT_ROW_FLAG("no-sites", 0, struct record_opts, no_sites,
+		     "no mapping sites (the stacks of mmap, mremap and brk calls that grow "
+		     "mapped memory; on by default)"),
+	OPT_ROW_FLAG("heap", 0, struct record_opts, heap,
+		     "heap sites: probe the malloc family (glibc, jemalloc, tcmalloc, mimalloc) "
+		     "of each target; every call traps (several microseconds): costly for "
+		     "malloc-heavy code"),
+	OPT_ROW_FN("heap-sample", 0, "BYTES", opt_heap_sample,
+		   "implies --heap: take a stack for about one allocation per BYTES allocated, "
+		   "weighted, 0..2^40 (default 0: every allocation); every call still traps: it "
+		   "saves the stack only"),
+	OPT_ROW_FN("overhead-budget", 0, "PCT", opt_overhead_budget,
+		   "implies --heap: attach the heap probes in windows so that their measured "
+		   "cost stays within PCT% of each target's CPU time, 0.1..100; a window opens "
+		   "once per second of its CPU time at most (heap levels and in-use figures are "
+		   "then not measured; coverage is reported)"),
+	OPT_ROW_FLAG("faults", 0, struct record_opts, faults,
+		     "fault sites: stacks of user page faults"),
+	OPT_ROW_FN("fault-sample", 0, "N", opt_fault_sample,
+		   "one fault in N, 1..1000000 (default 1); implies --faults"),
+	OPT_ROW_U32("stacks", 0, "N", struct record_opts, stacks, 1024, 4194304,
+		    "distinct stacks kept, 1024..4194304 (default " OPT_XSTR(TRACER_STACKS)
+		    ", with --heap " OPT_XSTR(TRACER_STACKS_HEAP) "); about 0.5 KiB of kernel "
+		    "memory per stack kept and 32 bytes per slot. Stacks beyond it are lost, "
+		    "counted, and said", OPT_RANGE_SAID),
+	OPT_ROW_FLAG("quiet", 'q', struct record_opts, quiet,
+		     "no summary table on stdout (losses are still said)"),
+	OPT_ROW_END,
+};
+
+static void usage(FILE *f, const struct opts_cmd *c)
+{
+	fprintf(f,
+"usage: memtrail record [options] (--pid PID ... | --cgroup PATH ... |\n"
+"                                  --comm NAME | --all | -- CMD [ARGS...])\n"
+"\n"
+"Trace the memory of processes until they exit (or Ctrl-C), print a summary\n"
+"per process and write a trail file that 'memtrail report' reads back.\n"
+"\n");
+	opts__help(f, c);
+	fputc('\n', f);
+	opts__wrap(f,
+"Stops when every target has exited (--pid, CMD) or on Ctrl-C/SIGTERM (all "
+"modes). Kinds recorded: heap (with --heap, exact), mapped (private writable "
+"mappings, VmData), rss_anon, rss_file, rss_shmem (resident memory); cuda_device, "
+"cuda_host, cuda_managed, neuron_device, neuron_host (the runtimes' allocation "
+"calls, found in every target's libraries, also inside containers and when loaded "
+"later). No process is ever stopped: a runtime memtrail knows before it is mapped "
+"has its probes in place; one new to it is probed as it is mapped, and what was "
+"called before is said (late). CMD runs at a gate: each ELF file it opens is "
+"probed before it can map it. Needs root and a kernel with BTF.", 0);
+	fputc('\n', f);
+	opts__wrap(f,
+"Phases: every target starts in 'start'; an exec starts 'exec:COMM'; --phase "
+"rules, 'memtrail mark PID NAME' and the in-program marker (memtrail_marker.h, "
+"memtrail_marker.py) start named phases, --scope rules end theirs too. Names: "
+"printable, at most 63 bytes. Accelerator runtimes start 'runtime_init' (first "
+"call), 'model_load' (nrt_load, cuModuleLoad*, cuLibraryLoad*) and 'execute' "
+"(first launch after a load).", 0);
+}
+
+/* 0, 1 when --help was printed, or -EINVAL once the error is said. */
 static int parse_opts(int argc, char **argv, struct record_opts *o)
 {
-	static const struct option longopts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "interval", required_argument, NULL, 'i' },
-		{ "pid", required_argument, NULL, 'p' },
-		{ "cgroup", required_argument, NULL, 'c' },
-		{ "comm", required_argument, NULL, 'C' },
-		{ "all", no_argument, NULL, 'a' },
-		{ "max-targets", required_argument, NULL, 'M' },
-		{ "phase", required_argument, NULL, 'P' },
-		{ "scope", required_argument, NULL, 'O' },
-		{ "pods-dir", required_argument, NULL, 'Y' },
-		{ "phase-history", required_argument, NULL, 'H' },
-		{ "no-devices", no_argument, NULL, 'D' },
-		{ "no-sites", no_argument, NULL, 'S' },
-		{ "heap", no_argument, NULL, 'E' },
-		{ "heap-sample", required_argument, NULL, 'R' },
-		{ "overhead-budget", required_argument, NULL, 'B' },
-		{ "faults", no_argument, NULL, 'F' },
-		{ "fault-sample", required_argument, NULL, 'f' },
-		{ "stacks", required_argument, NULL, 'K' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct opt_group groups[] = {
+		{ "targets (choose one)", target_rows, &o->t },
+		{ "options", record_rows, o },
+		{ NULL, cmdopts__engine, &o->e },
+		{ "allocation sites (user stacks, per target and phase; 'memtrail report' lists\n"
+		  "them, --pprof exports them)", site_rows, o },
+		{ NULL, cmdopts__tail, NULL },
 	};
-	uint64_t v;
-	int c, modes;
+	const struct opts_cmd cmd = { .name = "record", .groups = groups,
+				      .n_groups = sizeof(groups) / sizeof(groups[0]),
+				      .usage = usage, .stop_at_arg = true };
+	int first, err, modes;
 
 	o->interval_ms = DEFAULT_INTERVAL_MS;
 	o->phase_history = PHASE_HISTORY_DEFAULT;
-	o->max_targets = SESSION_MAX_TARGETS;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:o:i:p:c:aqvhP:", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			o->output = optarg;
-			break;
-		case 'D':
-			o->no_devices = true;
-			break;
-		case 'S':
-			o->no_sites = true;
-			break;
-		case 'E':
-			o->heap = true;
-			break;
-		case 'R':
-			if (format__parse_u64(optarg, 0, 1ULL << 40, &v)) {
-				log__error("invalid --heap-sample '%s': give bytes, 0 to 2^40", optarg);
-				return -EINVAL;
-			}
-			o->heap_cfg.sample_bytes = v;
-			break;
-		case 'B': {
-			char *end;
-			double pct = strtod(optarg, &end);
-
-			if (end == optarg || *end || !(pct >= 0.1 && pct <= 100)) {
-				log__error("invalid --overhead-budget '%s': give a percentage, 0.1 to 100",
-					   optarg);
-				return -EINVAL;
-			}
-			o->heap_cfg.budget_pct = pct;
-			o->heap = true;
-			break;
-		}
-		case 'F':
-			o->faults = true;
-			break;
-		case 'f':
-			if (format__parse_u64(optarg, 1, 1000000, &v)) {
-				log__error("invalid --fault-sample '%s': give 1 to 1000000", optarg);
-				return -EINVAL;
-			}
-			o->fault_sample = v;
-			o->faults = true;
-			break;
-		case 'Y':
-			o->pods_dir = optarg;
-			break;
-		case 'K':
-			if (format__parse_u64(optarg, 1024, 4194304, &v)) {
-				log__error("invalid --stacks '%s': give 1024 to 4194304", optarg);
-				return -EINVAL;
-			}
-			o->stacks = v;
-			break;
-		case 'i':
-			if (format__parse_u64(optarg, 10, 60000, &v)) {
-				log__error("invalid --interval '%s': give milliseconds, 10 to 60000", optarg);
-				return -EINVAL;
-			}
-			o->interval_ms = v;
-			break;
-		case 'M':
-			if (format__parse_u64(optarg, 16, 1 << 20, &v)) {
-				log__error("invalid --max-targets '%s': give 16 to 1048576", optarg);
-				return -EINVAL;
-			}
-			o->max_targets = v;
-			break;
-		case 'p': {
-			uint32_t *p;
-
-			if (format__parse_u64(optarg, 1, INT32_MAX, &v)) {
-				log__error("invalid --pid '%s': give a process ID", optarg);
-				return -EINVAL;
-			}
-			p = realloc(o->pids, (o->n_pids + 1) * sizeof(*p));
-			if (!p)
-				return -ENOMEM;
-			o->pids = p;
-			o->pids[o->n_pids++] = v;
-			break;
-		}
-		case 'c':
-			o->cgroup = optarg;
-			break;
-		case 'P':
-		case 'O':
-			if (o->n_rules == MEMTRAIL_RULES_MAX) {
-				log__error("too many --phase and --scope rules: the most is %d",
-					   MEMTRAIL_RULES_MAX);
-				return -EINVAL;
-			}
-			if (parse_rule(optarg, c == 'O', &o->rules[o->n_rules]))
-				return -EINVAL;
-			o->n_rules++;
-			break;
-		case 'H':
-			if (format__parse_u64(optarg, 2, 1000000, &v)) {
-				log__error("invalid --phase-history '%s': give 2 to 1000000", optarg);
-				return -EINVAL;
-			}
-			o->phase_history = v;
-			break;
-		case 'C':
-			if (!optarg[0] || strlen(optarg) >= MEMTRAIL_COMM_LEN) {
-				log__error("invalid --comm '%s': give 1 to %d characters",
-					   optarg, MEMTRAIL_COMM_LEN - 1);
-				return -EINVAL;
-			}
-			o->comm = optarg;
-			break;
-		case 'a':
-			o->all = true;
-			break;
-		case 'q':
-			o->quiet = true;
-			break;
-		case 'v':
-			log__set_verbose(true);
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case ':':
-			log__error("option '%s' needs a value", argv[optind - 1]);
-			fprintf(stderr, "Try 'memtrail record --help'.\n");
-			return -EINVAL;
-		default:
-			log__error("unknown option '%s'", argv[optind - 1]);
-			fprintf(stderr, "Try 'memtrail record --help'.\n");
-			return -EINVAL;
-		}
-	}
-	if (optind < argc)
-		o->cmd = &argv[optind];
-	modes = !!o->n_pids + !!o->cgroup + !!o->comm + o->all + !!o->cmd;
+	cmdopts__engine_defaults(&o->e);
+	err = opts__parse(&cmd, argc, argv, &first);
+	if (err)
+		return err;
+	if (first < argc)
+		o->cmd = &argv[first];
+	modes = cmdopts__target_modes(&o->t) + !!o->cmd;
 	if (modes != 1) {
-		log__error("%s: give one of --pid, --cgroup, --comm, --all or -- CMD",
-			   modes ? "too many targets" : "no target");
-		fprintf(stderr, "Try 'memtrail record --help'.\n");
+		opts__usage_error("record", "%s: give one of --pid, --cgroup, --comm, --all or -- CMD",
+				  modes ? "too many targets" : "no target");
 		return -EINVAL;
 	}
 	return 0;
@@ -602,29 +506,26 @@ static char *describe(const struct record_opts *o)
 		n = snprintf(buf, sizeof(buf), "command");
 		for (i = 0; o->cmd[i] && n < sizeof(buf); i++)
 			n += snprintf(buf + n, sizeof(buf) - n, " %s", o->cmd[i]);
-	} else if (o->n_pids) {
+	} else if (o->t.n_pids) {
 		n = snprintf(buf, sizeof(buf), "pid");
-		for (i = 0; i < o->n_pids && n < sizeof(buf); i++)
-			n += snprintf(buf + n, sizeof(buf) - n, " %u", o->pids[i]);
-	} else if (o->cgroup) {
-		snprintf(buf, sizeof(buf), "cgroup %s", o->cgroup);
-	} else if (o->comm) {
-		snprintf(buf, sizeof(buf), "comm %s", o->comm);
+		for (i = 0; i < o->t.n_pids && n < sizeof(buf); i++)
+			n += snprintf(buf + n, sizeof(buf) - n, " %u", o->t.pids[i]);
+	} else if (o->t.n_cgroups) {
+		n = snprintf(buf, sizeof(buf), "cgroup");
+		for (i = 0; i < o->t.n_cgroups && n < sizeof(buf); i++)
+			n += snprintf(buf + n, sizeof(buf) - n, " %s", o->t.cgroups[i]);
+	} else if (o->t.comm) {
+		snprintf(buf, sizeof(buf), "comm %s", o->t.comm);
 	} else {
 		snprintf(buf, sizeof(buf), "all");
 	}
 	return strdup(buf);
 }
 
-static int build_config(const struct record_opts *o, struct tracer_config *cfg,
-			struct cgroup_ref *cg)
+static int build_config(const struct record_opts *o, struct tracer_config *cfg)
 {
-	char err[512];
-	size_t i;
-
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->max_targets = o->max_targets;
-	cfg->no_devices = o->no_devices;
+	cmdopts__engine_config(&o->e, cfg);
 	cfg->sites = (struct tracer_sites){
 		.mapping = !o->no_sites,
 		.faults = o->faults,
@@ -638,32 +539,11 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg,
 	};
 	cfg->rules = o->rules;
 	cfg->n_rules = o->n_rules;
-	cfg->cgroup_subsys = -1;
-	if (o->cgroup) {
-		if (cgroup__resolve(o->cgroup, cg, err, sizeof(err))) {
-			log__error("%s", err);
-			return -ENOENT;
-		}
-		cfg->mode = MEMTRAIL_FILTER_CGROUP;
-		cfg->cgroup_ids[0] = cg->id;
-		cfg->n_cgroups = 1;
-		cfg->cgroup_subsys = cg->subsys;
-	} else if (o->comm) {
-		cfg->mode = MEMTRAIL_FILTER_COMM;
-		cfg->comm = o->comm;
-	} else if (o->all) {
-		cfg->mode = MEMTRAIL_FILTER_ALL;
-	} else {
+	if (cmdopts__targets(&o->t, cfg))
+		return -1;
+	/* the command: its pid once it is started (start_command) */
+	if (o->cmd)
 		cfg->mode = MEMTRAIL_FILTER_PID;
-		for (i = 0; i < o->n_pids; i++) {
-			if (!proc__alive(o->pids[i])) {
-				log__error("no process with PID %u", o->pids[i]);
-				return -ESRCH;
-			}
-		}
-		cfg->pids = o->pids;
-		cfg->n_pids = o->n_pids;
-	}
 	return 0;
 }
 
@@ -758,7 +638,7 @@ static int start_command(struct record *r, struct record_opts *o, struct tracer_
 	int err;
 
 	/* the runtimes it may write and map at once: probed at its opens */
-	if (!o->no_devices && (err = gate__open(&r->gate)))
+	if (!o->e.no_devices && (err = gate__open(&r->gate)))
 		log__debug("no gate for the command: %s", strerror(-err));
 	err = spawn_held(o->cmd, child, r->gate, &cg);
 	if (err) {
@@ -774,14 +654,14 @@ static int start_command(struct record *r, struct record_opts *o, struct tracer_
 			   cg.failed);
 	}
 	r->child = child->pid;
-	o->pids = calloc(1, sizeof(*o->pids));
-	if (!o->pids) {
+	o->t.pids = calloc(1, sizeof(*o->t.pids));
+	if (!o->t.pids) {
 		log__error("out of memory");
 		return -ENOMEM;
 	}
-	o->pids[0] = child->pid;
-	o->n_pids = 1;
-	cfg->pids = o->pids;
+	o->t.pids[0] = child->pid;
+	o->t.n_pids = 1;
+	cfg->pids = o->t.pids;
 	cfg->n_pids = 1;
 	cfg->await_exec = true;
 	return 0;
@@ -802,7 +682,7 @@ static int attach(struct record *r, const struct record_opts *o, const struct tr
 	r->s.t0_ns = session__mono_ns();
 	r->s.keep_events = true;
 	r->s.attribute = true;
-	r->s.pods_dir = o->pods_dir;
+	r->s.pods_dir = o->e.pods_dir;
 	if (tracer__open(&r->s.tracer, cfg, session__on_event, &r->s))
 		return -1;
 	r->s.trail.kernel = features__json(tracer__features(r->s.tracer));
@@ -813,7 +693,7 @@ static int attach(struct record *r, const struct record_opts *o, const struct tr
 	if (tracer__scan(r->s.tracer) || tracer__scan(r->s.tracer))
 		return -1;
 	tracer__poll(r->s.tracer, 0);
-	if (session__open_devices(&r->s, o->no_devices))
+	if (session__open_devices(&r->s, o->e.no_devices))
 		return -1;
 	/* nothing to probe at the gate without device probes (a kernel without them) */
 	if (r->gate && (!r->s.devices || (err = gate__start(r->gate, child_pid)))) {
@@ -848,13 +728,13 @@ int cmd_record(int argc, char **argv)
 	struct record_opts o = { 0 };
 	struct record r = { 0 };
 	struct tracer_config cfg;
-	struct cgroup_ref cg;
 	char *output = NULL;
 	int ret = 1, err, wstatus = 0;
 	size_t i;
 
-	if (parse_opts(argc, argv, &o)) {
-		ret = 2;
+	err = parse_opts(argc, argv, &o);
+	if (err) {
+		ret = err > 0 ? 0 : 2;
 		goto out_opts;
 	}
 	if (tracer__check_caps())
@@ -862,7 +742,7 @@ int cmd_record(int argc, char **argv)
 	output = o.output ? strdup(o.output) : default_output();
 	if (!output || check_writable(output))
 		goto out_opts;
-	if (build_config(&o, &cfg, &cg))
+	if (build_config(&o, &cfg))
 		goto out_opts;
 	r.stacks = tracer__stacks(&cfg);
 	if (trail__init(&r.s.trail))
@@ -879,9 +759,9 @@ int cmd_record(int argc, char **argv)
 	if (attach(&r, &o, &cfg, child.pid))
 		goto out_child;
 	if (!o.cmd) {
-		for (i = 0; i < o.n_pids; i++) {
-			if (session__live(&r.s, o.pids[i]) && !proc__alive(o.pids[i])) {
-				log__error("process %u exited while memtrail was attaching", o.pids[i]);
+		for (i = 0; i < o.t.n_pids; i++) {
+			if (session__live(&r.s, o.t.pids[i]) && !proc__alive(o.t.pids[i])) {
+				log__error("process %u exited while memtrail was attaching", o.t.pids[i]);
 				goto out_child;
 			}
 		}
@@ -927,7 +807,7 @@ out:
 	close_gate(&r);
 	session__destroy(&r.s);
 out_opts:
-	free(o.pids);
+	free(o.t.pids);
 	free(output);
 	return ret;
 }

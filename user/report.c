@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* memtrail report: print a trail again, as the summary table or as JSON. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +11,44 @@
 #include "format.h"
 #include "html.h"
 #include "log.h"
+#include "opts.h"
 #include "perfetto.h"
 #include "pprof.h"
 #include "sanitize.h"
 #include "table.h"
 #include "trail.h"
 
-static void usage(FILE *f)
+struct report_opts {
+	bool json;
+	const char *pprof, *perfetto, *html;
+	uint32_t top;
+};
+
+static const struct opt report_rows[] = {
+	OPT_ROW_FLAG("json", 'j', struct report_opts, json,
+		     "a JSON document instead of the table: the trail's targets (pid, ppid, comm, "
+		     "cmdline, cgroup, exit, kinds, sites), without the timeline, and the lost "
+		     "counters"),
+	OPT_ROW_STR("pprof", 0, "OUT", struct report_opts, pprof,
+		    "also write the allocation sites as a gzip-compressed pprof profile, for 'go "
+		    "tool pprof -top OUT': four sample types per kind, never summed across kinds "
+		    "(heap_inuse_space, the default, heap_alloc_space, mapped_inuse_space, ...); "
+		    "labels pid, comm, phase, kind"),
+	OPT_ROW_STR("perfetto", 0, "OUT", struct report_opts, perfetto,
+		    "also write a Chrome Trace Event file for ui.perfetto.dev and "
+		    "chrome://tracing: a process per target, a counter track per target and kind "
+		    "(bytes), phases as slices, events and verdicts as instants"),
+	OPT_ROW_STR("html", 0, "OUT", struct report_opts, html,
+		    "also write one self-contained HTML page (no network): per target a stacked "
+		    "timeline of its kinds with phase bands, event markers and the cgroup limit, "
+		    "per-phase peaks, the verdict and the top sites"),
+	OPT_ROW_U32("top", 't', "N", struct report_opts, top, 0, 1000,
+		    "sites listed per target and phase", 0),
+	OPT_ROW_HELP,
+	OPT_ROW_END,
+};
+
+static void usage(FILE *f, const struct opts_cmd *c)
 {
 	fprintf(f,
 "usage: memtrail report [--json] [--pprof OUT.pb.gz] [--perfetto OUT.json]\n"
@@ -27,25 +57,9 @@ static void usage(FILE *f)
 "Print the summary of a trail written by 'memtrail record' (or of a snapshot\n"
 "or verdict file of 'memtrail watch'): levels per target and phase, verdicts,\n"
 "and the top allocation sites of each phase.\n"
-"\n"
-"  -j, --json          a JSON document instead of the table: the trail's targets\n"
-"                      (pid, ppid, comm, cmdline, cgroup, exit, kinds, sites),\n"
-"                      without the timeline, and the lost counters\n"
-"      --pprof OUT     also write the allocation sites as a gzip-compressed pprof\n"
-"                      profile, for 'go tool pprof -top OUT': four sample\n"
-"                      types per kind, never summed across kinds\n"
-"                      (heap_inuse_space, the default, heap_alloc_space,\n"
-"                      mapped_inuse_space, ...); labels pid, comm, phase, kind\n"
-"      --perfetto OUT  also write a Chrome Trace Event file for ui.perfetto.dev and\n"
-"                      chrome://tracing: a process per target, a counter track\n"
-"                      per target and kind (bytes), phases as slices, events and\n"
-"                      verdicts as instants\n"
-"      --html OUT      also write one self-contained HTML page (no network): per\n"
-"                      target a stacked timeline of its kinds with phase bands,\n"
-"                      event markers and the cgroup limit, per-phase peaks, the\n"
-"                      verdict and the top sites\n"
-"  -t, --top N         sites listed per target and phase, 0..1000 (default 5)\n"
-"  -h, --help          this help\n"
+"\n");
+	opts__help(f, c);
+	fprintf(f,
 "\n"
 "Each OUT is written whole or not at all (a new file renamed into place), with\n"
 "mode 0600; none may be FILE or another OUT.\n");
@@ -163,67 +177,35 @@ static void print_head(const struct trail *t, const char *file)
 
 int cmd_report(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "pprof", required_argument, NULL, 'P' },
-		{ "perfetto", required_argument, NULL, 'F' },
-		{ "html", required_argument, NULL, 'H' },
-		{ "top", required_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
+	struct report_opts o = { .top = 5 };
+	const struct opt_group groups[] = { { "options", report_rows, &o } };
+	const struct opts_cmd cmd = { .name = "report", .groups = groups, .n_groups = 1,
+				      .usage = usage };
 	struct trail t;
 	char err[512];
-	const char *pprof = NULL, *perfetto = NULL, *html = NULL;
-	bool json = false;
-	uint64_t top = 5;
+	const char *pprof, *perfetto, *html;
+	bool json;
+	uint64_t top;
 	size_t samples;
-	int c, ret = 0;
+	int ret = 0, first;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":jht:", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = true;
-			break;
-		case 'P':
-			pprof = optarg;
-			break;
-		case 'H':
-			html = optarg;
-			break;
-		case 'F':
-			perfetto = optarg;
-			break;
-		case 't':
-			if (format__parse_u64(optarg, 0, 1000, &top)) {
-				log__error("invalid --top '%s': give 0 to 1000", optarg);
-				return 2;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case ':':
-			log__error("option '%s' needs a value", argv[optind - 1]);
-			fprintf(stderr, "Try 'memtrail report --help'.\n");
-			return 2;
-		default:
-			log__error("unknown option '%s'", argv[optind - 1]);
-			fprintf(stderr, "Try 'memtrail report --help'.\n");
-			return 2;
-		}
-	}
-	if (optind != argc - 1) {
-		log__error(optind >= argc ? "no trail file given" : "give one trail file");
-		fprintf(stderr, "Try 'memtrail report --help'.\n");
+	ret = opts__parse(&cmd, argc, argv, &first);
+	if (ret)
+		return ret > 0 ? 0 : 2;
+	if (first != argc - 1) {
+		opts__usage_error("report", first >= argc ? "no trail file given" :
+				  "give one trail file");
 		return 2;
 	}
-	if (check_outputs(argv[optind], pprof, perfetto, html))
+	pprof = o.pprof;
+	perfetto = o.perfetto;
+	html = o.html;
+	json = o.json;
+	top = o.top;
+	if (check_outputs(argv[first], pprof, perfetto, html))
 		return 2;
-	if (trail__read(&t, argv[optind], err, sizeof(err))) {
-		log__error("cannot read trail '%s': %s", argv[optind], err);
+	if (trail__read(&t, argv[first], err, sizeof(err))) {
+		log__error("cannot read trail '%s': %s", argv[first], err);
 		return 1;
 	}
 	if (json) {
@@ -233,7 +215,7 @@ int cmd_report(int argc, char **argv)
 			ret = 1;
 		json_decref(root);
 	} else {
-		print_head(&t, argv[optind]);
+		print_head(&t, argv[first]);
 		table__print_summary(stdout, &t);
 		table__print_phases(stdout, &t);
 		table__print_verdicts(stdout, &t);

@@ -6,7 +6,6 @@
  * Ctrl-C or SIGTERM; elsewhere it prints one plain table per interval.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,13 +13,14 @@
 #include <unistd.h>
 
 #include "array.h"
-#include "cgroup.h"
+#include "cmdopts.h"
 #include "commands.h"
 #include "container.h"
 #include "format.h"
 #include "kinds.h"
 #include "log.h"
 #include "loop.h"
+#include "opts.h"
 #include "proc.h"
 #include "session.h"
 #include "term.h"
@@ -47,13 +47,8 @@ struct top_opts {
 	uint32_t iterations;		/* 0: until stopped */
 	enum topview_by by;
 	int sort;
-	uint32_t *pids;
-	size_t n_pids;
-	const char *cgroups[MEMTRAIL_FILTER_CGROUPS_MAX];
-	size_t n_cgroups;
-	const char *pods_dir;
-	uint32_t max_targets;
-	bool no_devices;
+	struct target_opts t;	/* --pid or --cgroup */
+	struct engine_opts e;
 };
 
 /* The pod view's label of a cgroup path, looked up again after a while. */
@@ -110,7 +105,7 @@ static const char *group_of(struct top *t, const char *cgroup, uint64_t now)
 		if (strcmp(g->cgroup, cgroup))
 			continue;
 		if (now >= g->until_ms) {
-			group_label(cgroup, t->o->pods_dir, g->label, sizeof(g->label));
+			group_label(cgroup, t->o->e.pods_dir, g->label, sizeof(g->label));
 			g->until_ms = now + GROUP_TTL_MS;
 		}
 		g->used = true;
@@ -122,7 +117,7 @@ static const char *group_of(struct top *t, const char *cgroup, uint64_t now)
 	g->cgroup = strdup(cgroup);
 	if (!g->cgroup)
 		return LABEL_NONE;
-	group_label(cgroup, t->o->pods_dir, g->label, sizeof(g->label));
+	group_label(cgroup, t->o->e.pods_dir, g->label, sizeof(g->label));
 	g->until_ms = now + GROUP_TTL_MS;
 	g->used = true;
 	t->n_groups++;
@@ -284,63 +279,26 @@ static void draw(struct top *t)
 
 /* ---- options ---- */
 
-static void usage(FILE *f)
+/* "one of: rss_anon rss_file ...": the kinds top shows (heap needs probes top does not attach) */
+static const char *sort_help(void)
 {
-	int k, col;
+	static char buf[512];
+	size_t n;
+	int k;
 
-	fprintf(f,
-"usage: memtrail top [options]\n"
-"\n"
-"A live view of what every process (or pod) holds, per kind of memory, with\n"
-"the phase it is in, its peak and its trend, refreshed every interval. On a\n"
-"terminal: one screen redrawn in place; q or Ctrl-C quits. When stdout is not a\n"
-"terminal: one plain table per interval, without escape codes.\n"
-"\n"
-"options:\n"
-"  -i, --interval MS     refresh interval, 100..60000 (default %d)\n"
-"  -n, --iterations N    print N plain tables (as when not on a terminal), then\n"
-"                        exit, 1..1000000 (default: until q, Ctrl-C or SIGTERM)\n"
-"  -b, --by WHAT         'process' (default) or 'pod': one row per pod, from the\n"
-"                        cgroup paths of the kubelet and the container runtimes;\n"
-"                        processes outside a pod grouped by container, or '-'\n"
-"  -s, --sort KIND       the kind rows are sorted by, whose PEAK and TREND are\n"
-"                        shown (default %s); one of:",
-		DEFAULT_INTERVAL_MS, kind__name(DEFAULT_SORT));
-	for (k = 0, col = 80; k < MEMTRAIL_KIND_MAX; k++) {
-		if (k == MEMTRAIL_KIND_HEAP)
-			continue;
-		if (col + 1 + strlen(kind__name(k)) > 79)
-			col = fprintf(f, "\n                       ");
-		col += fprintf(f, " %s", kind__name(k));
-	}
-	fprintf(f,
-"\n"
-"  -p, --pid PID         only this process and the children it forks; repeatable\n"
-"  -c, --cgroup PATH     only processes in this cgroup or below (v1 or v2, one\n"
-"                        hierarchy); repeatable, at most %d\n"
-"      --pods-dir DIR    the kubelet's pod log directory, for pod names\n"
-"                        (default %s)\n"
-"      --max-targets N   most processes traced at once, 16..1048576 (default %d)\n"
-"      --no-devices      do not probe CUDA and Neuron runtimes\n"
-"  -v, --verbose         debug messages\n"
-"  -h, --help            this help\n"
-"\n"
-"Columns: PID, COMM and PHASE of the process (the pod view: POD, PROCS, and the\n"
-"PHASE of its largest process); bytes now of RSS_ANON, RSS_FILE and MAPPED, of\n"
-"the sort kind, and of device kinds some process holds (K, M, G: KiB, MiB,\n"
-"GiB); PEAK, the sort kind's highest level since top started, exact (pods: the\n"
-"highest total seen at a refresh); TREND, its change per second over the last\n"
-"%d intervals. Columns that do not fit the screen are left out, rows that do\n"
-"not fit are not shown. Needs root and BTF.\n",
-		MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_PODS_DIR, SESSION_MAX_TARGETS,
-		TREND_INTERVALS);
+	n = snprintf(buf, sizeof(buf), "the kind rows are sorted by, whose PEAK and TREND are "
+		     "shown (default %s); one of:", kind__name(DEFAULT_SORT));
+	for (k = 0; k < MEMTRAIL_KIND_MAX && n < sizeof(buf); k++)
+		if (k != MEMTRAIL_KIND_HEAP)
+			n += snprintf(buf + n, sizeof(buf) - n, " %s", kind__name(k));
+	return buf;
 }
 
-static int parse_sort(const char *arg, struct top_opts *o)
+static int opt_sort(void *base, const char *arg)
 {
+	struct top_opts *o = base;
 	int k = kind__from_name(arg);
 
-	/* heap needs its probes, which top does not attach */
 	if (k < 0 || k == MEMTRAIL_KIND_HEAP) {
 		log__error("invalid --sort '%s': give a kind top shows (rss_anon, rss_file, "
 			   "rss_shmem, mapped, cuda_device, cuda_host, cuda_managed, "
@@ -351,112 +309,87 @@ static int parse_sort(const char *arg, struct top_opts *o)
 	return 0;
 }
 
-static int add_pid(const char *arg, struct top_opts *o)
+static int opt_by(void *base, const char *arg)
 {
-	uint32_t *p, pid;
+	struct top_opts *o = base;
 
-	if (format__option_u32("--pid", arg, 1, INT32_MAX, &pid))
+	if (!strcmp(arg, "process")) {
+		o->by = TOPVIEW_BY_PROCESS;
+	} else if (!strcmp(arg, "pod")) {
+		o->by = TOPVIEW_BY_POD;
+	} else {
+		log__error("invalid --by '%s': give 'process' or 'pod'", arg);
 		return -EINVAL;
-	p = realloc(o->pids, (o->n_pids + 1) * sizeof(*p));
-	if (!p) {
-		log__error("out of memory");
-		return -ENOMEM;
 	}
-	o->pids = p;
-	o->pids[o->n_pids++] = pid;
 	return 0;
 }
 
+static struct opt top_rows[] = {
+	OPT_ROW_U32("interval", 'i', "MS", struct top_opts, interval_ms, 100, 60000,
+		    "refresh interval", 0),
+	OPT_ROW_U32("iterations", 'n', "N", struct top_opts, iterations, 1, 1000000,
+		    "print N plain tables (as when not on a terminal), then exit, {range} "
+		    "(default: until q, Ctrl-C or SIGTERM)", OPT_NO_DEFAULT),
+	OPT_ROW_FN("by", 'b', "WHAT", opt_by,
+		   "'process' (default) or 'pod': one row per pod, from the cgroup paths of the "
+		   "kubelet and the container runtimes; processes outside a pod grouped by "
+		   "container, or '-'"),
+	OPT_ROW_FN("sort", 's', "KIND", opt_sort, NULL /* sort_help() */),
+	OPT_ROW_END,
+};
+
+static const struct opt target_rows[] = {
+	CMDOPTS_ROW_PID,
+	CMDOPTS_ROW_CGROUP,
+	OPT_ROW_END,
+};
+
+static void usage(FILE *f, const struct opts_cmd *c)
+{
+	fprintf(f,
+"usage: memtrail top [options]\n"
+"\n"
+"A live view of what every process (or pod) holds, per kind of memory, with\n"
+"the phase it is in, its peak and its trend, refreshed every interval. On a\n"
+"terminal: one screen redrawn in place; q or Ctrl-C quits. When stdout is not a\n"
+"terminal: one plain table per interval, without escape codes.\n"
+"\n");
+	opts__help(f, c);
+	fprintf(f,
+"\n"
+"Columns: PID, COMM and PHASE of the process (the pod view: POD, PROCS, and the\n"
+"PHASE of its largest process); bytes now of RSS_ANON, RSS_FILE and MAPPED, of\n"
+"the sort kind, and of device kinds some process holds (K, M, G: KiB, MiB,\n"
+"GiB); PEAK, the sort kind's highest level since top started, exact (pods: the\n"
+"highest total seen at a refresh); TREND, its change per second over the last\n"
+"%d intervals. Columns that do not fit the screen are left out, rows that do\n"
+"not fit are not shown. Needs root and BTF.\n", TREND_INTERVALS);
+}
+
+/* 0, 1 when --help was printed, or -EINVAL once the error is said. */
 static int parse_opts(int argc, char **argv, struct top_opts *o)
 {
-	static const struct option longopts[] = {
-		{ "interval", required_argument, NULL, 'i' },
-		{ "iterations", required_argument, NULL, 'n' },
-		{ "by", required_argument, NULL, 'b' },
-		{ "sort", required_argument, NULL, 's' },
-		{ "pid", required_argument, NULL, 'p' },
-		{ "cgroup", required_argument, NULL, 'c' },
-		{ "pods-dir", required_argument, NULL, 'D' },
-		{ "max-targets", required_argument, NULL, 'M' },
-		{ "no-devices", no_argument, NULL, 'X' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct opt_group groups[] = {
+		{ "options", top_rows, o },
+		{ NULL, target_rows, &o->t },
+		{ NULL, cmdopts__engine, &o->e },
+		{ NULL, cmdopts__tail, NULL },
 	};
-	int c, err = 0;
+	const struct opts_cmd cmd = { .name = "top", .groups = groups,
+				      .n_groups = sizeof(groups) / sizeof(groups[0]),
+				      .usage = usage, .no_args = true };
+	int first, err;
 
 	o->interval_ms = DEFAULT_INTERVAL_MS;
 	o->sort = DEFAULT_SORT;
 	o->by = TOPVIEW_BY_PROCESS;
-	o->pods_dir = DEFAULT_PODS_DIR;
-	o->max_targets = SESSION_MAX_TARGETS;
-	optind = 1;
-	opterr = 0;
-	while (!err && (c = getopt_long(argc, argv, ":i:n:b:s:p:c:vh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			err = format__option_u32("--interval", optarg, 100, 60000, &o->interval_ms);
-			break;
-		case 'n':
-			err = format__option_u32("--iterations", optarg, 1, 1000000, &o->iterations);
-			break;
-		case 'b':
-			if (!strcmp(optarg, "process")) {
-				o->by = TOPVIEW_BY_PROCESS;
-			} else if (!strcmp(optarg, "pod")) {
-				o->by = TOPVIEW_BY_POD;
-			} else {
-				log__error("invalid --by '%s': give 'process' or 'pod'", optarg);
-				err = -EINVAL;
-			}
-			break;
-		case 's':
-			err = parse_sort(optarg, o);
-			break;
-		case 'p':
-			err = add_pid(optarg, o);
-			break;
-		case 'c':
-			if (o->n_cgroups == MEMTRAIL_FILTER_CGROUPS_MAX) {
-				log__error("too many --cgroup: the most is %d",
-					   MEMTRAIL_FILTER_CGROUPS_MAX);
-				return -EINVAL;
-			}
-			o->cgroups[o->n_cgroups++] = optarg;
-			break;
-		case 'D':
-			o->pods_dir = optarg;
-			break;
-		case 'M':
-			err = format__option_u32("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
-			break;
-		case 'X':
-			o->no_devices = true;
-			break;
-		case 'v':
-			log__set_verbose(true);
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case ':':
-			log__error("option '%s' needs a value (see 'memtrail top --help')",
-				   argv[optind - 1]);
-			return -EINVAL;
-		default:
-			log__error("unknown option '%s' (see 'memtrail top --help')",
-				   argv[optind - 1]);
-			return -EINVAL;
-		}
-	}
+	cmdopts__engine_defaults(&o->e);
+	top_rows[3].help = sort_help();
+	err = opts__parse(&cmd, argc, argv, &first);
 	if (err)
 		return err;
-	if (optind < argc) {
-		log__error("unexpected argument '%s' (see 'memtrail top --help')", argv[optind]);
-		return -EINVAL;
-	}
-	if (o->n_pids && o->n_cgroups) {
-		log__error("too many targets: give --pid or --cgroup, not both");
+	if (o->t.n_pids && o->t.n_cgroups) {
+		opts__usage_error("top", "too many targets: give --pid or --cgroup, not both");
 		return -EINVAL;
 	}
 	return 0;
@@ -464,44 +397,9 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 
 static int build_config(const struct top_opts *o, struct tracer_config *cfg)
 {
-	struct cgroup_ref ref;
-	char err[512];
-	size_t i;
-
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->max_targets = o->max_targets;
-	cfg->no_devices = o->no_devices;
-	cfg->cgroup_subsys = -1;
-	cfg->mode = MEMTRAIL_FILTER_ALL;
-	if (o->n_pids) {
-		for (i = 0; i < o->n_pids; i++) {
-			if (!proc__alive(o->pids[i])) {
-				log__error("no process with PID %u", o->pids[i]);
-				return -ESRCH;
-			}
-		}
-		cfg->mode = MEMTRAIL_FILTER_PID;
-		cfg->pids = o->pids;
-		cfg->n_pids = o->n_pids;
-		return 0;
-	}
-	for (i = 0; i < o->n_cgroups; i++) {
-		if (cgroup__resolve(o->cgroups[i], &ref, err, sizeof(err))) {
-			log__error("%s", err);
-			return -ENOENT;
-		}
-		if (i && ref.subsys != cfg->cgroup_subsys) {
-			log__error("--cgroup '%s' is in another hierarchy than '%s': give cgroups "
-				   "of one (v2, or one v1 controller)", o->cgroups[i], o->cgroups[0]);
-			return -EINVAL;
-		}
-		cfg->cgroup_ids[i] = ref.id;
-		cfg->cgroup_subsys = ref.subsys;
-	}
-	cfg->n_cgroups = o->n_cgroups;
-	if (o->n_cgroups)
-		cfg->mode = MEMTRAIL_FILTER_CGROUP;
-	return 0;
+	cmdopts__engine_config(&o->e, cfg);
+	return cmdopts__targets(&o->t, cfg);
 }
 
 /* ---- running ---- */
@@ -574,17 +472,18 @@ int cmd_top(int argc, char **argv)
 	int ret = 1, err;
 	size_t i;
 
-	if (parse_opts(argc, argv, &o)) {
-		free(o.pids);
-		return 2;
+	err = parse_opts(argc, argv, &o);
+	if (err) {
+		free(o.t.pids);
+		return err > 0 ? 0 : 2;
 	}
 	if (build_config(&o, &cfg)) {
-		free(o.pids);
+		free(o.t.pids);
 		return 1;
 	}
 	if (trail__init(&t.s.trail)) {
 		log__error("out of memory");
-		free(o.pids);
+		free(o.t.pids);
 		return 1;
 	}
 	t.o = &o;
@@ -598,7 +497,7 @@ int cmd_top(int argc, char **argv)
 	t.s.trail.command = strdup("top");
 	/* the timeline the trend needs, and no more */
 	t.s.keep_ms = (uint64_t)(TREND_INTERVALS + 1) * o.interval_ms;
-	t.s.pods_dir = o.pods_dir;
+	t.s.pods_dir = o.e.pods_dir;
 	session__install_signals();
 	t.s.t0_ns = session__mono_ns();
 	trail__set_started(&t.s.trail);
@@ -608,17 +507,17 @@ int cmd_top(int argc, char **argv)
 		if (!session__new_target(&t.s, cfg.pids[i], proc__ppid(cfg.pids[i]), NULL, 0, false))
 			goto out;
 	/* twice: the first pass adopts children of listed PIDs, the second theirs */
-	if (tracer__scan(t.s.tracer) || (o.n_pids && tracer__scan(t.s.tracer)))
+	if (tracer__scan(t.s.tracer) || (o.t.n_pids && tracer__scan(t.s.tracer)))
 		goto out;
 	tracer__poll(t.s.tracer, 0);
-	if (session__open_devices(&t.s, o.no_devices))
+	if (session__open_devices(&t.s, o.e.no_devices))
 		goto out;
 	if (t.screen && (err = term__open())) {
 		log__error("cannot use the terminal: %s", strerror(-err));
 		goto out;
 	}
 	loop.interval_ms = o.interval_ms;
-	loop.scan_ms = o.n_cgroups ? SCAN_PERIOD_MS : 0;
+	loop.scan_ms = o.t.n_cgroups ? SCAN_PERIOD_MS : 0;
 	ret = loop__run(&t.s, &loop, &t) < 0 ? 1 : t.out_error;
 	/* the screen back first: detaching can take a moment */
 	term__close();
@@ -626,6 +525,6 @@ int cmd_top(int argc, char **argv)
 		log__warn("out of memory while tracing: some processes were not shown");
 out:
 	free_top(&t);
-	free(o.pids);
+	free(o.t.pids);
 	return ret;
 }

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 
 #include "array.h"
 #include "cgroup.h"
+#include "cmdopts.h"
 #include "commands.h"
 #include "container.h"
 #include "kfeatures.h"
@@ -27,6 +27,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "opts.h"
 #include "outfile.h"
 #include "proc.h"
 #include "sanitize.h"
@@ -58,17 +59,14 @@
 #define TARGET_BYTES 1024
 
 struct watch_opts {
+	struct target_opts t;	/* --cgroup only */
+	struct engine_opts e;
 	const char *dir;
-	const char *cgroups[MEMTRAIL_FILTER_CGROUPS_MAX];
-	size_t n_cgroups;
 	uint32_t interval_ms;
 	uint32_t keep_s;
 	uint32_t pressure_pct;
 	uint32_t pressure_every_s;
 	uint32_t pending;
-	uint32_t max_targets;
-	const char *pods_dir;
-	bool no_devices;
 	const char *metrics;	/* [ADDR:]PORT, NULL: no metrics */
 	uint32_t metrics_expire_s;
 };
@@ -313,7 +311,7 @@ static json_t *snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t
 	json_object_set_new(snap, "comm", sanitize__json(tt->comm));
 	json_object_set_new(snap, "phase", sanitize__json(tt->phase_name));
 	json_object_set_new(snap, "keep_ms", json_integer(w->s.keep_ms));
-	set_attribution(snap, tt->cgroup, w->o->pods_dir);
+	set_attribution(snap, tt->cgroup, w->o->e.pods_dir);
 	if (!json_object_get(snap, "proc"))
 		json_object_set_new(snap, "proc", status_json(tt->pid));
 	json_object_set_new(snap, "cgroup", cgroup__memory_json(cgroup ? cgroup : tt->cgroup));
@@ -628,7 +626,7 @@ static void on_ended(struct session *s, struct trail_target *tt)
 			"peaks", peaks,
 			"snapshot", sanitize__json(snapshot));
 	if (doc)
-		set_attribution(doc, tt->cgroup, w->o->pods_dir);
+		set_attribution(doc, tt->cgroup, w->o->e.pods_dir);
 	verdict__line(line, sizeof(line), tt->verdict);
 	container__describe(who, sizeof(who), doc ? doc : tt->verdict);
 	/* the file first: a stdout nobody reads must not keep it from the disk */
@@ -673,13 +671,43 @@ static double memory_bound_mib(const struct watch_opts *o)
 		     WATCH_PHASE_HISTORY * sizeof(struct trail_phase) +
 		     (WATCH_PHASE_NAMES + 1) * sizeof(struct phase_agg);
 
-	return per * o->max_targets / (1024.0 * 1024.0);
+	return per * o->e.max_targets / (1024.0 * 1024.0);
 }
 
-static void usage(FILE *f)
+static const struct opt target_rows[] = {
+	CMDOPTS_ROW_CGROUP,
+	OPT_ROW_END,
+};
+
+static const struct opt watch_rows[] = {
+	OPT_ROW_STR("output", 'o', "DIR", struct watch_opts, dir,
+		    "where files go, created if missing (default " DEFAULT_DIR ")"),
+	OPT_ROW_U32("interval", 'i', "MS", struct watch_opts, interval_ms, 10, 60000,
+		    "sample interval", 0),
+	OPT_ROW_U32("keep", 'k', "SECONDS", struct watch_opts, keep_s, 1, 3600,
+		    "timeline kept per process", 0),
+	OPT_ROW_U32("pressure", 0, "PCT", struct watch_opts, pressure_pct, 0, 100,
+		    "usage/limit that counts as pressure, {range}; 0 turns pressure snapshots "
+		    "off", 0),
+	OPT_ROW_U32("pressure-every", 0, "S", struct watch_opts, pressure_every_s, 1, 86400,
+		    "least time between two pressure snapshots of one cgroup", 0),
+	OPT_ROW_U32("pending", 0, "N", struct watch_opts, pending, 1, 10000,
+		    "files kept in memory while DIR cannot be written, {range}; beyond, the "
+		    "oldest are dropped", 0),
+	OPT_ROW_STR("metrics", 0, "[ADDR:]PORT", struct watch_opts, metrics,
+		    "serve Prometheus metrics on http://ADDR:PORT/metrics (off by default; ADDR "
+		    "127.0.0.1 unless given, e.g. 0.0.0.0:9464 for every interface)"),
+	OPT_ROW_U32("metrics-expire", 0, "S", struct watch_opts, metrics_expire_s, 1, 86400,
+		    "an ended process's series stay S seconds, {range}; at most "
+		    OPT_XSTR(METRICS_GONE_MAX) " ended processes are kept", 0),
+	OPT_ROW_END,
+};
+
+static void usage(FILE *f, const struct opts_cmd *c)
 {
 	struct watch_opts d = { .interval_ms = DEFAULT_INTERVAL_MS, .keep_s = DEFAULT_KEEP_S,
-				.max_targets = SESSION_MAX_TARGETS };
+				.e.max_targets = SESSION_MAX_TARGETS };
+	char memory[512];
 
 	fprintf(f,
 "usage: memtrail watch [options] [--cgroup PATH ...]\n"
@@ -690,70 +718,41 @@ static void usage(FILE *f)
 "  pressure-PID-TIME.json  a cgroup nears its limit: reclaim started, usage at\n"
 "                          --pressure percent of the limit, memory.events\n"
 "                          high/max or failcnt grew, or PSI some avg10 >= %.0f%%;\n"
-"                          of the cgroup's largest process, once per --pressure-every\n"
+"                          of the cgroup's largest process, once per\n"
+"                          --pressure-every\n"
 "  oom-PID-TIME.json       the OOM killer chose PID, written before it dies\n"
 "  device-oom-PID-TIME.json a CUDA or Neuron allocation of PID ran out of device\n"
 "                          memory: the call, its site, live device allocations\n"
 "  verdict-PID-TIME.json   PID died by SIGKILL: why (oom_cgroup, oom_global,\n"
-"                          signal with its sender, unknown); also a line on stdout\n"
+"                          signal with its sender, unknown); also a line on\n"
+"                          stdout\n"
 "Snapshots read back with 'memtrail report FILE'. Containers and pods are named\n"
 "from cgroup paths and the kubelet's log directory.\n"
-"\n"
-"options:\n"
-"  -o, --output DIR        where files go, created if missing (default %s)\n"
-"  -c, --cgroup PATH       only processes in this cgroup or below (v1 or v2, one\n"
-"                          hierarchy); repeatable, at most %d (default: all)\n"
-"  -i, --interval MS       sample interval, 10..60000 (default %d)\n"
-"  -k, --keep SECONDS      timeline kept per process, 1..3600 (default %d)\n"
-"      --pressure PCT      usage/limit that counts as pressure, 1..100; 0 turns\n"
-"                          pressure snapshots off (default %d)\n"
-"      --pressure-every S  least time between two pressure snapshots of one cgroup,\n"
-"                          1..86400 (default %d)\n"
-"      --pods-dir DIR      the kubelet's pod log directory (default %s)\n"
-"      --pending N         files kept in memory while DIR cannot be written,\n"
-"                          1..10000 (default %d); beyond, the oldest are dropped\n"
-"      --max-targets N     most processes traced at once, 16..1048576 (default %d)\n"
-"      --no-devices        do not probe CUDA and Neuron runtimes\n"
-"      --metrics [ADDR:]PORT\n"
-"                          serve Prometheus metrics on http://ADDR:PORT/metrics\n"
-"                          (off by default; ADDR 127.0.0.1 unless given, e.g.\n"
-"                          0.0.0.0:9464 for every interface)\n"
-"      --metrics-expire S  an ended process's series stay S seconds, 1..86400\n"
-"                          (default %d; at most %d ended processes are kept)\n"
-"  -v, --verbose           debug messages\n"
-"  -h, --help              this help\n"
-"\n"
-"Memory: bounded by --max-targets, --keep and --interval: in the kernel about\n"
-"930 bytes per process (and 16 per CPU for each live one); in memtrail at most\n"
-"about %.0f MiB at the defaults (1 KiB + 88 bytes per kept sample + %d phases\n"
-"per process), far less for idle processes, which store a sample only when a\n"
-"level changes. Needs root and BTF.\n",
-		PSI_SOME_PCT, DEFAULT_DIR, MEMTRAIL_FILTER_CGROUPS_MAX, DEFAULT_INTERVAL_MS,
-		DEFAULT_KEEP_S, DEFAULT_PRESSURE_PCT, DEFAULT_PRESSURE_EVERY_S, DEFAULT_PODS_DIR,
-		DEFAULT_PENDING, SESSION_MAX_TARGETS, DEFAULT_METRICS_EXPIRE_S, METRICS_GONE_MAX,
-		memory_bound_mib(&d), WATCH_PHASE_HISTORY);
+"\n", PSI_SOME_PCT);
+	opts__help(f, c);
+	snprintf(memory, sizeof(memory),
+		 "Memory: bounded by --max-targets, --keep and --interval: in the kernel about "
+		 "930 bytes per process (and 16 per CPU for each live one); in memtrail at most "
+		 "about %.0f MiB at the defaults (1 KiB + 88 bytes per kept sample + %d phases "
+		 "per process), far less for idle processes, which store a sample only when a "
+		 "level changes. Needs root and BTF.", memory_bound_mib(&d), WATCH_PHASE_HISTORY);
+	fputc('\n', f);
+	opts__wrap(f, memory, 0);
 }
 
+/* 0, 1 when --help was printed, or -EINVAL once the error is said. */
 static int parse_opts(int argc, char **argv, struct watch_opts *o)
 {
-	static const struct option longopts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "cgroup", required_argument, NULL, 'c' },
-		{ "interval", required_argument, NULL, 'i' },
-		{ "keep", required_argument, NULL, 'k' },
-		{ "pressure", required_argument, NULL, 'R' },
-		{ "pressure-every", required_argument, NULL, 'E' },
-		{ "pods-dir", required_argument, NULL, 'D' },
-		{ "pending", required_argument, NULL, 'N' },
-		{ "max-targets", required_argument, NULL, 'M' },
-		{ "no-devices", no_argument, NULL, 'X' },
-		{ "metrics", required_argument, NULL, 'P' },
-		{ "metrics-expire", required_argument, NULL, 'Q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct opt_group groups[] = {
+		{ "options", target_rows, &o->t },
+		{ NULL, watch_rows, o },
+		{ NULL, cmdopts__engine, &o->e },
+		{ NULL, cmdopts__tail, NULL },
 	};
-	int c, err = 0;
+	const struct opts_cmd cmd = { .name = "watch", .groups = groups,
+				      .n_groups = sizeof(groups) / sizeof(groups[0]),
+				      .usage = usage, .no_args = true };
+	int first;
 
 	o->dir = DEFAULT_DIR;
 	o->interval_ms = DEFAULT_INTERVAL_MS;
@@ -761,77 +760,9 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 	o->pressure_pct = DEFAULT_PRESSURE_PCT;
 	o->pressure_every_s = DEFAULT_PRESSURE_EVERY_S;
 	o->pending = DEFAULT_PENDING;
-	o->max_targets = SESSION_MAX_TARGETS;
-	o->pods_dir = DEFAULT_PODS_DIR;
 	o->metrics_expire_s = DEFAULT_METRICS_EXPIRE_S;
-	optind = 1;
-	opterr = 0;
-	while (!err && (c = getopt_long(argc, argv, ":o:c:i:k:vh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			o->dir = optarg;
-			break;
-		case 'c':
-			if (o->n_cgroups == MEMTRAIL_FILTER_CGROUPS_MAX) {
-				log__error("too many --cgroup: the most is %d", MEMTRAIL_FILTER_CGROUPS_MAX);
-				return -EINVAL;
-			}
-			o->cgroups[o->n_cgroups++] = optarg;
-			break;
-		case 'i':
-			err = format__option_u32("--interval", optarg, 10, 60000, &o->interval_ms);
-			break;
-		case 'k':
-			err = format__option_u32("--keep", optarg, 1, 3600, &o->keep_s);
-			break;
-		case 'R':
-			err = format__option_u32("--pressure", optarg, 0, 100, &o->pressure_pct);
-			break;
-		case 'E':
-			err = format__option_u32("--pressure-every", optarg, 1, 86400, &o->pressure_every_s);
-			break;
-		case 'D':
-			o->pods_dir = optarg;
-			break;
-		case 'N':
-			err = format__option_u32("--pending", optarg, 1, 10000, &o->pending);
-			break;
-		case 'M':
-			err = format__option_u32("--max-targets", optarg, 16, 1 << 20, &o->max_targets);
-			break;
-		case 'X':
-			o->no_devices = true;
-			break;
-		case 'P':
-			o->metrics = optarg;
-			break;
-		case 'Q':
-			err = format__option_u32("--metrics-expire", optarg, 1, 86400, &o->metrics_expire_s);
-			break;
-		case 'v':
-			log__set_verbose(true);
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case ':':
-			log__error("option '%s' needs a value", argv[optind - 1]);
-			fprintf(stderr, "Try 'memtrail watch --help'.\n");
-			return -EINVAL;
-		default:
-			log__error("unknown option '%s'", argv[optind - 1]);
-			fprintf(stderr, "Try 'memtrail watch --help'.\n");
-			return -EINVAL;
-		}
-	}
-	if (err)
-		return err;
-	if (optind < argc) {
-		log__error("unexpected argument '%s'", argv[optind]);
-		fprintf(stderr, "Try 'memtrail watch --help'.\n");
-		return -EINVAL;
-	}
-	return 0;
+	cmdopts__engine_defaults(&o->e);
+	return opts__parse(&cmd, argc, argv, &first);
 }
 
 /*
@@ -872,30 +803,9 @@ static int check_dir(const char *dir)
 
 static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 {
-	struct cgroup_ref ref;
-	char err[512];
-	size_t i;
-
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->max_targets = o->max_targets;
-	cfg->no_devices = o->no_devices;
-	cfg->cgroup_subsys = -1;
-	cfg->mode = o->n_cgroups ? MEMTRAIL_FILTER_CGROUP : MEMTRAIL_FILTER_ALL;
-	for (i = 0; i < o->n_cgroups; i++) {
-		if (cgroup__resolve(o->cgroups[i], &ref, err, sizeof(err))) {
-			log__error("%s", err);
-			return -ENOENT;
-		}
-		if (i && ref.subsys != cfg->cgroup_subsys) {
-			log__error("--cgroup '%s' is in another hierarchy than '%s': give cgroups "
-				   "of one (v2, or one v1 controller)", o->cgroups[i], o->cgroups[0]);
-			return -EINVAL;
-		}
-		cfg->cgroup_ids[i] = ref.id;
-		cfg->cgroup_subsys = ref.subsys;
-	}
-	cfg->n_cgroups = o->n_cgroups;
-	return 0;
+	cmdopts__engine_config(&o->e, cfg);
+	return cmdopts__targets(&o->t, cfg);
 }
 
 /* After each sample (loop.h): the metrics page, memory pressure. */
@@ -966,8 +876,9 @@ int cmd_watch(int argc, char **argv)
 	uint64_t lost[MEMTRAIL_LOST_MAX];
 	int ret = 1, k;
 
-	if (parse_opts(argc, argv, &o))
-		return 2;
+	k = parse_opts(argc, argv, &o);
+	if (k)
+		return k > 0 ? 0 : 2;
 	/* before the directory is made: nothing is left by a run that cannot trace */
 	if (tracer__check_caps() || build_config(&o, &cfg) || check_dir(o.dir))
 		return 1;
@@ -982,17 +893,17 @@ int cmd_watch(int argc, char **argv)
 	w.s.trail.phase_history = WATCH_PHASE_HISTORY;
 	w.s.trail.phase_names = WATCH_PHASE_NAMES;
 	w.s.trail.kinds = kind__sourced();
-	w.s.trail.command = strdup(o.n_cgroups ? "watch cgroups" : "watch all");
+	w.s.trail.command = strdup(o.t.n_cgroups ? "watch cgroups" : "watch all");
 	w.s.keep_ms = o.keep_s * 1000ULL;
 	w.s.hooks = &hooks;
 	w.s.ctx = &w;
-	w.s.pods_dir = o.pods_dir;
+	w.s.pods_dir = o.e.pods_dir;
 	session__install_signals();
 	w.s.t0_ns = session__mono_ns();
 	trail__set_started(&w.s.trail);
 	if (o.metrics) {
 		/* a bad address or a port in use: said before any BPF is loaded */
-		struct metrics_config mc = { .listen = o.metrics, .pods_dir = o.pods_dir,
+		struct metrics_config mc = { .listen = o.metrics, .pods_dir = o.e.pods_dir,
 					     .expire_s = o.metrics_expire_s };
 
 		if (metrics__open(&w.metrics, &mc))
@@ -1004,16 +915,16 @@ int cmd_watch(int argc, char **argv)
 	if (tracer__scan(w.s.tracer))
 		goto out;
 	tracer__poll(w.s.tracer, 0);
-	if (session__open_devices(&w.s, o.no_devices))
+	if (session__open_devices(&w.s, o.e.no_devices))
 		goto out;
 	if (w.metrics)
 		metrics__update(w.metrics, &w.s.trail, NULL, 0);
 	log__info("tracing %s (%zu processes; kernel maps %.1f MiB); snapshots and verdicts "
-		  "to '%s'; Ctrl-C to stop", o.n_cgroups ? "the given cgroups" : "all processes",
+		  "to '%s'; Ctrl-C to stop", o.t.n_cgroups ? "the given cgroups" : "all processes",
 		  w.s.live, tracer__map_bytes(w.s.tracer) / 1048576.0, o.dir);
 	statusline__start(true);
 	loop.interval_ms = o.interval_ms;
-	loop.scan_ms = o.n_cgroups ? SCAN_PERIOD_MS : 0;
+	loop.scan_ms = o.t.n_cgroups ? SCAN_PERIOD_MS : 0;
 	(void)loop__run(&w.s, &loop, &w);	/* a failure to read events is said */
 	statusline__stop();
 	if (w.n_pend)

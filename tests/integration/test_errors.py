@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -91,6 +92,60 @@ def test_usage_errors():
         check_eq(p.returncode, 2, f"status of memtrail {' '.join(args)}")
         check(needle in p.stderr, f"{needle!r} not in {p.stderr!r}")
         check(p.stderr.splitlines()[0].startswith("memtrail: error: "), "error line first")
+    no_programs_left()
+
+
+def help_rows(text):
+    """The option rows of a --help: (short or None, long, value name or None, its text)."""
+    rows, row = [], None
+    for line in text.splitlines():
+        m = re.match(r"^  (?:-(\w), |    )--([a-z][a-z-]*)(?: (\S+))?(?:\s+(.*))?$", line)
+        if m:
+            row = [m.group(1), m.group(2), m.group(3), m.group(4) or ""]
+            rows.append(row)
+        elif row and line.startswith(" " * 24):
+            row[3] += " " + line.strip()
+        else:
+            row = None
+    return rows
+
+
+def test_help_says_what_the_parser_takes():
+    """Each command's --help, against its parser: every option it lists is
+    taken (a value where it names one), every range it states is the one
+    checked, and no line is wider than 79 columns."""
+    bogus = "--no-such-option"
+    for cmd in ("record", "watch", "top", "report", "daemonset", "features"):
+        p = run([MEMTRAIL, cmd, "--help"])
+        check_eq((p.returncode, p.stderr), (0, ""), f"memtrail {cmd} --help")
+        check(p.stdout.startswith(f"usage: memtrail {cmd}"), f"{cmd} --help: {p.stdout[:80]!r}")
+        wide = [l for l in p.stdout.splitlines() if len(l) > 79]
+        check_eq(wide, [], f"lines of memtrail {cmd} --help over 79 columns")
+        rows = help_rows(p.stdout)
+        check(len(rows) >= 2, f"{cmd} --help lists {rows!r}")
+        for short, name, value, text in rows:
+            if name == "help":
+                continue
+            spellings = [f"--{name}"] + ([f"-{short}"] if short else [])
+            for opt in spellings:
+                if value:
+                    one_line_error(run([MEMTRAIL, cmd, opt]), f"option '{opt}' needs a value")
+                else:
+                    one_line_error(run([MEMTRAIL, cmd, opt, bogus]), f"unknown option '{bogus}'")
+            m = re.search(r"(\d+)\.\.(\d+)(?![\d^])(?: \(default (\d+))?", text)
+            if not value or not m:
+                continue
+            lo, hi = int(m.group(1)), int(m.group(2))
+            # the bounds are taken, one past them is not, and so is the default said
+            for v in [lo, hi] + ([int(m.group(3))] if m.group(3) else []):
+                one_line_error(run([MEMTRAIL, cmd, f"--{name}", str(v), bogus]),
+                               f"unknown option '{bogus}'")
+            for v in [hi + 1] + ([lo - 1] if lo > 0 else []):
+                one_line_error(run([MEMTRAIL, cmd, f"--{name}", str(v)]),
+                               f"invalid --{name} '{v}'")
+        # an unknown option points at this help
+        one_line_error(run([MEMTRAIL, cmd, bogus]), f"unknown option '{bogus}'",
+                       f"(see 'memtrail {cmd} --help')")
     no_programs_left()
 
 
