@@ -15,7 +15,6 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
-#include "commands.h"
 #include "kfeatures.h"
 #include "memtrail.h"
 #include "log.h"

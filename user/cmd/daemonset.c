@@ -22,7 +22,7 @@
 __asm__(".pushsection .rodata\n"
 	".global memtrail_daemonset_yaml\n"
 	"memtrail_daemonset_yaml:\n"
-	".incbin \"user/daemonset.yaml\"\n"
+	".incbin \"user/cmd/daemonset.yaml\"\n"
 	".byte 0\n"
 	".popsection\n");
 extern const char memtrail_daemonset_yaml[];
@@ -111,7 +111,8 @@ static const struct opt daemonset_rows[] = {
 static void usage(FILE *f, const struct opts_cmd *c)
 {
 	fprintf(f,
-"usage: memtrail daemonset [--image IMAGE] [--namespace NS] [--metrics-port N]\n"
+"usage: memtrail daemonset [--image IMAGE] [--namespace NS]\n"
+"                          [--metrics-port PORT]\n"
 "\n"
 "Print a Kubernetes DaemonSet that runs 'memtrail watch' on every node:\n"
 "snapshots and verdicts to /var/lib/memtrail/snapshots on the node, Prometheus\n"
