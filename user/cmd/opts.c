@@ -93,7 +93,7 @@ static int apply(const struct opts_cmd *c, const struct row *r, const char *arg)
 
 int opts__parse(const struct opts_cmd *c, int argc, char **argv, int *first)
 {
-	size_t n = count_rows(c), i = 0, g, k = 0;
+	size_t n = count_rows(c), i = 0, g, k = 0, n_long = 0;
 	struct option *longopts = calloc(n + 1, sizeof(*longopts));
 	struct row *rows = calloc(n + 1, sizeof(*rows));
 	char *shorts = calloc(3 * n + 3, 1);
@@ -113,9 +113,10 @@ int opts__parse(const struct opts_cmd *c, int argc, char **argv, int *first)
 		for (o = c->groups[g].opts; o->type != OPT_END; o++, i++) {
 			rows[i] = (struct row){ o, c->groups[g].base };
 			if (o->type == OPT_DOC)
-				continue;
-			longopts[i] = (struct option){ o->name, o->arg ? required_argument : no_argument,
-						       NULL, OPT_VAL + (int)i };
+				continue;	/* help only: no name to type */
+			longopts[n_long++] = (struct option){ o->name,
+							      o->arg ? required_argument : no_argument,
+							      NULL, OPT_VAL + (int)i };
 			if (o->key) {
 				shorts[k++] = o->key;
 				if (o->arg)
@@ -123,13 +124,6 @@ int opts__parse(const struct opts_cmd *c, int argc, char **argv, int *first)
 			}
 		}
 	}
-	/* a DOC row's slot is a name no one can type (getopt_long stops at the first NULL name) */
-	for (i = 0; i < n; i++)
-		if (!longopts[i].name)
-			longopts[i] = (struct option){ "\n", no_argument, NULL, 0 };
-	/* 0, not 1: glibc reads the optstring's '+' again only on a fresh start */
-	optind = 0;
-	opterr = 0;
 	for (i = 0; i < n; i++) {
 		const struct opt *r = rows[i].o;
 
@@ -139,6 +133,9 @@ int opts__parse(const struct opts_cmd *c, int argc, char **argv, int *first)
 			defaults[i] = *(uint64_t *)((char *)rows[i].base + r->off);
 	}
 	parse_defaults = defaults;
+	/* 0, not 1: glibc reads the optstring's '+' again only on a fresh start */
+	optind = 0;
+	opterr = 0;
 	optopt = 0;
 	while (!err && (ch = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
 		const struct row *r = NULL;
@@ -147,7 +144,7 @@ int opts__parse(const struct opts_cmd *c, int argc, char **argv, int *first)
 			r = &rows[ch - OPT_VAL];
 		} else if (ch != ':' && ch != '?') {
 			for (i = 0; i < n && !r; i++)
-				if (rows[i].o->key == ch && rows[i].o->type != OPT_DOC)
+				if (rows[i].o->key && rows[i].o->key == ch)
 					r = &rows[i];
 		}
 		if (r) {
