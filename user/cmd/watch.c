@@ -34,168 +34,7 @@
 #include "session.h"
 #include "statusline.h"
 #include "verdict.h"
-
-#define DEFAULT_DIR "memtrail-snapshots"
-#define DEFAULT_INTERVAL_MS 1000
-#define DEFAULT_KEEP_S 60
-#define DEFAULT_PRESSURE_PCT 90
-#define DEFAULT_PRESSURE_EVERY_S 30
-#define DEFAULT_PENDING 64
-/* per target: phases listed (first and latest half) and phase names aggregated */
-#define WATCH_PHASE_HISTORY 8
-#define WATCH_PHASE_NAMES 8
-/* memory.pressure "some avg10" at or above this, percent, is pressure */
-#define PSI_SOME_PCT 10.0
-/* how long a cgroup's nearest limit is taken as known */
-#define LIMITS_TTL_MS 10000
-#define SCAN_PERIOD_MS 2000
-#define RETRY_MS 1000
-/* least time between two device OOM snapshots of one process */
-#define DEVICE_OOM_GAP_MS 1000
-#define TOP_PROCS 10
-#define PROCS_MAX 4096
-#define OOM_NAMES 64
-/* bytes per target besides its timeline window and phases (struct trail_target, strings) */
-#define TARGET_BYTES 1024
-
-struct watch_opts {
-	struct target_opts t;	/* --cgroup only */
-	struct engine_opts e;
-	const char *dir;
-	uint32_t interval_ms;
-	uint32_t keep_s;
-	uint32_t pressure_pct;
-	uint32_t pressure_every_s;
-	uint32_t pending;
-	const char *metrics;	/* [ADDR:]PORT, NULL: no metrics */
-	uint32_t metrics_expire_s;
-};
-
-/* A memory cgroup with a limit that holds targets: watched for pressure. */
-struct watched {
-	char *path;
-	char *dir;				/* its directory, NULL if unknown */
-	int64_t ev_max, ev_high, failcnt;	/* last seen; -1 unknown */
-	uint64_t snapshot_ms;			/* last pressure snapshot; 0 none */
-	bool used;
-};
-
-/* A target's cgroup and the limited cgroup above it (NULL: none has a limit). */
-struct limit_of {
-	char *path;
-	char *limited;
-	uint64_t until_ms;	/* looked up again after, limits may change */
-	bool used;
-};
-
-struct pending {
-	char *name;
-	json_t *doc;
-};
-
-struct watch {
-	struct session s;
-	const struct watch_opts *o;
-	struct watched *cg;
-	size_t n_cg, cap_cg;
-	struct limit_of *lim;
-	size_t n_lim, cap_lim;
-	struct pending *pend;
-	size_t n_pend;
-	uint64_t next_retry;	/* when pending ones are tried again */
-	bool failing;		/* the last write failed: pending ones wait */
-	uint64_t snapshots, verdicts, dropped;
-	/* the OOM snapshot of each recent victim, for its verdict */
-	struct { uint32_t pid; char name[128]; } oom_names[OOM_NAMES];
-	/* the latest device OOM snapshots: one per process per DEVICE_OOM_GAP_MS */
-	struct { uint32_t pid; uint64_t t_ms; } device_ooms[OOM_NAMES];
-	size_t device_next;
-	size_t oom_next;
-	struct metrics *metrics;	/* NULL: no --metrics */
-};
-
-/* ---- writing files: atomically, 0600, kept in memory while the dir fails ---- */
-
-static void utc_stamp(char *buf, size_t len, bool for_file)
-{
-	struct timespec ts;
-	struct tm tm;
-	char base[40];
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(base, sizeof(base), for_file ? "%Y%m%dT%H%M%S" : "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, len, "%.31s.%03dZ", base, (int)(ts.tv_nsec / 1000000) % 1000);
-}
-
-static int write_one(struct watch *w, const struct pending *p)
-{
-	char path[PATH_MAX];
-	int err;
-
-	if (snprintf(path, sizeof(path), "%s/%s", w->o->dir, p->name) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	err = trail__write_json(p->doc, path);
-	if (err == -ENOENT && !mkdir(w->o->dir, 0700))
-		err = trail__write_json(p->doc, path);	/* the dir was removed */
-	return err;
-}
-
-/* Write what waits, oldest first; stop at the first failure. */
-static void flush_pending(struct watch *w)
-{
-	size_t done = 0;
-	int err = 0;
-
-	while (done < w->n_pend) {
-		err = write_one(w, &w->pend[done]);
-		if (err)
-			break;
-		log__info("wrote '%s/%s'", w->o->dir, w->pend[done].name);
-		free(w->pend[done].name);
-		json_decref(w->pend[done].doc);
-		done++;
-	}
-	if (done) {
-		memmove(w->pend, w->pend + done, (w->n_pend - done) * sizeof(*w->pend));
-		w->n_pend -= done;
-	}
-	if (err && !w->failing)
-		log__error("cannot write '%s/%s': %s; kept in memory (%zu waiting, at most %u), "
-			   "retrying every second", w->o->dir, w->pend[0].name, strerror(-err),
-			   w->n_pend, w->o->pending);
-	else if (!err && w->failing)
-		log__info("'%s' is writable again: every kept file is written", w->o->dir);
-	w->failing = err != 0;
-}
-
-/* Queue DOC (taking its reference) as DIR/NAME and write what can be written. */
-static void emit(struct watch *w, const char *name, json_t *doc)
-{
-	if (!doc) {
-		w->dropped++;
-		log__error("out of memory: '%s' is lost", name);
-		return;
-	}
-	if (w->n_pend == w->o->pending) {
-		log__error("too many files waiting to be written: '%s' is dropped",
-			   w->pend[0].name);
-		free(w->pend[0].name);
-		json_decref(w->pend[0].doc);
-		memmove(w->pend, w->pend + 1, (w->n_pend - 1) * sizeof(*w->pend));
-		w->n_pend--;
-		w->dropped++;
-	}
-	w->pend[w->n_pend].name = strdup(name);
-	w->pend[w->n_pend].doc = doc;
-	if (!w->pend[w->n_pend].name) {
-		json_decref(doc);
-		w->dropped++;
-		return;
-	}
-	w->n_pend++;
-	flush_pending(w);
-}
+#include "watch_int.h"
 
 /* ---- snapshots ---- */
 
@@ -279,8 +118,8 @@ static void set_attribution(json_t *o, const char *cgroup, const char *pods_dir)
  * cgroup's figures, what /proc still shows, the largest processes there.
  * The target's phases end with the open one, marked "open".
  */
-static json_t *snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_ms,
-			    const char *cgroup, json_t *snap)
+json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_ms,
+			   const char *cgroup, json_t *snap)
 {
 	struct trail view = w->s.trail;
 	struct trail_phase open;
@@ -304,7 +143,7 @@ static json_t *snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t
 	phase = trail__phase_json(&w->s.trail, &open);
 	json_object_set_new(phase, "open", json_true());
 	json_array_append_new(json_object_get(target, "phases"), phase);
-	utc_stamp(stamp, sizeof(stamp), false);
+	watch_utc_stamp(stamp, sizeof(stamp), false);
 	json_object_set_new(snap, "time", json_string(stamp));
 	json_object_set_new(snap, "t_ms", json_integer(t_ms));
 	json_object_set_new(snap, "pid", json_integer(tt->pid));
@@ -320,11 +159,11 @@ static json_t *snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t
 	return root;
 }
 
-static void file_name(char *buf, size_t len, const char *what, uint32_t pid)
+void watch_file_name(char *buf, size_t len, const char *what, uint32_t pid)
 {
 	char stamp[40];
 
-	utc_stamp(stamp, sizeof(stamp), true);
+	watch_utc_stamp(stamp, sizeof(stamp), true);
 	snprintf(buf, len, "%s-%u-%s.json", what, pid, stamp);
 }
 
@@ -352,8 +191,8 @@ static void on_oom(struct session *s, struct trail_target *tt, const struct memt
 		json_object_set_new(snap, "proc", proc);
 	else
 		json_decref(proc);
-	file_name(name, sizeof(name), "oom", tt->pid);
-	emit(w, name, snapshot_doc(w, tt, f->oom_ms, cgroup, snap));
+	watch_file_name(name, sizeof(name), "oom", tt->pid);
+	watch_emit(w, name, watch_snapshot_doc(w, tt, f->oom_ms, cgroup, snap));
 	w->snapshots++;
 	if (w->metrics)
 		metrics__snapshot(w->metrics, "oom");
@@ -384,202 +223,11 @@ static void on_device_oom(struct session *s, struct trail_target *tt, json_t *ev
 	w->device_ooms[w->device_next].t_ms = t_ms;
 	w->device_next = (w->device_next + 1) % OOM_NAMES;
 	snap = json_pack("{s:s, s:O}", "trigger", "device_oom", "device_oom", ev);
-	file_name(name, sizeof(name), "device-oom", tt->pid);
-	emit(w, name, snapshot_doc(w, tt, t_ms, NULL, snap));
+	watch_file_name(name, sizeof(name), "device-oom", tt->pid);
+	watch_emit(w, name, watch_snapshot_doc(w, tt, t_ms, NULL, snap));
 	w->snapshots++;
 	if (w->metrics)
 		metrics__snapshot(w->metrics, "device_oom");
-}
-
-/* ---- pressure ---- */
-
-static struct watched *watched_get(struct watch *w, const char *path)
-{
-	struct watched *c;
-	size_t i;
-
-	for (i = 0; i < w->n_cg; i++)
-		if (!strcmp(w->cg[i].path, path))
-			return &w->cg[i];
-	if (array__grow((void **)&w->cg, &w->cap_cg, w->n_cg + 1, sizeof(*c)))
-		return NULL;
-	c = &w->cg[w->n_cg];
-	memset(c, 0, sizeof(*c));
-	c->path = strdup(path);
-	if (!c->path)
-		return NULL;
-	c->dir = cgroup__memory_dir(path);
-	c->ev_max = c->ev_high = c->failcnt = -1;
-	w->n_cg++;
-	return c;
-}
-
-/* The limited cgroup above a target's cgroup, remembered per path a while. */
-static const char *limited_of(struct watch *w, const char *path, uint64_t t_ms)
-{
-	struct limit_of *l;
-	size_t i;
-
-	if (!path)
-		return NULL;
-	for (i = 0; i < w->n_lim; i++) {
-		l = &w->lim[i];
-		if (strcmp(l->path, path))
-			continue;
-		if (t_ms >= l->until_ms) {
-			free(l->limited);
-			l->limited = cgroup__limited(path);
-			l->until_ms = t_ms + LIMITS_TTL_MS;
-		}
-		l->used = true;
-		return l->limited;
-	}
-	if (array__grow((void **)&w->lim, &w->cap_lim, w->n_lim + 1, sizeof(*l)))
-		return NULL;
-	l = &w->lim[w->n_lim];
-	l->path = strdup(path);
-	if (!l->path)
-		return NULL;
-	l->limited = cgroup__limited(path);
-	l->until_ms = t_ms + LIMITS_TTL_MS;
-	l->used = true;
-	w->n_lim++;
-	return l->limited;
-}
-
-static bool under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (!path)
-		return false;
-	if (!strcmp(dir, "/"))
-		return true;
-	return !strncmp(path, dir, n) && (path[n] == '/' || !path[n]);
-}
-
-/* The set of limited cgroups that hold live targets, anew. */
-static void refresh_cgroups(struct watch *w, uint64_t t_ms)
-{
-	size_t i, j;
-
-	for (i = 0; i < w->n_lim; i++)
-		w->lim[i].used = false;
-	for (i = 0; i < w->n_cg; i++)
-		w->cg[i].used = false;
-	for (i = 0; i < w->s.trail.n_targets; i++) {
-		const struct trail_target *tt = &w->s.trail.targets[i];
-		const char *lim;
-		struct watched *c;
-
-		if (tt->end_ms || !(lim = limited_of(w, tt->cgroup, t_ms)))
-			continue;
-		c = watched_get(w, lim);
-		if (c)
-			c->used = true;
-	}
-	for (i = j = 0; i < w->n_lim; i++) {
-		if (w->lim[i].used) {
-			w->lim[j++] = w->lim[i];
-		} else {
-			free(w->lim[i].path);
-			free(w->lim[i].limited);
-		}
-	}
-	w->n_lim = j;
-	for (i = j = 0; i < w->n_cg; i++) {
-		if (w->cg[i].used) {
-			w->cg[j++] = w->cg[i];
-		} else {
-			free(w->cg[i].path);
-			free(w->cg[i].dir);
-		}
-	}
-	w->n_cg = j;
-}
-
-static int64_t resident(const struct trail_target *tt)
-{
-	return tt->current[MEMTRAIL_KIND_RSS_ANON] + tt->current[MEMTRAIL_KIND_RSS_FILE] +
-	       tt->current[MEMTRAIL_KIND_RSS_SHMEM];
-}
-
-/* The live target with the most resident memory in cgroup PATH or below. */
-static struct trail_target *largest_in(struct watch *w, const char *path)
-{
-	struct trail_target *best = NULL;
-	size_t i;
-
-	for (i = 0; i < w->s.trail.n_targets; i++) {
-		struct trail_target *tt = &w->s.trail.targets[i];
-
-		if (!tt->end_ms && under(tt->cgroup, path) && (!best || resident(tt) > resident(best)))
-			best = tt;
-	}
-	return best;
-}
-
-static void pressure_snapshot(struct watch *w, struct watched *c, struct trail_target *tt,
-			      uint64_t t_ms, const char *reason, int64_t usage, int64_t limit)
-{
-	char name[128];
-	json_t *snap;
-
-	if (c->snapshot_ms && t_ms - c->snapshot_ms < w->o->pressure_every_s * 1000ULL)
-		return;
-	c->snapshot_ms = t_ms ? t_ms : 1;
-	snap = json_pack("{s:s, s:{s:s, s:o, s:I, s:o}}", "trigger", "pressure",
-			 "pressure", "reason", reason, "cgroup", sanitize__json(c->path), "usage", (json_int_t)usage,
-			 "limit", limit >= 0 ? json_integer(limit) : json_null());
-	file_name(name, sizeof(name), "pressure", tt->pid);
-	emit(w, name, snapshot_doc(w, tt, t_ms, c->path, snap));
-	w->snapshots++;
-	if (w->metrics)
-		metrics__snapshot(w->metrics, "pressure");
-}
-
-static void on_pressure(struct session *s, struct trail_target *tt,
-			const struct memtrail_event_pressure *e)
-{
-	struct watch *w = s->ctx;
-	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
-	const char *lim = limited_of(w, tt->cgroup, t_ms);
-	struct watched *c = lim ? watched_get(w, lim) : NULL;
-
-	if (!c || !w->o->pressure_pct)
-		return;
-	session__refresh(s, tt, t_ms, true);
-	pressure_snapshot(w, c, tt, t_ms, "reclaim", e->usage, e->limit ? (int64_t)e->limit : -1);
-}
-
-/* Usage near the limit, memory.events or failcnt growth, PSI: per limited cgroup. */
-static void check_pressure(struct watch *w, uint64_t t_ms)
-{
-	size_t i;
-
-	for (i = 0; i < w->n_cg; i++) {
-		struct watched *c = &w->cg[i];
-		struct cgroup_memory m;
-		const char *reason = NULL;
-		struct trail_target *tt;
-
-		if (!c->dir || cgroup__read_memory(c->dir, &m))
-			continue;
-		if (m.limit > 0 && m.usage * 100 >= m.limit * (int64_t)w->o->pressure_pct)
-			reason = "usage";
-		else if ((c->ev_max >= 0 && m.ev_max > c->ev_max) ||
-			 (c->ev_high >= 0 && m.ev_high > c->ev_high) ||
-			 (c->failcnt >= 0 && m.failcnt > c->failcnt))
-			reason = "memory_events";
-		else if (m.psi_some_avg10 >= PSI_SOME_PCT)
-			reason = "psi";
-		c->ev_max = m.ev_max;
-		c->ev_high = m.ev_high;
-		c->failcnt = m.failcnt;
-		if (!reason || !(tt = largest_in(w, c->path)))
-			continue;
-		pressure_snapshot(w, c, tt, t_ms, reason, m.usage, m.limit >= 0 ? m.limit : m.high);
-	}
 }
 
 /* ---- verdicts ---- */
@@ -610,7 +258,7 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	n = phase_log__count(&tt->phases);
 	last = n ? phase_log__at(&tt->phases, n - 1) : NULL;
 	snapshot = oom_snapshot_of(w, tt->pid);
-	utc_stamp(stamp, sizeof(stamp), false);
+	watch_utc_stamp(stamp, sizeof(stamp), false);
 	peaks = json_object();
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
 		if (w->s.trail.kinds & (1U << k))
@@ -630,8 +278,8 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	verdict__line(line, sizeof(line), tt->verdict);
 	container__describe(who, sizeof(who), doc ? doc : tt->verdict);
 	/* the file first: a stdout nobody reads must not keep it from the disk */
-	file_name(name, sizeof(name), "verdict", tt->pid);
-	emit(w, name, doc);
+	watch_file_name(name, sizeof(name), "verdict", tt->pid);
+	watch_emit(w, name, doc);
 	statusline__clear();
 	/* one line whatever the names: verdict__line and container__describe sanitize theirs */
 	len = snprintf(text, sizeof(text), "verdict: %u (%s)%s%s: %s\n", tt->pid,
@@ -765,42 +413,6 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 	return opts__parse(&cmd, argc, argv, &first);
 }
 
-/*
- * The output directory exists (made 0700 when missing) and takes a file. A
- * symbolic link there is followed only when it is memtrail's user's or
- * root's: one someone else planted (a folder shared with a container) would
- * send root's files where they chose.
- */
-static int check_dir(const char *dir)
-{
-	char probe[PATH_MAX];
-	struct stat st;
-	int err;
-
-	if (!lstat(dir, &st) && S_ISLNK(st.st_mode) && st.st_uid && st.st_uid != geteuid()) {
-		log__error("snapshot directory '%s' is a symbolic link of user %u, not followed: "
-			   "give the folder it names", dir, st.st_uid);
-		return -1;
-	}
-	if (mkdir(dir, 0700) && errno != EEXIST) {
-		log__error("cannot create snapshot directory '%s': %s", dir, strerror(errno));
-		return -1;
-	}
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-		log__error("snapshot directory '%s' is not a directory", dir);
-		return -1;
-	}
-	if (snprintf(probe, sizeof(probe), "%s/.memtrail-probe", dir) >= (int)sizeof(probe))
-		err = -ENAMETOOLONG;
-	else
-		err = outfile__probe(probe);
-	if (err) {
-		log__error("cannot write to snapshot directory '%s': %s", dir, strerror(-err));
-		return -1;
-	}
-	return 0;
-}
-
 static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -820,8 +432,8 @@ static int watch_sampled(void *ctx, uint64_t now)
 		metrics__update(w->metrics, &w->s.trail, lost, now);
 	}
 	if (w->o->pressure_pct) {
-		refresh_cgroups(w, now);
-		check_pressure(w, now);
+		watch_refresh_cgroups(w, now);
+		watch_check_pressure(w, now);
 	}
 	return 0;
 }
@@ -832,7 +444,7 @@ static int watch_turn(void *ctx, uint64_t now)
 	struct watch *w = ctx;
 
 	if (w->n_pend && now >= w->next_retry) {
-		flush_pending(w);
+		watch_flush_pending(w);
 		w->next_retry = now + RETRY_MS;
 	}
 	sweep(w, now);
@@ -865,7 +477,7 @@ static void free_watch(struct watch *w)
 int cmd_watch(int argc, char **argv)
 {
 	static const struct session_hooks hooks = {
-		.oom = on_oom, .pressure = on_pressure, .ended = on_ended,
+		.oom = on_oom, .pressure = watch_on_pressure, .ended = on_ended,
 		.device_oom = on_device_oom,
 	};
 	struct loop_hooks loop = { .status = true, .until_signal = true,
@@ -880,7 +492,7 @@ int cmd_watch(int argc, char **argv)
 	if (k)
 		return k > 0 ? 0 : 2;
 	/* before the directory is made: nothing is left by a run that cannot trace */
-	if (tracer__check_caps() || build_config(&o, &cfg) || check_dir(o.dir))
+	if (tracer__check_caps() || build_config(&o, &cfg) || watch_check_dir(o.dir))
 		return 1;
 	w.o = &o;
 	w.pend = calloc(o.pending, sizeof(*w.pend));
@@ -928,7 +540,7 @@ int cmd_watch(int argc, char **argv)
 	(void)loop__run(&w.s, &loop, &w);	/* a failure to read events is said */
 	statusline__stop();
 	if (w.n_pend)
-		flush_pending(&w);
+		watch_flush_pending(&w);
 	tracer__lost(w.s.tracer, lost);
 	ret = 0;
 	log__info("stopped: %llu snapshots, %llu verdicts; %zu not written, %llu dropped",

@@ -288,129 +288,170 @@ static void keeper_say(const char *s)
 		return;
 }
 
-static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
+/* The keeper's state: the opens it holds for memtrail, and what it has seen. */
+struct keeper {
+	int fan, sock;
+	pid_t memtrail;
+	const char *ns;		/* the command's mount namespace (readlink's text) */
+	struct gate_msg stats;
+	struct held held[PENDING];
+	size_t n_held;
+	uint64_t seq, ticks;
+	bool said, absent, working;
+};
+
+/* memtrail's answer on the socket: the open it looked at goes. 0, or -1: memtrail is gone. */
+static int keeper_answer(struct keeper *k)
+{
+	struct gate_msg m;
+	ssize_t r = recv(k->sock, &m, sizeof(m), MSG_DONTWAIT);
+	size_t i;
+
+	if (r == 0)
+		return -1;		/* memtrail is gone, or done */
+	k->absent = false;
+	for (i = 0; r == sizeof(m) && i < k->n_held; i++) {
+		if (k->held[i].seq != m.seq)
+			continue;
+		let_go(k->fan, k->held[i].fd);
+		k->held[i] = k->held[--k->n_held];
+		break;
+	}
+	return 0;
+}
+
+/*
+ * Opens held past their deadline: kept a while longer if memtrail worked
+ * since (it may be on this very file), else let go, and the next ones at
+ * once until memtrail answers again.
+ */
+static void keeper_expire(struct keeper *k)
+{
+	uint64_t now = now_ns();
+	bool checked = false;
+	size_t i;
+
+	for (i = 0; i < k->n_held;) {
+		if (k->held[i].deadline > now) {
+			i++;
+			continue;
+		}
+		/* memtrail worked in the last WAIT_NS: it may be on this very file */
+		if (!checked) {
+			uint64_t t = cpu_ticks(k->memtrail);
+
+			k->working = t != k->ticks;
+			k->ticks = t;
+			checked = true;
+		}
+		if (k->working && now - k->held[i].since < WAIT_MAX_NS) {
+			k->held[i].deadline = now + WAIT_NS;
+			i++;
+			continue;
+		}
+		let_go(k->fan, k->held[i].fd);
+		k->held[i] = k->held[--k->n_held];
+		k->stats.timed_out++;
+		k->absent = true;
+		if (!k->said)
+			keeper_say("memtrail: warning: the gate let the command's opens go "
+				   "after 1 s without memtrail (stopped or busy): a runtime "
+				   "it maps now is probed late\n");
+		k->said = true;
+	}
+}
+
+/* One open of the command's: let go at once, or handed to memtrail and held. */
+static void keeper_open(struct keeper *k, const struct fanotify_event_metadata *e)
+{
+	char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct gate_msg m = { 0 };
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	uint64_t now;
+
+	if (e->fd < 0)
+		return;
+	k->stats.opens++;
+	/* memtrail's own reads, what is not ELF, other namespaces: at once */
+	if (e->vers != FANOTIFY_METADATA_VERSION || e->pid == k->memtrail ||
+	    k->n_held == PENDING || !elf_file(e->fd) || !in_ns(e->pid, k->ns)) {
+		let_go(k->fan, e->fd);
+		return;
+	}
+	m = k->stats;
+	m.seq = ++k->seq;
+	m.pid = (uint64_t)e->pid;
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &e->fd, sizeof(int));
+	if (sendmsg(k->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(m) || k->absent) {
+		let_go(k->fan, e->fd);
+		return;
+	}
+	now = now_ns();
+	if (!k->n_held)
+		k->ticks = cpu_ticks(k->memtrail);	/* its work from now on */
+	k->held[k->n_held++] = (struct held){ e->fd, k->seq, now + WAIT_NS, now };
+}
+
+/* The command's opens waiting in the fanotify group, each taken. */
+static void keeper_read(struct keeper *k)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct fanotify_event_metadata))));
-	struct gate_msg stats = { 0 };
-	struct held held[PENDING];
-	size_t n_held = 0, i;
-	uint64_t seq = 0, ticks = cpu_ticks(memtrail);
-	bool said = false, absent = false, checked, working = false;
+
+	for (;;) {
+		const struct fanotify_event_metadata *e = (const void *)buf;
+		ssize_t len = read(k->fan, buf, sizeof(buf));
+
+		if (len < 0 && errno == EINTR)
+			continue;
+		if (len < 0 && errno != EAGAIN) {
+			k->stats.refused++;	/* EMFILE: the kernel refused that open */
+			if (k->stats.refused == 1)
+				keeper_say("memtrail: warning: an open of the command's failed "
+					   "at the gate: no descriptor was left to read it\n");
+		}
+		if (len <= 0)
+			break;
+		for (; FAN_EVENT_OK(e, len); e = FAN_EVENT_NEXT(e, len))
+			keeper_open(k, e);
+	}
+}
+
+static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
+{
+	struct keeper k = { .fan = fan, .sock = sock, .memtrail = memtrail, .ns = ns,
+			    .ticks = cpu_ticks(memtrail) };
+	size_t i;
 
 	for (;;) {
 		struct pollfd p[2] = { { fan, POLLIN, 0 }, { sock, POLLIN, 0 } };
 		uint64_t now = now_ns(), first = UINT64_MAX;
 		int timeout = -1;
 
-		for (i = 0; i < n_held; i++)
-			if (held[i].deadline < first)
-				first = held[i].deadline;
+		for (i = 0; i < k.n_held; i++)
+			if (k.held[i].deadline < first)
+				first = k.held[i].deadline;
 		if (first != UINT64_MAX)
 			timeout = first > now ? (int)((first - now) / 1000000 + 1) : 0;
 		if (poll(p, 2, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents & POLLIN) {
-			struct gate_msg m;
-			ssize_t r = recv(sock, &m, sizeof(m), MSG_DONTWAIT);
-
-			if (r == 0)
-				break;		/* memtrail is gone, or done */
-			absent = false;
-			for (i = 0; r == sizeof(m) && i < n_held; i++) {
-				if (held[i].seq != m.seq)
-					continue;
-				let_go(fan, held[i].fd);
-				held[i] = held[--n_held];
+			if (keeper_answer(&k))
 				break;
-			}
 		} else if (p[1].revents & (POLLHUP | POLLERR)) {
 			break;
 		}
-		now = now_ns();
-		checked = false;
-		for (i = 0; i < n_held;) {
-			if (held[i].deadline > now) {
-				i++;
-				continue;
-			}
-			/* memtrail worked in the last WAIT_NS: it may be on this very file */
-			if (!checked) {
-				uint64_t t = cpu_ticks(memtrail);
-
-				working = t != ticks;
-				ticks = t;
-				checked = true;
-			}
-			if (working && now - held[i].since < WAIT_MAX_NS) {
-				held[i].deadline = now + WAIT_NS;
-				i++;
-				continue;
-			}
-			let_go(fan, held[i].fd);
-			held[i] = held[--n_held];
-			stats.timed_out++;
-			absent = true;
-			if (!said)
-				keeper_say("memtrail: warning: the gate let the command's opens go "
-					   "after 1 s without memtrail (stopped or busy): a runtime "
-					   "it maps now is probed late\n");
-			said = true;
-		}
-		if (!(p[0].revents & POLLIN))
-			continue;
-		for (;;) {
-			const struct fanotify_event_metadata *e = (const void *)buf;
-			ssize_t len = read(fan, buf, sizeof(buf));
-
-			if (len < 0 && errno == EINTR)
-				continue;
-			if (len < 0 && errno != EAGAIN) {
-				stats.refused++;	/* EMFILE: the kernel refused that open */
-				if (stats.refused == 1)
-					keeper_say("memtrail: warning: an open of the command's failed "
-						   "at the gate: no descriptor was left to read it\n");
-			}
-			if (len <= 0)
-				break;
-			for (; FAN_EVENT_OK(e, len); e = FAN_EVENT_NEXT(e, len)) {
-				char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
-				struct gate_msg m = { 0 };
-				struct iovec iov = { &m, sizeof(m) };
-				struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-						     .msg_control = ctl,
-						     .msg_controllen = sizeof(ctl) };
-				struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-
-				if (e->fd < 0)
-					continue;
-				stats.opens++;
-				/* memtrail's own reads, what is not ELF, other namespaces: at once */
-				if (e->vers != FANOTIFY_METADATA_VERSION || e->pid == memtrail ||
-				    n_held == PENDING || !elf_file(e->fd) || !in_ns(e->pid, ns)) {
-					let_go(fan, e->fd);
-					continue;
-				}
-				m = stats;
-				m.seq = ++seq;
-				m.pid = (uint64_t)e->pid;
-				c->cmsg_level = SOL_SOCKET;
-				c->cmsg_type = SCM_RIGHTS;
-				c->cmsg_len = CMSG_LEN(sizeof(int));
-				memcpy(CMSG_DATA(c), &e->fd, sizeof(int));
-				if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(m) ||
-				    absent) {
-					let_go(fan, e->fd);
-					continue;
-				}
-				now = now_ns();
-				if (!n_held)
-					ticks = cpu_ticks(memtrail);	/* its work from now on */
-				held[n_held++] = (struct held){ e->fd, seq, now + WAIT_NS, now };
-			}
-		}
+		keeper_expire(&k);
+		if (p[0].revents & POLLIN)
+			keeper_read(&k);
 	}
-	for (i = 0; i < n_held; i++)
-		let_go(fan, held[i].fd);
+	for (i = 0; i < k.n_held; i++)
+		let_go(fan, k.held[i].fd);
 	_exit(0);
 }
 

@@ -94,6 +94,45 @@ static bool scopes(const struct tracer_config *cfg)
  * work here is switched off and said once, on one line. -ENOTSUP (logged)
  * when the kernel lacks what every source needs.
  */
+/* Say what the user asked for and will not get, or gets in another way. */
+static void say_features(const struct kernel_features *kf, const struct tracer_config *cfg)
+{
+	int i;
+
+	for (i = 0; i < FEAT_MAX; i++) {
+		const struct feature *f = &kf->f[i];
+		bool asked = true;
+
+		if (f->state == FEATURE_YES)
+			continue;
+		switch (i) {
+		case FEAT_HEAP:
+			asked = cfg->sites.heap;
+			break;
+		case FEAT_DEVICE:
+			asked = false;	/* said when a runtime is found */
+			break;
+		case FEAT_RULES:
+			asked = cfg->n_rules > 0;
+			break;
+		case FEAT_MARK:
+		case FEAT_MAP_SITES:	/* on by default: 'features' and -v say it */
+		case FEAT_DEVICE_SITES:
+		case FEAT_DEVICE_MULTI:
+		case FEAT_NEW_LIBS:
+		case FEAT_GATE:
+		case FEAT_SITE_MAPS:
+			asked = false;	/* said where used */
+			break;
+		}
+		/* a bound the kernel's own figures share (rss before 6.2) is in 'features' and -v */
+		if (f->state != FEATURE_NO || !asked)
+			log__debug("%s: %s", f->name, f->note);
+		else
+			log__warn("%s: %s", f->name, f->note);
+	}
+}
+
 static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 {
 	const struct kernel_features *kf = &t->kf;
@@ -181,39 +220,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	if (kf->mmap_lock_args < 3)
 		bpf_program__set_autoload(s->progs.mt_unmapped_area, false);
 
-	/* say what the user asked for and will not get, or get in another way */
-	for (i = 0; i < FEAT_MAX; i++) {
-		const struct feature *f = &kf->f[i];
-		bool asked = true;
-
-		if (f->state == FEATURE_YES)
-			continue;
-		switch (i) {
-		case FEAT_HEAP:
-			asked = cfg->sites.heap;
-			break;
-		case FEAT_DEVICE:
-			asked = false;	/* said when a runtime is found */
-			break;
-		case FEAT_RULES:
-			asked = cfg->n_rules > 0;
-			break;
-		case FEAT_MARK:
-		case FEAT_MAP_SITES:	/* on by default: 'features' and -v say it */
-		case FEAT_DEVICE_SITES:
-		case FEAT_DEVICE_MULTI:
-		case FEAT_NEW_LIBS:
-		case FEAT_GATE:
-		case FEAT_SITE_MAPS:
-			asked = false;	/* said where used */
-			break;
-		}
-		/* a bound the kernel's own figures share (rss before 6.2) is in 'features' and -v */
-		if (f->state != FEATURE_NO || !asked)
-			log__debug("%s: %s", f->name, f->note);
-		else
-			log__warn("%s: %s", f->name, f->note);
-	}
+	say_features(kf, cfg);
 	return 0;
 }
 
