@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * User stacks of allocation sites: taken, checked, and added to a
+ * (target, phase, kind, stack) site.
+ */
+#ifndef MT_STACKS_BPF_H
+#define MT_STACKS_BPF_H
+
+#include "mt_account.bpf.h"
+
+static const struct memtrail_site zero_site;
+
+/*
+ * Whether RET can be a return address: the code just before it is a call,
+ * as user space checks it (sites.c after_call), read from the process.
+ */
+static __always_inline bool after_call(__u64 ret)
+{
+	__u8 b[8];
+
+	if (ret < 8 || bpf_probe_read_user(b, sizeof(b), (const void *)(ret - 8)))
+		return false;
+#if defined(__TARGET_ARCH_x86)
+	/* call rel32 (e8 at ret - 5), or call r/m64 (ff /2 at ret - 2 .. ret - 7) */
+	return b[3] == 0xe8 ||
+	       (b[6] == 0xff && ((b[7] >> 3) & 7) == 2) || (b[5] == 0xff && ((b[6] >> 3) & 7) == 2) ||
+	       (b[4] == 0xff && ((b[5] >> 3) & 7) == 2) || (b[3] == 0xff && ((b[4] >> 3) & 7) == 2) ||
+	       (b[2] == 0xff && ((b[3] >> 3) & 7) == 2) || (b[1] == 0xff && ((b[2] >> 3) & 7) == 2);
+#elif defined(__TARGET_ARCH_arm64)
+	{
+		__u32 insn = b[4] | (__u32)b[5] << 8 | (__u32)b[6] << 16 | (__u32)b[7] << 24;
+
+		return (insn & 0xfc000000) == 0x94000000 ||	/* bl */
+		       (insn & 0xfffffc1f) == 0xd63f0000;	/* blr */
+	}
+#else
+	return true;
+#endif
+}
+
+/* The current user stack of the calling thread as a site_stacks id, or MEMTRAIL_STACK_NONE. */
+static __always_inline __s32 site_stack(void *ctx)
+{
+	struct memtrail_stack st;
+	__u32 zero = 0, cpu, id, *given;
+	bool cut = false;
+	__s32 *known;
+	int i;
+
+	/* the helper zeroes the buffer past the last frame: equal stacks, equal keys */
+	if (bpf_get_stack(ctx, &st, sizeof(st), BPF_F_USER_STACK) <= 0)
+		goto lost;
+	/*
+	 * The kernel walks frame pointers; through code built without them
+	 * (most distribution libraries, libtorch, Python) it reads whatever
+	 * the register held, and each call would make a stack of its own and
+	 * fill the tables. The stack ends at the first caller's frame that is
+	 * not just after a call, marked MEMTRAIL_FRAME_CUT (user space ends it
+	 * there too, and says the frames were cut).
+	 */
+	for (i = 1; i < MEMTRAIL_SITE_DEPTH; i++) {
+		if (!cut && st.ips[i] && !after_call(st.ips[i])) {
+			cut = true;
+			st.ips[i] = MEMTRAIL_FRAME_CUT;
+		} else if (cut) {
+			st.ips[i] = 0;
+		}
+	}
+	known = bpf_map_lookup_elem(&stack_ids, &st);
+	if (known)
+		return *known;
+	given = bpf_map_lookup_elem(&stack_given, &zero);
+	cpu = bpf_get_smp_processor_id();
+	if (!given || !nr_cpus || cpu >= nr_cpus || *given > (0x7fffffffU - cpu) / nr_cpus)
+		goto lost;
+	id = *given * nr_cpus + cpu;
+	*given += 1;
+	if (bpf_map_update_elem(&site_stacks, &id, &st, BPF_NOEXIST))
+		goto lost;	/* full, or the id taken by a program this one preempted */
+	if (!bpf_map_update_elem(&stack_ids, &st, &id, BPF_NOEXIST))
+		return id;
+	/* another thread added this stack first (its id stands), or full */
+	bpf_map_delete_elem(&site_stacks, &id);
+	known = bpf_map_lookup_elem(&stack_ids, &st);
+	if (known)
+		return *known;
+lost:
+	count_lost(MEMTRAIL_LOST_STACKS);
+	return MEMTRAIL_STACK_NONE;
+}
+
+/*
+ * The return address of the innermost user function, if it keeps it on the
+ * stack top (a leaf without a frame pointer); user space checks it.
+ */
+static __always_inline __u64 leaf_caller(void)
+{
+	__u64 ret = 0;
+#ifdef MEMTRAIL_COMPAT
+	return ret;	/* no bpf_task_pt_regs (5.15): the frame walk alone */
+#else
+	struct pt_regs *regs;
+
+	if (!has_task_regs)
+		return ret;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+#if defined(__TARGET_ARCH_x86)
+	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP_CORE(regs));
+#elif defined(__TARGET_ARCH_arm64)
+	ret = BPF_CORE_READ(regs, regs[30]);
+#endif
+	return ret;
+#endif
+}
+
+/* Add an allocation (BYTES > 0) or the free of one (BYTES < 0) to a site. */
+static __always_inline void site_add_at(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
+					__u64 caller, __s64 bytes, __u64 objects, bool sampled)
+{
+	struct memtrail_site_key key = { .tgid = tgid, .phase = phase, .kind = kind,
+					 .stack = stack, .caller = caller };
+	struct memtrail_site *s = map_get_or_init(&sites, &key, &zero_site, MEMTRAIL_LOST_SITES);
+
+	if (!s)
+		return;
+	if (bytes >= 0) {
+		__sync_fetch_and_add(&s->alloc_bytes, bytes);
+		__sync_fetch_and_add(&s->alloc_objects, objects);
+		if (sampled)
+			__sync_fetch_and_add(&s->samples, 1);
+	} else {
+		__sync_fetch_and_add(&s->free_bytes, -bytes);
+		__sync_fetch_and_add(&s->free_objects, objects);
+	}
+}
+
+static __always_inline void site_add(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
+				     __s64 bytes, __u64 objects, bool sampled)
+{
+	site_add_at(tgid, phase, kind, stack, 0, bytes, objects, sampled);
+}
+
+#endif /* MT_STACKS_BPF_H */
