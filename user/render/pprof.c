@@ -37,7 +37,7 @@ struct interned {
 	size_t id;
 };
 
-#define PPROF_KINDS (MEMTRAIL_KIND_MAX + 1)	/* the kinds and "faults" (trail.c checks) */
+#define PPROF_KINDS (MEMTRAIL_KIND_MAX + 1)	/* the kinds and "faults" (trail_check.c checks) */
 #define PPROF_VALUES 4	/* alloc_objects, alloc_space, inuse_objects, inuse_space */
 
 struct builder {

@@ -9,8 +9,8 @@
  * Memory follows what the file holds that report uses, whatever else is in
  * it: values under keys that neither the top level nor a target has are
  * skipped as they are parsed, and each target and event is checked as it
- * ends (trail.c), so that a file of ten million empty events fails at the
- * first instead of becoming a tree of them.
+ * ends (trail_check.c), so that a file of ten million empty events fails at
+ * the first instead of becoming a tree of them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -266,7 +266,7 @@ static int open_container(struct builder *b, json_t *c)
 
 /*
  * A value in a timeline: t_ms, a time in order, and each kind's level are
- * checked as trail.c checks the rest (TRAIL_T_MS_MAX, +-TRAIL_LEVEL_MAX);
+ * checked as trail_read.c checks the rest (TRAIL_T_MS_MAX, +-TRAIL_LEVEL_MAX);
  * other keys are skipped.
  */
 static int tl_value(struct builder *b, bool integer, long long v)

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Checking the parts of a trail that are kept as JSON, not read into
+ * struct trail: verdicts, allocation sites, events, a watch snapshot; and a
+ * target's first fields and each event for the stream reader (trailstream.c).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "kinds.h"
+#include "schema.h"
+#include "trail.h"
+#include "trail_int.h"
+
+/* pprof rounds these to 64-bit integers */
+#define OBJECTS_MAX 9e18
+
+/* A verdict (verdict.c writes it): what verdict__line, the HTML page and Perfetto use. */
+int trail_check_verdict(struct schema *s, json_t *v)
+{
+	static const char *const who[] = { "trigger", "sender" };
+	size_t at, i;
+	json_t *o;
+
+	if (schema__is_object(s, v) < 0 ||
+	    schema__str(s, v, "cause", NEED, ANY_LEN, NULL) < 0 ||
+	    schema__str(s, v, "cgroup", OR_NULL, ANY_LEN, NULL) < 0 ||
+	    schema__str(s, v, "missing", 0, ANY_LEN, NULL) < 0 ||
+	    schema__int(s, v, "limit", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__int(s, v, "usage", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__bool(s, v, "sigterm_first", 0, NULL) < 0 ||
+	    schema__int(s, v, "sigterm_before_ms", OR_NULL, 0, TRAIL_T_MS_MAX, NULL) < 0 ||
+	    schema__object(s, v, "container", OR_NULL, NULL) < 0 ||
+	    schema__object(s, v, "pod", OR_NULL, NULL) < 0)
+		return -1;
+	for (i = 0; i < sizeof(who) / sizeof(who[0]); i++) {
+		if (schema__object(s, v, who[i], 0, &o) < 0)
+			return -1;
+		if (!o)
+			continue;
+		/* a signal's sender may be the kernel (0), a parent unknown */
+		at = schema__key(s, who[i]);
+		if (schema__int(s, o, "pid", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
+		    schema__int(s, o, "ppid", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
+		    schema__str(s, o, "comm", 0, ANY_LEN, NULL) < 0 ||
+		    schema__str(s, o, "cgroup", OR_NULL, ANY_LEN, NULL) < 0 ||
+		    schema__str(s, o, "cmdline", OR_NULL, ANY_LEN, NULL) < 0 ||
+		    schema__object(s, o, "container", OR_NULL, NULL) < 0 ||
+		    schema__object(s, o, "pod", OR_NULL, NULL) < 0)
+			return -1;
+		schema__up(s, at);
+	}
+	return 0;
+}
+
+/* A frame of a site or of a device failure: strings, each may be absent. */
+static int check_frame(struct schema *s, json_t *fr)
+{
+	static const char *const keys[] = { "address", "function", "symbol", "module", "offset",
+					     "build_id", "source" };
+	size_t i;
+
+	if (schema__is_object(s, fr) < 0)
+		return -1;
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (schema__str(s, fr, keys[i], 0, ANY_LEN, NULL) < 0)
+			return -1;
+	return 0;
+}
+
+/* Allocation sites (sites.c writes them): what the table, pprof and the HTML page use. */
+int trail_check_sites(struct schema *s, json_t *v)
+{
+	json_t *list, *heap, *site, *frames, *fr;
+	size_t at, in, fi, i, j;
+
+	if (schema__is_object(s, v) < 0 || schema__array(s, v, "list", NEED, &list) < 0 ||
+	    schema__object(s, v, "heap", 0, &heap) < 0)
+		return -1;
+	if (heap) {
+		at = schema__key(s, "heap");
+		if (schema__str(s, heap, "mode", 0, ANY_LEN, NULL) < 0 ||
+		    schema__int(s, heap, "sample_bytes", 0, 0, INT64_MAX, NULL) < 0 ||
+		    schema__bool(s, heap, "inuse", 0, NULL) < 0 ||
+		    schema__num(s, heap, "coverage", 0, 0, 1, NULL) < 0)
+			return -1;
+		schema__up(s, at);
+	}
+	at = schema__key(s, "list");
+	json_array_foreach(list, i, site) {
+		const char *kind = NULL;
+		bool folded = false;
+
+		in = schema__index(s, i);
+		/* a folded site's phase is kept by name, a listed one's by its number */
+		if (schema__is_object(s, site) < 0 ||
+		    schema__str(s, site, "kind", NEED, ANY_LEN, &kind) < 0 ||
+		    schema__bool(s, site, "folded", 0, &folded) < 0 ||
+		    schema__str(s, site, "phase", 0, ANY_LEN, NULL) < 0 ||
+		    schema__int(s, site, "phase_seq", folded ? OR_NULL : NEED, 0, UINT32_MAX,
+				NULL) < 0 ||
+		    schema__int(s, site, "alloc_bytes", NEED, 0, INT64_MAX, NULL) < 0 ||
+		    schema__int(s, site, "inuse_bytes", 0, 0, INT64_MAX, NULL) < 0 ||
+		    schema__num(s, site, "alloc_objects", 0, 0, OBJECTS_MAX, NULL) < 0 ||
+		    schema__num(s, site, "inuse_objects", 0, 0, OBJECTS_MAX, NULL) < 0 ||
+		    schema__int(s, site, "samples", 0, 0, INT64_MAX, NULL) < 0 ||
+		    schema__array(s, site, "frames", 0, &frames) < 0)
+			return -1;
+		if (strcmp(kind, "faults") && kind__from_name(kind) < 0) {
+			schema__key(s, "kind");
+			return schema__fail(s, "not a kind of site ('%s')", kind);
+		}
+		schema__key(s, "frames");
+		json_array_foreach(frames, j, fr) {
+			fi = schema__index(s, j);
+			if (check_frame(s, fr) < 0)
+				return -1;
+			schema__up(s, fi);
+		}
+		schema__up(s, in);
+	}
+	schema__up(s, at);
+	return 0;
+}
+
+/* An event (session.c writes them): what the tables, the HTML page and Perfetto use. */
+int trail_check_event(struct schema *s, json_t *ev)
+{
+	static const char *const strings[] = { "comm", "sender_comm", "function", "runtime",
+					       "kind", "phase", "file" };
+	const char *type;
+	json_t *site, *live, *v;
+	bool is_exit;
+	size_t i, at;
+
+	if (schema__is_object(s, ev) < 0 ||
+	    schema__int(s, ev, "t_ms", NEED, 0, TRAIL_T_MS_MAX, NULL) < 0 ||
+	    schema__str(s, ev, "type", NEED, ANY_LEN, &type) < 0)
+		return -1;
+	is_exit = !strcmp(type, "exit");
+	if (schema__int(s, ev, "pid", 0, 1, TRAIL_PID_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "ppid", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "sender", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "signal", 0, strcmp(type, "signal") ? 0 : 1, 64, NULL) < 0 ||
+	    schema__int(s, ev, "code", 0, is_exit ? 0 : INT32_MIN, is_exit ? 255 : INT32_MAX,
+			NULL) < 0 ||
+	    schema__int(s, ev, "size", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "limit", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "usage", 0, 0, INT64_MAX, NULL) < 0 ||
+	    schema__int(s, ev, "device", OR_NULL, 0, INT32_MAX, NULL) < 0 ||
+	    schema__array(s, ev, "site", 0, &site) < 0 ||
+	    schema__object(s, ev, "live_allocations", 0, &live) < 0)
+		return -1;
+	for (i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+		if (schema__str(s, ev, strings[i], 0, ANY_LEN, NULL) < 0)
+			return -1;
+	/* null: a failed device call's code memtrail has no name for */
+	if (schema__str(s, ev, "error", OR_NULL, ANY_LEN, NULL) < 0)
+		return -1;
+	at = schema__key(s, "site");
+	json_array_foreach(site, i, v) {
+		if (!json_is_string(v)) {
+			schema__index(s, i);
+			return schema__fail(s, "not a string");
+		}
+	}
+	schema__up(s, at);
+	if (live) {
+		at = schema__key(s, "live_allocations");
+		if (schema__int(s, live, "bytes", 0, 0, INT64_MAX, NULL) < 0 ||
+		    schema__int(s, live, "count", 0, 0, INT64_MAX, NULL) < 0)
+			return -1;
+		schema__up(s, at);
+	}
+	return 0;
+}
+
+int trail__check_event(json_t *ev, size_t i, char *err, size_t errlen)
+{
+	struct schema s;
+
+	schema__init(&s, err, errlen);
+	schema__key(&s, "events");
+	schema__index(&s, i);
+	return trail_check_event(&s, ev) < 0 ? -1 : 0;
+}
+
+int trail__check_target(json_t *o, size_t i, char *err, size_t errlen)
+{
+	struct schema s;
+
+	schema__init(&s, err, errlen);
+	schema__key(&s, "targets");
+	schema__index(&s, i);
+	return schema__is_object(&s, o) < 0 ||
+	       schema__int(&s, o, "pid", NEED, 1, TRAIL_PID_MAX, NULL) < 0 ||
+	       schema__object(&s, o, "exit", NEED | OR_NULL, NULL) < 0 ? -1 : 0;
+}
+
+/* The snapshot object of a watch snapshot: what the HTML page and Perfetto use. */
+int trail_check_snapshot(struct schema *s, json_t *snap)
+{
+	size_t at = schema__key(s, "snapshot");
+
+	if (schema__int(s, snap, "pid", 0, 1, TRAIL_PID_MAX, NULL) < 0 ||
+	    schema__int(s, snap, "t_ms", 0, 0, TRAIL_T_MS_MAX, NULL) < 0 ||
+	    schema__str(s, snap, "trigger", 0, ANY_LEN, NULL) < 0 ||
+	    schema__str(s, snap, "comm", 0, ANY_LEN, NULL) < 0 ||
+	    schema__str(s, snap, "phase", 0, ANY_LEN, NULL) < 0)
+		return -1;
+	schema__up(s, at);
+	return 0;
+}
