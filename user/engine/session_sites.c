@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * A session's allocation sites and heap probes: opened, each target's sites
+ * taken into the trail as its pid is about to be free, and the rest at the end.
+ */
+#include "session_int.h"
+
+/*
+ * Ended targets' sites taken (a walk of the kernel's site tables) at most
+ * this often: their pids wait that long to be targets again
+ */
+#define RETIRE_MS 250
+
+/* TT's sites as the trail keeps them, with the heap probes' sampling where on. */
+static json_t *target_sites(struct session *s, const struct trail_target *tt, uint64_t now)
+{
+	json_t *j = sites__json(s->sites, tt);
+
+	if (s->heap) {
+		if (!j)
+			j = json_pack("{s:[]}", "list");
+		json_object_set_new(j, "heap", heap__sampling(s->heap, tt->pid, now));
+	}
+	return j;
+}
+
+/* PID's target ended and its pid is about to be free: its sites are taken now. */
+static void retire_sites(void *ctx, uint32_t pid)
+{
+	struct session *s = ctx;
+	struct trail_target *tt = trail__find_target(&s->trail, pid);
+
+	if (!tt || !tt->end_ms || tt->sites_final)
+		return;
+	json_decref(tt->sites);
+	/* a second Ctrl-C gives the trail up: no more symbolizing for it */
+	tt->sites = session__stop_again ? NULL : target_sites(s, tt, session__now_ms(s));
+	tt->sites_final = true;
+}
+
+static bool on_ended(void *ctx, const uint32_t *pids, size_t n)
+{
+	struct session *s = ctx;
+	uint64_t now = session__now_ms(s);
+
+	if (now < s->next_retire_ms)
+		return false;
+	s->next_retire_ms = now + RETIRE_MS;
+	sites__retire(s->sites, pids, n, retire_sites, s);
+	return true;
+}
+
+int session__open_sites(struct session *s, const struct heap_config *heap)
+{
+	size_t i;
+	int err = sites__open(&s->sites, s->tracer, &s->trail);
+
+	if (err)
+		return err;
+	if (heap) {
+		err = heap__open(&s->heap, s->tracer, heap);
+		if (err)
+			return err;
+	}
+	tracer__on_ended(s->tracer, on_ended, s);
+	for (i = 0; i < s->trail.n_targets; i++)
+		if (session__live(s, s->trail.targets[i].pid))
+			session_rescan(s, s->trail.targets[i].pid);
+	return 0;
+}
+
+void session__finish_sites(struct session *s)
+{
+	uint64_t now = session__now_ms(s);
+	size_t i;
+
+	if (!s->sites)
+		return;
+	sites__harvest(s->sites);
+	/* a second Ctrl-C gives the trail up: no more symbolizing for it */
+	for (i = 0; i < s->trail.n_targets && !session__stop_again; i++) {
+		struct trail_target *tt = &s->trail.targets[i];
+
+		if (tt->sites_final)
+			continue;
+		json_decref(tt->sites);
+		tt->sites = target_sites(s, tt, now);
+	}
+}

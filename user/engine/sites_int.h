@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * The sites' own state, shared by their parts and by no other module:
+ * sites.c (stacks resolved, the kernel's sites harvested, folded and
+ * retired), sites_maps.c (each target's code mappings and the files they
+ * name), sites_json.c (sites as the trail keeps them, their frames named).
+ */
+#ifndef MEMTRAIL_SITES_INT_H
+#define MEMTRAIL_SITES_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+
+#include "pidmap.h"
+#include "sites.h"
+
+/* The phase of a folded site: this bit and the index of its phase's aggregate. */
+#define SITE_FOLDED 0x80000000u
+
+/* A function symbol of a module, by address (names are libdw's, live while its Dwfl is). */
+struct modsym {
+	GElf_Addr addr, size;
+	const char *name;
+	char *readable;		/* demangled, made on first use; NULL: not mangled or not yet */
+	int rank;		/* which of several at one address is named: global, weak, local */
+	bool demangled;
+};
+
+/* A file some target mapped code from, opened once for its symbols. */
+struct module {
+	char *name;		/* as the kernel names it in the target's maps */
+	uint64_t dev, ino;
+	/*
+	 * The file the kernel maps, as BPF names it: on overlayfs the layer's,
+	 * not the one maps shows; learnt where both name one mapping. 0: unknown
+	 */
+	uint64_t real_dev, real_ino;
+	Dwfl *dwfl;		/* NULL: could not be opened */
+	Dwfl_Module *mod;
+	char build_id[41];
+	/*
+	 * Its symbols sorted by address, read once: libdw's own lookup walks
+	 * every symbol, and a large library (libtorch_cpu, 10^5 symbols) times
+	 * 10^5 frames took a minute to write one trail.
+	 */
+	struct modsym *syms;
+	size_t n_syms;
+	bool syms_read;
+};
+
+/* One frame: a module and an offset in its file, or an address outside files. */
+struct frame {
+	uint64_t addr;
+	int32_t module;		/* index in modules; -1: anonymous or JIT code; -2: unknown */
+	uint64_t offset;	/* file offset */
+};
+
+struct stack {
+	uint32_t pid;
+	int32_t id;
+	struct frame *frames;
+	uint32_t n;
+	bool truncated;	/* cut at a frame that is no code, or no return address */
+};
+
+struct site {
+	struct memtrail_site_key key;
+	struct memtrail_site v;
+	struct frame caller;	/* key.caller resolved; module -2: not a call site */
+	bool resolved;
+};
+
+#define PID_MAPS_MAX 8192	/* executable mappings kept per process, unmapped ones too */
+#define TOLD_MAX 1024		/* mappings BPF told of files not matched yet */
+
+struct pid_maps {
+	uint32_t pid;
+	uint64_t gen;	/* the harvest that read them last */
+	struct map {
+		unsigned long long start, end, pgoff;
+		int32_t module;	/* -1: anonymous */
+	} *maps;
+	size_t n, cap;
+};
+
+struct sites {
+	struct tracer *tracer;
+	struct module *modules;
+	size_t n_modules, cap_modules;
+	struct stack **stacks;
+	size_t n_stacks, cap_stacks;
+	void *stack_index;	/* tsearch tree of stacks by (pid, id) */
+	struct site **list;
+	size_t n_list, cap_list;
+	void *site_index;	/* tsearch tree of list by key */
+	uint64_t gen;		/* harvests so far */
+	struct trail *trail;	/* its targets' phases, for folding */
+	struct memtrail_site_key *fold;	/* kernel sites to fold, this harvest */
+	size_t n_fold, cap_fold;
+	struct pid_maps *pids;
+	size_t n_pids, cap_pids;
+	struct pidmap pid_index;	/* pid -> its pids entry: looked up per event */
+	/*
+	 * Mappings BPF told of files known by no module yet under BPF's name
+	 * (overlayfs: the layer's file, maps the overlay's): kept until a read
+	 * of maps shows one of them, which teaches the module its BPF name;
+	 * the oldest dropped when full
+	 */
+	struct told_map {
+		uint32_t pid;
+		unsigned long long start, end, pgoff;
+		uint64_t dev, ino;
+	} told[TOLD_MAX];
+	size_t n_told;
+	/* while retiring (sites__retire): the pids whose sites are read, sorted; NULL: all */
+	const uint32_t *only;
+	size_t n_only;
+};
+
+/* PID's mappings as kept (sites_maps.c); with CREATE, made empty where none are. NULL: none. */
+struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create);
+/* The stack ID of PID as resolved, or NULL. */
+struct stack *sites_stack_find(struct sites *s, uint32_t pid, int32_t id);
+
+#endif

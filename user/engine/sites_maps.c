@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Each target's code mappings: read from its maps (unmapped code kept, a
+ * fork's taken from its parent where it is gone), told by BPF, and the files
+ * they map, each opened once as a module for its symbols.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/sysmacros.h>
+
+#include "array.h"
+#include "proc.h"
+#include "sites_int.h"
+
+static const Dwfl_Callbacks offline_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+};
+
+/* A module's device as maps shows it, major:minor */
+#define DEV_KEY(maj, min) (((uint64_t)(maj) << 32) | (min))
+
+static int32_t module_find(const struct sites *s, const char *name, uint64_t dev, uint64_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < s->n_modules; i++)
+		if (s->modules[i].dev == dev && s->modules[i].ino == ino &&
+		    !strcmp(s->modules[i].name, name))
+			return i;
+	return -1;
+}
+
+/* A new module NAME, its symbols read from OPEN_PATH ("": none). */
+static int32_t module_add(struct sites *s, const char *name, const char *open_path, uint64_t dev,
+			  uint64_t ino)
+{
+	const unsigned char *bits;
+	struct module *m;
+	GElf_Addr vaddr;
+	size_t i;
+	int n;
+
+	if (array__grow((void **)&s->modules, &s->cap_modules, s->n_modules + 1,
+			sizeof(*s->modules)))
+		return -2;
+	m = &s->modules[s->n_modules];
+	memset(m, 0, sizeof(*m));
+	m->name = strdup(name);
+	if (!m->name)
+		return -2;
+	m->dev = dev;
+	m->ino = ino;
+	/* opened now, through the target's root: it may be gone when the trail is written */
+	m->dwfl = dwfl_begin(&offline_callbacks);
+	if (m->dwfl) {
+		m->mod = dwfl_report_offline(m->dwfl, name, open_path, -1);
+		dwfl_report_end(m->dwfl, NULL, NULL);
+		if (!m->mod) {
+			dwfl_end(m->dwfl);
+			m->dwfl = NULL;
+		}
+	}
+	if (m->mod) {
+		n = dwfl_module_build_id(m->mod, &bits, &vaddr);
+		for (i = 0; n > 0 && i < (size_t)n && i < 20; i++)
+			snprintf(m->build_id + 2 * i, 3, "%02x", bits[i]);
+	}
+	return s->n_modules++;
+}
+
+struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create)
+{
+	struct pid_maps *p;
+	size_t i;
+
+	if (pidmap__get(&s->pid_index, pid, &i))
+		return &s->pids[i];
+	if (!create || array__grow((void **)&s->pids, &s->cap_pids, s->n_pids + 1,
+				   sizeof(*s->pids)) ||
+	    pidmap__put(&s->pid_index, pid, s->n_pids))
+		return NULL;
+	p = &s->pids[s->n_pids++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	return p;
+}
+
+/*
+ * The maps just read (from OLD on) first, then those of before that none of
+ * them overlaps: code unmapped since (a library closed) still names the
+ * frames of stacks taken while it was there.
+ */
+static void maps_keep_unmapped(struct pid_maps *p, size_t old)
+{
+	size_t i, j, kept = 0, n_new = p->n - old;
+	struct map *m = malloc(p->n * sizeof(*m));
+
+	if (!m) {
+		memmove(p->maps, p->maps + old, n_new * sizeof(*p->maps));
+		p->n = n_new;
+		return;
+	}
+	memcpy(m, p->maps + old, n_new * sizeof(*m));
+	for (i = 0; i < old && n_new + kept < PID_MAPS_MAX; i++) {
+		for (j = 0; j < n_new; j++)
+			if (p->maps[i].start < m[j].end && m[j].start < p->maps[i].end)
+				break;
+		if (j == n_new)
+			m[n_new + kept++] = p->maps[i];
+	}
+	memcpy(p->maps, m, (n_new + kept) * sizeof(*m));
+	p->n = n_new + kept;
+	free(m);
+}
+
+static void told_learn(struct sites *s, uint32_t pid);
+
+void sites__note_maps(struct sites *s, uint32_t pid)
+{
+	char name[64], line[4096 + 128], full[32], perms[8];
+	unsigned long long start, end, pgoff, inode;
+	struct proc_map_line pm;
+	unsigned int maj, min;
+	struct pid_maps *p;
+	size_t old;
+	FILE *f;
+	int pos, fd;
+
+	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
+	f = fopen(name, "re");
+	if (!f)
+		return;		/* gone: the last mappings seen stay */
+	p = sites_pid_maps_get(s, pid, true);
+	if (!p) {
+		fclose(f);
+		return;
+	}
+	/* read after the mappings kept: a zombie's maps read empty, and those stay */
+	old = p->n;
+	while (fgets(line, sizeof(line), f)) {
+		struct map *m;
+
+		line[strcspn(line, "\n")] = '\0';
+		pos = 0;
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &pgoff,
+			   &maj, &min, &inode, &pos) < 7 || perms[2] != 'x')
+			continue;
+		if (array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
+			break;
+		m = &p->maps[p->n++];
+		*m = (struct map){ start, end, pgoff, -1 };
+		if (!pos || line[pos] != '/' || !inode)
+			continue;	/* anonymous: JIT code, or [vdso] and the like */
+		m->module = module_find(s, line + pos, DEV_KEY(maj, min), inode);
+		if (m->module >= 0)
+			continue;
+		/* opened as mapped: its symbols are never read from another file */
+		pm = (struct proc_map_line){ .start = start, .end = end, .dev = makedev(maj, min),
+					     .ino = inode, .path = line + pos };
+		fd = proc__open_mapped(pid, &pm, full, sizeof(full));
+		m->module = module_add(s, line + pos, fd >= 0 ? full : "",
+				       DEV_KEY(maj, min), inode);
+		if (fd >= 0)
+			close(fd);	/* libdw opened its own */
+	}
+	fclose(f);
+	if (p->n > old)
+		maps_keep_unmapped(p, old);
+	told_learn(s, pid);
+}
+
+void sites__fork(struct sites *s, uint32_t parent, uint32_t child)
+{
+	struct pid_maps *c, *p;
+
+	sites__note_maps(s, child);
+	c = sites_pid_maps_get(s, child, false);
+	if (c && c->n)
+		return;
+	/*
+	 * gone already (or a zombie, whose maps read empty): its code lay
+	 * where its parent's does now, read now (those read at the parent's
+	 * exec may be from before its dynamic linker mapped a library)
+	 */
+	sites__note_maps(s, parent);
+	c = sites_pid_maps_get(s, child, true);
+	/* the parent's looked up after: the child's creation may move the array */
+	p = sites_pid_maps_get(s, parent, false);
+	if (!c || !p || !p->n || c->n ||
+	    array__grow((void **)&c->maps, &c->cap, p->n, sizeof(*c->maps)))
+		return;
+	memcpy(c->maps, p->maps, p->n * sizeof(*c->maps));
+	c->n = p->n;
+}
+
+/* The module of the file BPF names (DEV as maps shows devices, INO), or -1. */
+static int32_t module_of_told(const struct sites *s, uint64_t dev, uint64_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < s->n_modules; i++)
+		if ((s->modules[i].dev == dev && s->modules[i].ino == ino) ||
+		    (s->modules[i].real_dev == dev && s->modules[i].real_ino == ino))
+			return i;
+	return -1;
+}
+
+/* PID's code at START..END (file offset PGOFF, in bytes) is module MOD. */
+static void map_insert(struct sites *s, uint32_t pid, unsigned long long start,
+		       unsigned long long end, unsigned long long pgoff, int32_t mod)
+{
+	struct pid_maps *p = sites_pid_maps_get(s, pid, true);
+	size_t i, n = 0;
+
+	if (!p)
+		return;
+	/* the same mapping told again (each library its dynamic linker loads) */
+	for (i = 0; i < p->n; i++)
+		if (p->maps[i].start == start && p->maps[i].end == end &&
+		    p->maps[i].module == mod && p->maps[i].pgoff == pgoff)
+			return;
+	/* what it replaces goes: code mapped over */
+	for (i = 0; i < p->n; i++)
+		if (p->maps[i].start >= end || start >= p->maps[i].end)
+			p->maps[n++] = p->maps[i];
+	p->n = n;
+	if (p->n >= PID_MAPS_MAX ||
+	    array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
+		return;
+	p->maps[p->n++] = (struct map){ start, end, pgoff, mod };
+}
+
+/*
+ * After a read of PID's maps: a mapping BPF told of it that maps showed too
+ * names its module under BPF's name; then every told mapping of a file now
+ * known finds its process's maps (that process may be long gone).
+ */
+static void told_learn(struct sites *s, uint32_t pid)
+{
+	struct pid_maps *p = sites_pid_maps_get(s, pid, false);
+	bool learnt = false;
+	size_t i, j, n = 0;
+	int32_t mod;
+
+	for (i = 0; p && i < s->n_told; i++) {
+		struct told_map *t = &s->told[i];
+
+		for (j = 0; t->pid == pid && j < p->n; j++) {
+			mod = p->maps[j].module;
+			if (p->maps[j].start != t->start || p->maps[j].end != t->end ||
+			    p->maps[j].pgoff != t->pgoff || mod < 0)
+				continue;
+			s->modules[mod].real_dev = t->dev;
+			s->modules[mod].real_ino = t->ino;
+			learnt = true;
+			break;
+		}
+	}
+	if (!learnt)
+		return;
+	for (i = 0; i < s->n_told; i++) {
+		struct told_map t = s->told[i];
+
+		mod = module_of_told(s, t.dev, t.ino);
+		if (mod >= 0)
+			map_insert(s, t.pid, t.start, t.end, t.pgoff, mod);
+		else
+			s->told[n++] = t;
+	}
+	s->n_told = n;
+}
+
+void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
+{
+	/* the kernel's dev_t: major << 20 | minor */
+	uint64_t dev = DEV_KEY(e->dev >> 20, e->dev & 0xfffff);
+	/* maps gives the offset in bytes, the kernel's vm_pgoff counts pages */
+	unsigned long long pgoff = e->pgoff * (unsigned long long)sysconf(_SC_PAGESIZE);
+	int32_t mod = module_of_told(s, dev, e->ino);
+
+	if (mod >= 0) {
+		map_insert(s, e->hdr.tgid, e->start, e->end, pgoff, mod);
+		return;
+	}
+	/* a file not known under this name yet: until a read of maps shows it */
+	if (s->n_told == TOLD_MAX)
+		memmove(s->told, s->told + 1, --s->n_told * sizeof(*s->told));
+	s->told[s->n_told++] = (struct told_map){ e->hdr.tgid, e->start, e->end, pgoff, dev,
+						  e->ino };
+	told_learn(s, e->hdr.tgid);
+}
