@@ -50,7 +50,10 @@ exec switch_root /newroot /bin/sh -c 'mount -t tmpfs tmpfs /run; sh $script; ech
 INIT
 chmod +x "$ir/init"
 (cd "$ir" && find . | cpio -o -H newc 2>/dev/null | gzip > "$work/ir.gz")
-accel="-accel tcg,thread=multi"
+# MEMTRAIL_TCG=single: one host thread for every vCPU (slower): newer kernels
+# patching their own text (a tracepoint's static key) die now and then of an
+# int3 oops under multi-threaded TCG
+accel="-accel tcg,thread=${MEMTRAIL_TCG:-multi}"
 if [ "${MEMTRAIL_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then accel="-accel kvm"; fi
 timeout "${MEMTRAIL_VM_TIMEOUT:-3000}" qemu-system-x86_64 $accel -cpu max -smp "$smp" -machine q35 -m "$mem" \
 	-kernel "$vmlinuz" -initrd "$work/ir.gz" \
