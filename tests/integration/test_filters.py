@@ -63,6 +63,37 @@ def test_cgroup_v1_by_hierarchy_path():
         remove_cgroup(path)
 
 
+def test_cgroup_repeated():
+    """record --cgroup A --cgroup B: a mapper in each is traced, exact by its
+    own arithmetic; one outside both is not."""
+    a, b = (memcg_v1(f"memtrail-test-{os.getpid()}-{x}") for x in "ab")
+    out = os.path.join(tmpdir(), "trail.json")
+    try:
+        bg = Background(["record", "-q", "-o", out, "--cgroup", a, "-c",
+                         "/" + os.path.basename(b)])
+        inside = [subprocess.run(in_cgroup(c, [workload("mapper")]), capture_output=True,
+                                 text=True, timeout=60) for c in (a, b)]
+        outside = subprocess.Popen([workload("mapper")], stdout=subprocess.PIPE, text=True)
+        outside.communicate(timeout=60)
+        rc, _, err = bg.stop(signal.SIGINT)
+        check_eq(rc, 0, f"memtrail status (stderr {err!r})")
+        trail = load_trail(out)
+        mappers = [t for t in trail["targets"] if t["comm"] == "mapper"]
+        check_eq(len(mappers), 2, f"mapper targets, one per cgroup: "
+                 f"{[(t['pid'], t['cgroup']) for t in mappers]}, outside {outside.pid}")
+        check(outside.pid not in [t["pid"] for t in mappers], "the mapper outside was traced")
+        for t, w in zip(sorted(mappers, key=lambda t: t["start_ms"]), inside):
+            check_eq(w.returncode, 0, f"workload in a cgroup failed: {w.stderr!r}")
+            data = json.loads(w.stdout)
+            check_eq(level(t, "mapped", "peak"), data["base_data"] + data["peak_steps"],
+                     f"mapped peak of {t['pid']} ({t['cgroup']})")
+        check_eq(trail["command"], f"cgroup {a} /{os.path.basename(b)}", "the trail's command")
+    finally:
+        remove_cgroup(a)
+        remove_cgroup(b)
+    no_programs_left()
+
+
 def test_cgroup_v2():
     root = cgroup_v2_root()
     check(root, "no cgroup v2 hierarchy mounted (want /sys/fs/cgroup/unified)")
