@@ -404,7 +404,7 @@ static void decide_probes(struct kernel_features *kf)
 		    strerror(-kf->perm_events));
 }
 
-static void decide(struct kernel_features *kf)
+void features__decide(struct kernel_features *kf)
 {
 	decide_accounting(kf);
 	decide_phases(kf);
@@ -497,7 +497,7 @@ int features__probe(struct kernel_features *kf)
 	/* MEMTRAIL_NO_VMA_ITER=1: as before 6.7 (sites' maps only from /proc while the process lives) */
 	if (getenv("MEMTRAIL_NO_VMA_ITER"))
 		kf->vma_iter = false;
-	decide(kf);
+	features__decide(kf);
 	return 0;
 }
 

@@ -76,6 +76,11 @@ struct kernel_features {
 bool features__have_caps(void);
 /* Probe the running kernel; 0, or -errno with a one-line error logged (no BTF). */
 int features__probe(struct kernel_features *kf);
+/*
+ * Each feature's state and note from the facts probed (the fields above
+ * F): what features__probe does after probing, apart for the unit tests.
+ */
+void features__decide(struct kernel_features *kf);
 /* The kernel has the task_vma iterator but refused its programs (-ERR): site_maps degraded. */
 void features__site_maps_refused(struct kernel_features *kf, int err);
 /* Print the table for people (memtrail features). */
