@@ -167,6 +167,17 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	}
 	t->fn = fn;
 	t->ctx = ctx;
+	/*
+	 * room for every target's end before a poll forgets them: a target's end
+	 * is never dropped for want of memory (its sites then retired first)
+	 */
+	t->cap_ended = cfg->max_targets ? cfg->max_targets : 1;
+	t->ended = calloc(t->cap_ended, sizeof(*t->ended));
+	if (!t->ended) {
+		free(t);
+		log__error("out of memory");
+		return -ENOMEM;
+	}
 	raise_fd_limit();
 	outfile__reserve();	/* a trail written where probes took every other descriptor */
 	t->nr_cpus = libbpf_num_possible_cpus();
@@ -322,6 +333,7 @@ void tracer__on_ended(struct tracer *t, tracer_ended_fn fn, void *ctx)
 
 void tracer__forget_ended(struct tracer *t, uint32_t tgid)
 {
+	/* beyond max_targets ends in one poll (an end told twice), and no memory: at once */
 	if (array__grow((void **)&t->ended, &t->cap_ended, t->n_ended + 1, sizeof(*t->ended))) {
 		tracer__forget(t, tgid);
 		return;
