@@ -128,26 +128,22 @@ int cmd_daemonset(int argc, char **argv)
 	const struct opt_group groups[] = { { "options", daemonset_rows, &o } };
 	const struct opts_cmd cmd = { .name = "daemonset", .groups = groups, .n_groups = 1,
 				      .usage = usage, .no_args = true };
-	const char *image, *ns, *p;
-	uint32_t port;
+	const char *p;
 	int first, err;
 
 	err = opts__parse(&cmd, argc, argv, &first);
 	if (err)
 		return err > 0 ? 0 : 2;
-	image = o.image;
-	ns = o.ns;
-	port = o.port;
 	/* the template's placeholders, in place */
 	for (p = memtrail_daemonset_yaml; *p; p++) {
 		if (!strncmp(p, "{{IMAGE}}", 9)) {
-			fputs(image, stdout);
+			fputs(o.image, stdout);
 			p += 8;
 		} else if (!strncmp(p, "{{NAMESPACE}}", 13)) {
-			fputs(ns, stdout);
+			fputs(o.ns, stdout);
 			p += 12;
 		} else if (!strncmp(p, "{{PORT}}", 8)) {
-			printf("%u", (unsigned)port);
+			printf("%u", (unsigned)o.port);
 			p += 7;
 		} else {
 			putchar(*p);

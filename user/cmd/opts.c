@@ -53,18 +53,13 @@ void opts__usage_error(const char *cmd, const char *fmt, ...)
 static int set_number(const struct row *r, const char *arg)
 {
 	const struct opt *o = r->o;
-	uint64_t v;
+	void *field = (char *)r->base + o->off;
+	char name[64];
 
-	if (format__parse_u64(arg, o->min, o->max, &v)) {
-		log__error("invalid --%s '%s': give %llu to %llu", o->name, arg,
-			   (unsigned long long)o->min, (unsigned long long)o->max);
-		return -EINVAL;
-	}
+	snprintf(name, sizeof(name), "--%s", o->name);
 	if (o->type == OPT_U32)
-		*(uint32_t *)((char *)r->base + o->off) = v;
-	else
-		*(uint64_t *)((char *)r->base + o->off) = v;
-	return 0;
+		return format__option_u32(name, arg, o->min, o->max, field);
+	return format__option_u64(name, arg, o->min, o->max, field);
 }
 
 static int apply(const struct opts_cmd *c, const struct row *r, const char *arg)

@@ -183,9 +183,6 @@ int cmd_report(int argc, char **argv)
 				      .usage = usage };
 	struct trail t;
 	char err[512];
-	const char *pprof, *perfetto, *html;
-	bool json;
-	uint64_t top;
 	size_t samples;
 	int ret = 0, first;
 
@@ -197,18 +194,13 @@ int cmd_report(int argc, char **argv)
 				  "give one trail file");
 		return 2;
 	}
-	pprof = o.pprof;
-	perfetto = o.perfetto;
-	html = o.html;
-	json = o.json;
-	top = o.top;
-	if (check_outputs(argv[first], pprof, perfetto, html))
+	if (check_outputs(argv[first], o.pprof, o.perfetto, o.html))
 		return 2;
 	if (trail__read(&t, argv[first], err, sizeof(err))) {
 		log__error("cannot read trail '%s': %s", argv[first], err);
 		return 1;
 	}
-	if (json) {
+	if (o.json) {
 		json_t *root = trail__to_json(&t, false);
 
 		if (!root || json_dumpf(root, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF)
@@ -220,37 +212,39 @@ int cmd_report(int argc, char **argv)
 		table__print_phases(stdout, &t);
 		table__print_verdicts(stdout, &t);
 		table__print_device_failures(stdout, &t);
-		table__print_sites(stdout, &t, top);
+		table__print_sites(stdout, &t, o.top);
 	}
-	if (pprof) {
-		int err = pprof__write(&t, pprof, &samples);
+	if (o.pprof) {
+		int err = pprof__write(&t, o.pprof, &samples);
 
 		if (err) {
-			log__error("cannot write pprof profile '%s': %s", pprof, strerror(-err));
+			log__error("cannot write pprof profile '%s': %s", o.pprof, strerror(-err));
 			ret = 1;
 		} else {
-			log__info("pprof profile written to '%s' (%zu sites)", pprof, samples);
+			log__info("pprof profile written to '%s' (%zu sites)", o.pprof, samples);
 		}
 	}
-	if (perfetto) {
-		int err = perfetto__write(&t, perfetto, &samples);
+	if (o.perfetto) {
+		int err = perfetto__write(&t, o.perfetto, &samples);
 
 		if (err) {
-			log__error("cannot write perfetto trace '%s': %s", perfetto, strerror(-err));
+			log__error("cannot write perfetto trace '%s': %s", o.perfetto,
+				   strerror(-err));
 			ret = 1;
 		} else {
-			log__info("perfetto trace written to '%s' (%zu events)", perfetto, samples);
+			log__info("perfetto trace written to '%s' (%zu events)", o.perfetto,
+				  samples);
 		}
 	}
-	if (html) {
+	if (o.html) {
 		bool decimated;
-		int err = html__write(&t, html, &decimated);
+		int err = html__write(&t, o.html, &decimated);
 
 		if (err) {
-			log__error("cannot write html report '%s': %s", html, strerror(-err));
+			log__error("cannot write html report '%s': %s", o.html, strerror(-err));
 			ret = 1;
 		} else {
-			log__info("html report written to '%s'%s", html,
+			log__info("html report written to '%s'%s", o.html,
 				  decimated ? " (timelines decimated for drawing)" : "");
 		}
 	}

@@ -279,7 +279,7 @@ static void draw(struct top *t)
 
 /* ---- options ---- */
 
-/* "one of: rss_anon rss_file ...": the kinds top shows (heap needs probes top does not attach) */
+/* --sort's help, "... one of: mapped rss_anon ...": the kinds top shows (not heap) */
 static const char *sort_help(void)
 {
 	static char buf[512];
@@ -324,20 +324,6 @@ static int opt_by(void *base, const char *arg)
 	return 0;
 }
 
-static struct opt top_rows[] = {
-	OPT_ROW_U32("interval", 'i', "MS", struct top_opts, interval_ms, 100, 60000,
-		    "refresh interval", 0),
-	OPT_ROW_U32("iterations", 'n', "N", struct top_opts, iterations, 1, 1000000,
-		    "print N plain tables (as when not on a terminal), then exit, {range} "
-		    "(default: until q, Ctrl-C or SIGTERM)", OPT_NO_DEFAULT),
-	OPT_ROW_FN("by", 'b', "WHAT", opt_by,
-		   "'process' (default) or 'pod': one row per pod, from the cgroup paths of the "
-		   "kubelet and the container runtimes; processes outside a pod grouped by "
-		   "container, or '-'"),
-	OPT_ROW_FN("sort", 's', "KIND", opt_sort, NULL /* sort_help() */),
-	OPT_ROW_END,
-};
-
 static const struct opt target_rows[] = {
 	CMDOPTS_ROW_PID,
 	CMDOPTS_ROW_CGROUP,
@@ -369,6 +355,20 @@ static void usage(FILE *f, const struct opts_cmd *c)
 /* 0, 1 when --help was printed, or -EINVAL once the error is said. */
 static int parse_opts(int argc, char **argv, struct top_opts *o)
 {
+	/* here, not static: --sort's help is made at run time from the kinds' table */
+	const struct opt top_rows[] = {
+		OPT_ROW_U32("interval", 'i', "MS", struct top_opts, interval_ms, 100, 60000,
+			    "refresh interval", 0),
+		OPT_ROW_U32("iterations", 'n', "N", struct top_opts, iterations, 1, 1000000,
+			    "print N plain tables (as when not on a terminal), then exit, {range} "
+			    "(default: until q, Ctrl-C or SIGTERM)", OPT_NO_DEFAULT),
+		OPT_ROW_FN("by", 'b', "WHAT", opt_by,
+			   "'process' (default) or 'pod': one row per pod, from the cgroup paths of "
+			   "the kubelet and the container runtimes; processes outside a pod grouped "
+			   "by container, or '-'"),
+		OPT_ROW_FN("sort", 's', "KIND", opt_sort, sort_help()),
+		OPT_ROW_END,
+	};
 	const struct opt_group groups[] = {
 		{ "options", top_rows, o },
 		{ NULL, target_rows, &o->t },
@@ -384,7 +384,6 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 	o->sort = DEFAULT_SORT;
 	o->by = TOPVIEW_BY_PROCESS;
 	cmdopts__engine_defaults(&o->e);
-	top_rows[3].help = sort_help();
 	err = opts__parse(&cmd, argc, argv, &first);
 	if (err)
 		return err;

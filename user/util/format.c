@@ -69,16 +69,24 @@ int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+int format__option_u64(const char *opt, const char *arg, uint64_t min, uint64_t max,
+		       uint64_t *out)
+{
+	if (format__parse_u64(arg, min, max, out)) {
+		log__error("invalid %s '%s': give %llu to %llu", opt, arg,
+			   (unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int format__option_u32(const char *opt, const char *arg, uint64_t min, uint64_t max,
 		       uint32_t *out)
 {
 	uint64_t v;
 
-	if (max > UINT32_MAX || format__parse_u64(arg, min, max, &v)) {
-		log__error("invalid %s '%s': give %llu to %llu", opt, arg,
-			   (unsigned long long)min, (unsigned long long)max);
+	if (format__option_u64(opt, arg, min, max < UINT32_MAX ? max : UINT32_MAX, &v))
 		return -EINVAL;
-	}
 	*out = v;
 	return 0;
 }

@@ -19,7 +19,10 @@ char *format__utf8_whole(char *s);
 const char *format__printable(char *buf, size_t len, const char *s);
 /* A decimal integer in [min, max], the whole string; 0 or -EINVAL/-ERANGE. */
 int format__parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-/* An option's value as format__parse_u64 reads it, into 32 bits; logs why on -EINVAL. */
+/* An option's value as format__parse_u64 reads it; logs why on -EINVAL. */
+int format__option_u64(const char *opt, const char *arg, uint64_t min, uint64_t max,
+		       uint64_t *out);
+/* The same into 32 bits (MAX at most UINT32_MAX). */
 int format__option_u32(const char *opt, const char *arg, uint64_t min, uint64_t max,
 		       uint32_t *out);
 
