@@ -16,6 +16,118 @@
 #include "kinds.h"
 #include "trail.h"
 
+/* Sites of every shape the engine writes: a named frame, a placeholder, a folded phase, a budget. */
+static struct trail_sites *make_sites(void)
+{
+	struct trail_sites *ts = trail_sites__new();
+	struct trail_site *site;
+	struct trail_frame *fr;
+
+	assert_non_null(ts);
+	site = trail_sites__add(ts);
+	assert_non_null(site);
+	site->kind = MEMTRAIL_KIND_HEAP;
+	site->phase = strdup("load");
+	site->phase_seq = 3;
+	site->alloc_bytes = 5ULL << 32;		/* above 2^32: 64-bit clean */
+	site->alloc_objects = 2.5;
+	site->inuse_bytes = 1ULL << 32;
+	site->inuse_objects = 0.5;
+	site->samples = 7;
+	site->frames_truncated = true;
+	fr = trail_site__add_frame(site);
+	assert_non_null(fr);
+	*fr = (struct trail_frame){ .has_address = true, .address = 0x7f0000001234,
+		.function = strdup("c10::alloc_cpu(unsigned long)"), .symbol = strdup("_ZN3c109alloc_cpuEm"),
+		.module = strdup("/usr/lib/libc10.so"), .offset = 0x1234,
+		.build_id = strdup("93ac61ec"), .source = strdup("c10/core/impl/alloc_cpu.cpp:88") };
+	fr = trail_site__add_frame(site);
+	assert_non_null(fr);
+	*fr = (struct trail_frame){ .has_address = true, .address = 0x1000, .function = strdup("[anon]") };
+	site = trail_sites__add(ts);
+	assert_non_null(site);
+	site->kind = TRAIL_SITE_FAULTS;
+	site->phase = strdup("decode");
+	site->folded = true;
+	site->alloc_bytes = 4096;
+	fr = trail_site__add_frame(site);
+	assert_non_null(fr);
+	fr->function = strdup("[no stack]");
+	ts->has_heap = true;
+	ts->heap = (struct trail_heap){ .mode = TRAIL_HEAP_BUDGET, .sample_bytes = 524288,
+		.probe_hits = 99, .coverage = 0.25, .has_cost = true, .cost_per_hit_ns = 1500,
+		.probe_cost_ms = 0.1485, .budget_pct = 2, .cycles = 4, .cycles_spent = 3,
+		.close_ms = 1.5, .close_cost_ms = 0.75, .has_target_cpu = true,
+		.target_cpu_ms = 812.5 };
+	return ts;
+}
+
+static void expect_frames_equal(const struct trail_frame *a, const struct trail_frame *b)
+{
+	assert_int_equal(a->has_address, b->has_address);
+	assert_int_equal(a->address, b->address);
+	assert_int_equal(a->offset, b->offset);
+	assert_string_equal(a->function, b->function);
+	if (a->module)
+		assert_string_equal(a->module, b->module);
+	else
+		assert_null(b->module);
+	if (a->symbol)
+		assert_string_equal(a->symbol, b->symbol);
+	else
+		assert_null(b->symbol);
+	if (a->build_id)
+		assert_string_equal(a->build_id, b->build_id);
+	else
+		assert_null(b->build_id);
+	if (a->source)
+		assert_string_equal(a->source, b->source);
+	else
+		assert_null(b->source);
+}
+
+/* B, read back, holds what A held: every field of every site, frame and the heap's sampling. */
+static void expect_sites_equal(const struct trail_sites *a, const struct trail_sites *b)
+{
+	size_t i, j;
+
+	assert_non_null(b);
+	assert_int_equal(a->n, b->n);
+	for (i = 0; i < a->n; i++) {
+		const struct trail_site *x = &a->list[i], *y = &b->list[i];
+
+		assert_int_equal(x->kind, y->kind);
+		assert_string_equal(x->phase, y->phase);
+		assert_int_equal(x->folded, y->folded);
+		assert_int_equal(x->phase_seq, y->phase_seq);
+		assert_int_equal(x->alloc_bytes, y->alloc_bytes);
+		assert_int_equal(x->inuse_bytes, y->inuse_bytes);
+		assert_true(x->alloc_objects == y->alloc_objects);
+		assert_true(x->inuse_objects == y->inuse_objects);
+		assert_int_equal(x->samples, y->samples);
+		assert_int_equal(x->frames_truncated, y->frames_truncated);
+		assert_int_equal(x->n_frames, y->n_frames);
+		for (j = 0; j < x->n_frames; j++)
+			expect_frames_equal(&x->frames[j], &y->frames[j]);
+	}
+	assert_int_equal(a->has_heap, b->has_heap);
+	assert_int_equal(a->heap.mode, b->heap.mode);
+	assert_int_equal(a->heap.sample_bytes, b->heap.sample_bytes);
+	assert_int_equal(a->heap.inuse, b->heap.inuse);
+	assert_int_equal(a->heap.probe_hits, b->heap.probe_hits);
+	assert_int_equal(a->heap.cycles, b->heap.cycles);
+	assert_int_equal(a->heap.cycles_spent, b->heap.cycles_spent);
+	assert_int_equal(a->heap.has_cost, b->heap.has_cost);
+	assert_int_equal(a->heap.has_target_cpu, b->heap.has_target_cpu);
+	assert_true(a->heap.coverage == b->heap.coverage);
+	assert_true(a->heap.cost_per_hit_ns == b->heap.cost_per_hit_ns);
+	assert_true(a->heap.probe_cost_ms == b->heap.probe_cost_ms);
+	assert_true(a->heap.budget_pct == b->heap.budget_pct);
+	assert_true(a->heap.close_ms == b->heap.close_ms);
+	assert_true(a->heap.close_cost_ms == b->heap.close_cost_ms);
+	assert_true(a->heap.target_cpu_ms == b->heap.target_cpu_ms);
+}
+
 static void make_trail(struct trail *t)
 {
 	struct trail_target *tt;
@@ -49,6 +161,7 @@ static void make_trail(struct trail *t)
 	assert_true(trail__set_device_limit(tt, MEMTRAIL_KIND_CUDA_DEVICE, 1, 80ULL << 30));
 	assert_true(trail__set_device_limit(tt, MEMTRAIL_KIND_CUDA_DEVICE, -1, 16ULL << 30));
 	assert_true(trail__set_device_limit(tt, MEMTRAIL_KIND_CUDA_DEVICE, 1, 81ULL << 30));
+	tt->sites = make_sites();
 
 	tt = trail__add_target(t, 4243);	/* still running: exit is null */
 	assert_non_null(tt);
@@ -99,6 +212,8 @@ static void round_trip(void **state)
 	assert_false(b.targets[1].exited);
 	assert_null(b.targets[1].cmdline);
 	assert_int_equal(json_array_size(b.events), 1);
+	expect_sites_equal(a.targets[0].sites, b.targets[0].sites);
+	assert_null(b.targets[1].sites);
 	trail__free(&a);
 	trail__free(&b);
 }
@@ -116,7 +231,8 @@ static void write_matches_tree(void **state)
 	(void)state;
 	make_trail(&t);
 	t.targets[0].timeline[0].level[MEMTRAIL_KIND_RSS_ANON] = INT64_MIN;
-	t.targets[0].sites = json_pack("{s:[{s:s}]}", "list", "name", "a\"b\n\u00e9");
+	free(t.targets[0].sites->list[0].phase);
+	t.targets[0].sites->list[0].phase = strdup("a\"b\n\u00e9");
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	close(fd);
@@ -279,6 +395,15 @@ static void rejects_nonsense(void **state)
 	expect_reject(SITE("{\"kind\": \"heap\", \"phase\": \"a\", \"phase_seq\": 0, "
 			   "\"alloc_bytes\": 8, \"frames\": [{\"function\": 3}]}"),
 		      "targets[0].sites.list[0].frames[0].function: not a string");
+	expect_reject(SITE("{\"kind\": \"heap\", \"phase\": \"a\", \"phase_seq\": 0, "
+			   "\"alloc_bytes\": 8, \"frames\": [{\"address\": \"0x12g\"}]}"),
+		      "targets[0].sites.list[0].frames[0].address: not an address ('0x12g')");
+	expect_reject(SITE("{\"kind\": \"heap\", \"phase\": \"a\", \"phase_seq\": 0, "
+			   "\"alloc_bytes\": 8, \"frames\": [{\"offset\": \"0x10000000000000000\"}]}"),
+		      "targets[0].sites.list[0].frames[0].offset: not an address ('0x10000000000000000')");
+	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, \"kinds\": {}, "
+		      "\"sites\": {\"list\": [], \"heap\": {\"mode\": \"fast\"}}}]}",
+		      "targets[0].sites.heap.mode: not a heap mode ('fast')");
 	expect_reject(ONE(", \"comm\": [\"x\"]", ""), "targets[0].comm: not a string");
 	expect_reject(ONE(", \"comm\": \"sixteen bytes...\"", ""),
 		      "targets[0].comm: longer than 15 bytes");

@@ -171,7 +171,7 @@ struct heap {
 	size_t n_procs, cap_procs;
 	struct heap_done {	/* how ended processes were probed, for the trail */
 		uint32_t pid;
-		json_t *sampling;
+		struct trail_heap sampling;
 	} *done;
 	size_t n_done, cap_done;
 };
@@ -467,17 +467,14 @@ void heap__scan(struct heap *h, uint32_t pid)
 void heap__forget(struct heap *h, uint32_t pid)
 {
 	struct heap_proc *p = proc_get(h, pid, false);
-	json_t *sampling;
 	size_t i;
 
 	if (!p)
 		return;
-	sampling = heap__sampling(h, pid, 0);
-	if (sampling && !array__grow((void **)&h->done, &h->cap_done, h->n_done + 1,
-				     sizeof(*h->done)))
-		h->done[h->n_done++] = (struct heap_done){ pid, sampling };
-	else
-		json_decref(sampling);
+	if (!array__grow((void **)&h->done, &h->cap_done, h->n_done + 1, sizeof(*h->done))) {
+		h->done[h->n_done].pid = pid;
+		heap__sampling(h, pid, &h->done[h->n_done++].sampling);
+	}
 	for (i = 0; i < p->n_links; i++)
 		link_detach(&p->links[i]);
 	free(p->links);
@@ -624,54 +621,57 @@ void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms)
 		   pid, p->hits_booked, p->balance_ns < 0 ? -p->balance_ns / 1000 : 0.0);
 }
 
-static json_t *sampling_json(struct heap *h, struct heap_proc *p, uint32_t pid, uint64_t now_ms);
+/* How P (NULL: never probed) of PID was sampled, as of now, into OUT. */
+static void sampling_now(struct heap *h, struct heap_proc *p, uint32_t pid,
+			 struct trail_heap *out)
+{
+	uint64_t hits = tracer__heap_hits(h->tracer, pid), now_ms, on_ms, total_ms, cpu;
+	bool budget = h->cfg.budget_pct > 0;
 
-json_t *heap__sampling(struct heap *h, uint32_t pid, uint64_t now_ms)
+	*out = (struct trail_heap){
+		.mode = budget ? TRAIL_HEAP_BUDGET :
+			h->cfg.sample_bytes ? TRAIL_HEAP_SAMPLED : TRAIL_HEAP_FULL,
+		.sample_bytes = h->cfg.sample_bytes, .inuse = !budget, .probe_hits = hits,
+		.budget_pct = budget ? h->cfg.budget_pct : 0,
+		.close_ms = budget ? h->detach_ns / 1e6 : 0,
+	};
+	if (h->cost_ns > 0) {
+		out->has_cost = true;
+		out->cost_per_hit_ns = h->cost_ns;
+		out->probe_cost_ms = hits * h->cost_ns / 1e6;
+	}
+	if (!p)
+		return;
+	now_ms = mono_ms();
+	on_ms = p->on_ms + (p->on ? now_ms - p->on_since_ms : 0);
+	total_ms = now_ms - p->first_ms;
+	out->coverage = total_ms ? (double)on_ms / total_ms : 1.0;
+	if (!budget)
+		return;
+	out->cycles = p->cycles;
+	out->cycles_spent = p->spent;
+	out->close_cost_ms = p->close_seen_ns / 1e6;
+	if (!p->cpu_known)
+		return;
+	if (!proc_cpu_ns(pid, &cpu) || cpu < p->cpu_last_ns)
+		cpu = p->cpu_last_ns;	/* gone: as of the last tick */
+	out->has_target_cpu = true;
+	out->target_cpu_ms = (cpu - p->cpu_start_ns) / 1e6;
+}
+
+void heap__sampling(struct heap *h, uint32_t pid, struct trail_heap *out)
 {
 	struct heap_proc *p = proc_get(h, pid, false);
 	size_t i;
 
 	/* the last to end with PID: an earlier process may have had it */
-	for (i = h->n_done; !p && i--;)
-		if (h->done[i].pid == pid)
-			return json_incref(h->done[i].sampling);
-	return sampling_json(h, p, pid, now_ms);
-}
-
-static json_t *sampling_json(struct heap *h, struct heap_proc *p, uint32_t pid, uint64_t now_ms)
-{
-	uint64_t hits = tracer__heap_hits(h->tracer, pid), on_ms, total_ms, cpu;
-	bool budget = h->cfg.budget_pct > 0;
-	json_t *o;
-
-	(void)now_ms;
-	o = json_pack("{s:s, s:I, s:b, s:I}", "mode",
-		      budget ? "budget" : h->cfg.sample_bytes ? "sampled" : "full",
-		      "sample_bytes", (json_int_t)h->cfg.sample_bytes,
-		      "inuse", !budget, "probe_hits", (json_int_t)hits);
-	if (!o || !p)
-		return o;
-	now_ms = mono_ms();
-	on_ms = p->on_ms + (p->on ? now_ms - p->on_since_ms : 0);
-	total_ms = now_ms - p->first_ms;
-	json_object_set_new(o, "coverage", json_real(total_ms ? (double)on_ms / total_ms : 1.0));
-	if (h->cost_ns > 0) {
-		json_object_set_new(o, "cost_per_hit_ns", json_real(h->cost_ns));
-		json_object_set_new(o, "probe_cost_ms", json_real(hits * h->cost_ns / 1e6));
+	for (i = h->n_done; !p && i--;) {
+		if (h->done[i].pid == pid) {
+			*out = h->done[i].sampling;
+			return;
+		}
 	}
-	if (budget) {
-		json_object_set_new(o, "budget_pct", json_real(h->cfg.budget_pct));
-		json_object_set_new(o, "cycles", json_integer(p->cycles));
-		json_object_set_new(o, "cycles_spent", json_integer(p->spent));
-		json_object_set_new(o, "close_ms", json_real(h->detach_ns / 1e6));
-		json_object_set_new(o, "close_cost_ms", json_real(p->close_seen_ns / 1e6));
-		if (!p->cpu_known)
-			return o;
-		if (!proc_cpu_ns(pid, &cpu) || cpu < p->cpu_last_ns)
-			cpu = p->cpu_last_ns;	/* gone: as of the last tick */
-		json_object_set_new(o, "target_cpu_ms", json_real((cpu - p->cpu_start_ns) / 1e6));
-	}
-	return o;
+	sampling_now(h, p, pid, out);
 }
 
 static uint64_t mono_ns(void)
@@ -869,8 +869,6 @@ void heap__destroy(struct heap *h)
 	while (h->n_procs)
 		heap__forget(h, h->procs[0].pid);
 	free(h->procs);
-	while (h->n_done)
-		json_decref(h->done[--h->n_done].sampling);
 	free(h->done);
 	for (i = 0; i < h->n_files; i++) {
 		if (h->files[i].fd >= 0)

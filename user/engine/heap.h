@@ -13,9 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "tracer.h"
+#include "trail_sites.h"
 
 struct heap;
 
@@ -39,9 +38,9 @@ void heap__tick(struct heap *h, uint64_t now_ms);
 /* PID's probes spent this cycle's budget. */
 void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms);
 /*
- * How heap sites of PID were taken: mode, sampling rate, cost per hit,
- * hits, coverage, and whether in-use figures are sound. New reference.
+ * How heap sites of PID were taken, into OUT: mode, sampling rate, cost per
+ * hit, hits, coverage, and whether in-use figures are sound.
  */
-json_t *heap__sampling(struct heap *h, uint32_t pid, uint64_t now_ms);
+void heap__sampling(struct heap *h, uint32_t pid, struct trail_heap *out);
 
 #endif

@@ -12,16 +12,19 @@
 #define RETIRE_MS 250
 
 /* TT's sites as the trail keeps them, with the heap probes' sampling where on. */
-static json_t *target_sites(struct session *s, const struct trail_target *tt, uint64_t now)
+static struct trail_sites *target_sites(struct session *s, const struct trail_target *tt)
 {
-	json_t *j = sites__json(s->sites, tt);
+	struct trail_sites *ts = sites__collect(s->sites, tt);
 
 	if (s->heap) {
-		if (!j)
-			j = json_pack("{s:[]}", "list");
-		json_object_set_new(j, "heap", heap__sampling(s->heap, tt->pid, now));
+		if (!ts)
+			ts = trail_sites__new();
+		if (ts) {
+			ts->has_heap = true;
+			heap__sampling(s->heap, tt->pid, &ts->heap);
+		}
 	}
-	return j;
+	return ts;
 }
 
 /* PID's target ended and its pid is about to be free: its sites are taken now. */
@@ -32,9 +35,9 @@ static void retire_sites(void *ctx, uint32_t pid)
 
 	if (!tt || !tt->end_ms || tt->sites_final)
 		return;
-	json_decref(tt->sites);
+	trail_sites__free(tt->sites);
 	/* a second Ctrl-C gives the trail up: no more symbolizing for it */
-	tt->sites = session__stop_again ? NULL : target_sites(s, tt, session__now_ms(s));
+	tt->sites = session__stop_again ? NULL : target_sites(s, tt);
 	tt->sites_final = true;
 }
 
@@ -71,7 +74,6 @@ int session__open_sites(struct session *s, const struct heap_config *heap)
 
 void session__finish_sites(struct session *s)
 {
-	uint64_t now = session__now_ms(s);
 	size_t i;
 
 	if (!s->sites)
@@ -83,7 +85,7 @@ void session__finish_sites(struct session *s)
 
 		if (tt->sites_final)
 			continue;
-		json_decref(tt->sites);
-		tt->sites = target_sites(s, tt, now);
+		trail_sites__free(tt->sites);
+		tt->sites = target_sites(s, tt);
 	}
 }

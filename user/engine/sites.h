@@ -44,11 +44,11 @@ void sites__add_map(struct sites *s, const struct memtrail_event_map *e);
  */
 void sites__fork(struct sites *s, uint32_t parent, uint32_t child);
 /*
- * The sites of target TT as the trail keeps them: {"list": [...]}, heaviest
- * first, phases named from TT. NULL when it has none.
+ * The sites of target TT as the trail keeps them, heaviest first, phases
+ * named from TT. NULL when it has none (or memory ran out).
  */
-json_t *sites__json(struct sites *s, const struct trail_target *tt);
-/* Called with each retiring pid while its sites are still here (sites__json). */
+struct trail_sites *sites__collect(struct sites *s, const struct trail_target *tt);
+/* Called with each retiring pid while its sites are still here (sites__collect). */
 typedef void (*sites_retire_fn)(void *ctx, uint32_t pid);
 /*
  * PIDS (N, sorted) ended and are about to be free for other processes: their

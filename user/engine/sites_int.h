@@ -3,7 +3,7 @@
  * The sites' own state, shared by their parts and by no other module:
  * sites.c (stacks resolved, the kernel's sites harvested, folded and
  * retired), sites_maps.c (each target's code mappings and the files they
- * name), sites_json.c (sites as the trail keeps them, their frames named).
+ * name), sites_frames.c (sites as the trail keeps them, their frames named).
  */
 #ifndef MEMTRAIL_SITES_INT_H
 #define MEMTRAIL_SITES_INT_H

@@ -15,6 +15,7 @@
 
 #include "format.h"
 #include "html.h"
+#include "sanitize.h"
 #include "outfile.h"
 #include "kinds.h"
 #include "table.h"
@@ -292,21 +293,19 @@ static json_t *markers_json(const struct trail *t, const struct trail_target *tt
 
 static json_t *sites_json(const struct trail_target *tt)
 {
-	json_t *arr = json_array(), *list = json_object_get(tt->sites, "list"), *s;
+	json_t *arr = json_array();
 	size_t i;
 
-	json_array_foreach(list, i, s) {
-		json_t *frames = json_object_get(s, "frames");
-		json_t *f = json_array_get(frames, table__site_frame(frames));
+	for (i = 0; tt->sites && i < tt->sites->n && i < SITES_SHOWN; i++) {
+		const struct trail_site *s = &tt->sites->list[i];
+		const struct trail_frame *f = s->n_frames ? &s->frames[table__site_frame(s)] : NULL;
 
-		if (i >= SITES_SHOWN)
-			break;
-		json_array_append_new(arr, json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}",
-			"kind", json_object_get(s, "kind"), "phase", json_object_get(s, "phase"),
-			"alloc_bytes", json_object_get(s, "alloc_bytes"),
-			"inuse_bytes", json_object_get(s, "inuse_bytes"),
-			"function", json_object_get(f, "function"),
-			"source", json_object_get(f, "source")));
+		json_array_append_new(arr, json_pack("{s:s, s:o, s:I, s:I, s:o, s:o}",
+			"kind", trail_site__kind_name(s->kind), "phase", sanitize__json(s->phase),
+			"alloc_bytes", (json_int_t)s->alloc_bytes,
+			"inuse_bytes", (json_int_t)s->inuse_bytes,
+			"function", sanitize__json(f ? f->function : NULL),
+			"source", sanitize__json(f ? f->source : NULL)));
 	}
 	return arr;
 }

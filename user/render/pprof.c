@@ -9,6 +9,7 @@
  * memtrail's own symbolization.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <search.h>
 #include <stdio.h>
@@ -146,14 +147,10 @@ static uint64_t function(struct builder *b, const char *name, const char *system
 }
 
 /* A location per distinct (pid, frame): addresses are per process. */
-static uint64_t location(struct builder *b, json_int_t pid, json_t *fr)
+static uint64_t location(struct builder *b, uint32_t pid, const struct trail_frame *fr)
 {
-	const char *fn = json_string_value(json_object_get(fr, "function"));
-	const char *sym = json_string_value(json_object_get(fr, "symbol"));
-	const char *addr = json_string_value(json_object_get(fr, "address"));
-	const char *module = json_string_value(json_object_get(fr, "module"));
-	const char *src = json_string_value(json_object_get(fr, "source"));
-	char key[512], file[4096];
+	const char *fn = fr->function, *src = fr->source;
+	char key[512], addr[32], file[4096];
 	long line_no = 0;
 	bool fresh;
 	size_t id;
@@ -161,7 +158,9 @@ static uint64_t location(struct builder *b, json_int_t pid, json_t *fr)
 	Line *line;
 	char *colon;
 
-	snprintf(key, sizeof(key), "%lld %s %s", (long long)pid, addr ? addr : "?", fn ? fn : "?");
+	if (fr->has_address)
+		snprintf(addr, sizeof(addr), "0x%" PRIx64, fr->address);
+	snprintf(key, sizeof(key), "%u %s %s", pid, fr->has_address ? addr : "?", fn ? fn : "?");
 	id = intern(b, &b->locations_index, key, b->p.n_location + 1, &fresh);
 	if (!fresh)
 		return id;
@@ -182,10 +181,9 @@ static uint64_t location(struct builder *b, json_int_t pid, json_t *fr)
 		return 0;
 	}
 	l->id = id;
-	l->address = addr ? strtoull(addr, NULL, 16) : 0;
-	if (module)
-		l->mapping_id = mapping(b, module,
-					json_string_value(json_object_get(fr, "build_id")));
+	l->address = fr->has_address ? fr->address : 0;
+	if (fr->module)
+		l->mapping_id = mapping(b, fr->module, fr->build_id);
 	file[0] = '\0';
 	if (src) {
 		snprintf(file, sizeof(file), "%s", src);
@@ -195,7 +193,7 @@ static uint64_t location(struct builder *b, json_int_t pid, json_t *fr)
 			line_no = strtol(colon + 1, NULL, 10);
 		}
 	}
-	line->function_id = function(b, fn ? fn : "[unknown]", sym, file[0] ? file : NULL);
+	line->function_id = function(b, fn ? fn : "[unknown]", fr->symbol, file[0] ? file : NULL);
 	line->line = line_no;
 	l->line[0] = line;
 	l->n_line = 1;
@@ -274,9 +272,10 @@ static void add_kind(struct builder *b, const char *kind)
 	b->n_kinds++;
 }
 
-static void add_site(struct builder *b, const struct trail_target *tt, json_t *site, bool inuse)
+static void add_site(struct builder *b, const struct trail_target *tt,
+		     const struct trail_site *site, bool inuse)
 {
-	json_t *frames = json_object_get(site, "frames"), *fr;
+	const char *kind = trail_site__kind_name(site->kind);
 	Sample *s = calloc(1, sizeof(*s));
 	int64_t *v;
 	size_t i;
@@ -284,7 +283,7 @@ static void add_site(struct builder *b, const struct trail_target *tt, json_t *s
 	if (s)
 		perftools__profiles__sample__init(s);
 	if (!s || !(s->value = calloc(b->n_kinds * PPROF_VALUES, sizeof(int64_t))) ||
-	    !(s->location_id = calloc(json_array_size(frames) + 1, sizeof(uint64_t))) ||
+	    !(s->location_id = calloc(site->n_frames + 1, sizeof(uint64_t))) ||
 	    !(s->label = calloc(4, sizeof(Label *))) ||
 	    array__grow((void **)&b->p.sample, &b->cap_samples, b->p.n_sample + 1,
 			sizeof(Sample *))) {
@@ -297,32 +296,21 @@ static void add_site(struct builder *b, const struct trail_target *tt, json_t *s
 		b->err = -ENOMEM;
 		return;
 	}
-	json_array_foreach(frames, i, fr)
-		s->location_id[s->n_location_id++] = location(b, tt->pid, fr);
+	for (i = 0; i < site->n_frames; i++)
+		s->location_id[s->n_location_id++] = location(b, tt->pid, &site->frames[i]);
 	s->n_value = b->n_kinds * PPROF_VALUES;
-	v = s->value + kind_index(b, json_string_value(json_object_get(site, "kind"))) *
-		PPROF_VALUES;
-	v[0] = llround(json_number_value(json_object_get(site, "alloc_objects")));
-	v[1] = json_integer_value(json_object_get(site, "alloc_bytes"));
+	v = s->value + kind_index(b, kind) * PPROF_VALUES;
+	v[0] = llround(site->alloc_objects);
+	v[1] = (int64_t)site->alloc_bytes;
 	if (inuse) {
-		v[2] = llround(json_number_value(json_object_get(site, "inuse_objects")));
-		v[3] = json_integer_value(json_object_get(site, "inuse_bytes"));
+		v[2] = llround(site->inuse_objects);
+		v[3] = (int64_t)site->inuse_bytes;
 	}
 	s->label[s->n_label++] = label(b, "pid", NULL, tt->pid);
 	s->label[s->n_label++] = label(b, "comm", tt->comm, 0);
-	s->label[s->n_label++] = label(b, "phase",
-				       json_string_value(json_object_get(site, "phase")), 0);
-	s->label[s->n_label++] = label(b, "kind", json_string_value(json_object_get(site, "kind")),
-				       0);
+	s->label[s->n_label++] = label(b, "phase", site->phase, 0);
+	s->label[s->n_label++] = label(b, "kind", kind, 0);
 	b->p.sample[b->p.n_sample++] = s;
-}
-
-/* Whether the in-use figures of SITES are sound (heap sites under a budget are not). */
-static bool inuse_sound(json_t *sites)
-{
-	json_t *heap = json_object_get(sites, "heap");
-
-	return !heap || json_is_true(json_object_get(heap, "inuse"));
 }
 
 static void free_tree(void *p)
@@ -412,20 +400,18 @@ int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
 	char def[128];
 	uint8_t *buf;
 	size_t i, j, len;
-	json_t *site;
 	int err;
 
 	perftools__profiles__profile__init(&b.p);
 	str(&b, "");	/* string 0 is the empty string */
 	for (i = 0; i < t->n_targets; i++)
-		if (t->targets[i].sites && !inuse_sound(t->targets[i].sites))
+		if (!trail_sites__inuse(t->targets[i].sites))
 			inuse = false;
 	for (i = 0; i < t->n_targets; i++) {
-		json_t *list = t->targets[i].sites ? json_object_get(t->targets[i].sites, "list")
-						   : NULL;
+		const struct trail_sites *ts = t->targets[i].sites;
 
-		json_array_foreach(list, j, site)
-			add_kind(&b, json_string_value(json_object_get(site, "kind")));
+		for (j = 0; ts && j < ts->n; j++)
+			add_kind(&b, trail_site__kind_name(ts->list[j].kind));
 	}
 	if (!b.n_kinds)
 		add_kind(&b, "heap");	/* no sites: an empty profile of the usual kind */
@@ -464,10 +450,8 @@ int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
 	}
 	for (i = 0; i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
-		json_t *list = tt->sites ? json_object_get(tt->sites, "list") : NULL;
-
-		json_array_foreach(list, j, site)
-			add_site(&b, tt, site, inuse_sound(tt->sites));
+		for (j = 0; tt->sites && j < tt->sites->n; j++)
+			add_site(&b, tt, &tt->sites->list[j], trail_sites__inuse(tt->sites));
 	}
 	if (b.err) {
 		builder_free(&b);

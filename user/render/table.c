@@ -116,16 +116,13 @@ static const char *const lost_hints[MEMTRAIL_LOST_MAX] = {
  */
 static void print_heap_windows(FILE *f, const struct trail_target *tt)
 {
-	json_t *heap = tt->sites ? json_object_get(tt->sites, "heap") : NULL;
-	const char *mode = heap ? json_string_value(json_object_get(heap, "mode")) : NULL;
+	const struct trail_heap *heap = tt->sites && tt->sites->has_heap ? &tt->sites->heap : NULL;
 
-	if (!mode || strcmp(mode, "budget") || json_integer_value(json_object_get(heap, "cycles")))
+	if (!heap || heap->mode != TRAIL_HEAP_BUDGET || heap->cycles)
 		return;
 	fprintf(f, "%8s  heap: no probe window opened: it ran %.0f ms of CPU, and at "
 		"--overhead-budget %g a window opens once it has run about 1 s (no heap sites; "
-		"--heap alone probes from the start)\n", "",
-		json_number_value(json_object_get(heap, "target_cpu_ms")),
-		json_number_value(json_object_get(heap, "budget_pct")));
+		"--heap alone probes from the start)\n", "", heap->target_cpu_ms, heap->budget_pct);
 }
 
 void table__print_summary(FILE *f, const struct trail *t)
@@ -354,11 +351,11 @@ void table__print_verdicts(FILE *f, const struct trail *t)
 }
 
 /* Whether a frame is inside an allocator or the C library's wrappers. */
-static bool allocator_frame(json_t *fr)
+static bool allocator_frame(const struct trail_frame *fr)
 {
 	static const char *const libs[] = { "libc.so", "ld-linux", "libjemalloc", "libtcmalloc",
 					    "libmimalloc", "libstdc++" };
-	const char *m = json_string_value(json_object_get(fr, "module")), *base;
+	const char *m = fr->module, *base;
 	size_t i;
 
 	if (!m)
@@ -371,31 +368,27 @@ static bool allocator_frame(json_t *fr)
 	return false;
 }
 
-size_t table__site_frame(json_t *frames)
+size_t table__site_frame(const struct trail_site *site)
 {
-	size_t i, n = json_array_size(frames);
+	size_t i;
 
-	for (i = 0; i < n; i++)
-		if (!allocator_frame(json_array_get(frames, i)))
+	for (i = 0; i < site->n_frames; i++)
+		if (!allocator_frame(&site->frames[i]))
 			return i;
 	return 0;
 }
 
 /* "fn (file:line) < caller": the first frame outside the allocator, and its caller. */
-static void site_text(json_t *frames, char *buf, size_t len)
+static void site_text(const struct trail_site *site, char *buf, size_t len)
 {
-	size_t i, n = json_array_size(frames), first = table__site_frame(frames), used;
+	size_t i, n = site->n_frames, first = table__site_frame(site), used;
 	char name[NAME_LEN];
-	json_t *fr;
 
 	buf[0] = '\0';
 	used = 0;
 	for (i = first; i < n && i < first + 2 && used < len; i++) {
-		const char *fn, *src;
+		const char *fn = site->frames[i].function, *src = site->frames[i].source;
 
-		fr = json_array_get(frames, i);
-		fn = json_string_value(json_object_get(fr, "function"));
-		src = json_string_value(json_object_get(fr, "source"));
 		used += snprintf(buf + used, len - used, "%s%s", i > first ? " < " : "",
 				 fn ? sanitize__str(name, sizeof(name), fn) : "[unknown]");
 		if (src && i == first && used < len) {
@@ -408,9 +401,9 @@ static void site_text(json_t *frames, char *buf, size_t len)
 }
 
 /* A site's phase name, "?" when the file has none. */
-static const char *site_phase(json_t *site)
+static const char *site_phase(const struct trail_site *site)
 {
-	return json_string_value(json_object_get(site, "phase")) ?: "?";
+	return site->phase ?: "?";
 }
 
 /*
@@ -419,7 +412,7 @@ static const char *site_phase(json_t *site)
  * per name after every listed phase, in the order the names first appear.
  */
 struct site_ref {
-	json_int_t group;
+	int64_t group;
 	size_t idx;		/* in the list: heaviest first */
 	const char *name;	/* of a folded site's phase, else NULL */
 };
@@ -441,30 +434,26 @@ static int by_group(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* LIST's sites by group, then by place in the list: sorted twice, O(n log n). */
-static struct site_ref *site_groups(json_t *list)
+/* TS's sites by group, then by place in the list: sorted twice, O(n log n). */
+static struct site_ref *site_groups(const struct trail_sites *ts)
 {
-	size_t i, j, n = json_array_size(list), n_folded = 0;
+	size_t i, j, n = ts->n, n_folded = 0;
 	struct site_ref *r = calloc(n ? n : 1, sizeof(*r));
-	json_t *site;
 
 	if (!r)
 		return NULL;
-	json_array_foreach(list, i, site) {
-		if (json_is_true(json_object_get(site, "folded")))
-			r[n_folded++] = (struct site_ref){ .idx = i, .name = site_phase(site) };
-	}
+	for (i = 0; i < n; i++)
+		if (ts->list[i].folded)
+			r[n_folded++] = (struct site_ref){ .idx = i, .name = site_phase(&ts->list[i]) };
 	/* folded sites first, by name: each name's group is where it first appears */
 	qsort(r, n_folded, sizeof(*r), by_name);
 	for (i = 0; i < n_folded; i = j)
 		for (j = i; j < n_folded && !strcmp(r[j].name, r[i].name); j++)
-			r[j].group = ((json_int_t)1 << 32) + (json_int_t)r[i].idx;
+			r[j].group = ((int64_t)1 << 32) + (int64_t)r[i].idx;
 	j = n_folded;
-	json_array_foreach(list, i, site) {
-		if (!json_is_true(json_object_get(site, "folded")))
-			r[j++] = (struct site_ref){ .idx = i, .group = json_integer_value(
-						    json_object_get(site, "phase_seq")) };
-	}
+	for (i = 0; i < n; i++)
+		if (!ts->list[i].folded)
+			r[j++] = (struct site_ref){ .idx = i, .group = ts->list[i].phase_seq };
 	qsort(r, n, sizeof(*r), by_group);
 	return r;
 }
@@ -475,38 +464,36 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 
 	for (i = 0; top && i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
-		json_t *list = tt->sites ? json_object_get(tt->sites, "list") : NULL;
-		json_t *heap = tt->sites ? json_object_get(tt->sites, "heap") : NULL;
-		bool inuse = !heap || json_is_true(json_object_get(heap, "inuse"));
+		const struct trail_sites *ts = tt->sites;
+		const struct trail_heap *heap = ts && ts->has_heap ? &ts->heap : NULL;
+		bool inuse = trail_sites__inuse(ts);
 		struct site_ref *refs;
 		char name[NAME_LEN];
-		json_t *site;
 
-		if (!json_array_size(list))
+		if (!ts || !ts->n)
 			continue;
 		fprintf(f, "\nallocation sites of %u (%s)", tt->pid,
 			sanitize__str(name, sizeof(name), tt->comm));
 		if (heap) {
-			fprintf(f, ": heap %s", str_field(name, sizeof(name), heap, "mode"));
-			if (json_integer_value(json_object_get(heap, "sample_bytes")))
-				fprintf(f, ", one stack per %lld bytes",
-					(long long)json_integer_value(json_object_get(heap, "sample_bytes")));
+			fprintf(f, ": heap %s", trail_heap__mode_name(heap->mode));
+			if (heap->sample_bytes)
+				fprintf(f, ", one stack per %llu bytes",
+					(unsigned long long)heap->sample_bytes);
 			if (!inuse)
 				fprintf(f, ", probes on %.1f%% of the time (in use not measured)",
-					100 * json_number_value(json_object_get(heap, "coverage")));
+					100 * heap->coverage);
 		}
 		fputc('\n', f);
 		/* phases in order; within each, the list's order (heaviest first) */
-		refs = site_groups(list);
+		refs = site_groups(ts);
 		if (!refs) {
 			fprintf(f, "  (out of memory)\n");
 			continue;
 		}
-		for (j = 0; j < json_array_size(list); j++) {
-			char a[32], u[32], text[512], kind_text[NAME_LEN];
-			const char *kind;
+		for (j = 0; j < ts->n; j++) {
+			const struct trail_site *site = &ts->list[refs[j].idx];
+			char a[32], u[32], text[512];
 
-			site = json_array_get(list, refs[j].idx);
 			if (!j || refs[j].group != refs[j - 1].group) {
 				fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
 					sanitize__str(name, sizeof(name), site_phase(site)),
@@ -515,21 +502,18 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 				shown = 0;
 			}
 			if (shown++ < top) {
-				kind = json_string_value(json_object_get(site, "kind")) ?: "?";
-				format__bytes(a, sizeof(a),
-					      json_integer_value(json_object_get(site, "alloc_bytes")));
-				if (!inuse && !strcmp(kind, "heap"))
+				format__bytes(a, sizeof(a), (int64_t)site->alloc_bytes);
+				if (!inuse && site->kind == MEMTRAIL_KIND_HEAP)
 					snprintf(u, sizeof(u), "-");
-				else if (!strcmp(kind, "faults"))
+				else if (site->kind == TRAIL_SITE_FAULTS)
 					u[0] = '\0';
 				else
-					format__bytes(u, sizeof(u), json_integer_value(
-						      json_object_get(site, "inuse_bytes")));
-				site_text(json_object_get(site, "frames"), text, sizeof(text));
+					format__bytes(u, sizeof(u), (int64_t)site->inuse_bytes);
+				site_text(site, text, sizeof(text));
 				fprintf(f, "    %-8s %12s %12s  %s\n",
-					sanitize__str(kind_text, sizeof(kind_text), kind), a, u, text);
+					trail_site__kind_name(site->kind), a, u, text);
 			}
-			if (shown > top && (j + 1 == json_array_size(list) ||
+			if (shown > top && (j + 1 == ts->n ||
 					    refs[j + 1].group != refs[j].group))
 				fprintf(f, "    (%zu more)\n", shown - top);
 		}

@@ -18,6 +18,6 @@ void table__print_device_failures(FILE *f, const struct trail *t);
 void table__print_sites(FILE *f, const struct trail *t, size_t top);
 
 /* The frame a site is named after: the first outside the allocator (libc, jemalloc, ...). */
-size_t table__site_frame(json_t *frames);
+size_t table__site_frame(const struct trail_site *site);
 
 #endif

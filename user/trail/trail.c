@@ -50,7 +50,7 @@ static void target_free(struct trail_target *tt)
 	free(tt->timeline);
 	phase_log__free(&tt->phases);
 	json_decref(tt->verdict);
-	json_decref(tt->sites);
+	trail_sites__free(tt->sites);
 	verdict__free_facts(&tt->facts);
 }
 

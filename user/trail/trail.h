@@ -16,6 +16,7 @@
 #include "memtrail.h"
 #include "phase.h"
 #include "pidmap.h"
+#include "trail_sites.h"
 #include "trailstream.h"
 #include "verdict.h"
 
@@ -62,7 +63,7 @@ struct trail_target {
 	struct trail_device_limit dev_limits[TRAIL_DEVICE_LIMITS];
 	uint32_t n_dev_limits;
 	json_t *verdict;	/* why it died by SIGKILL, or NULL */
-	json_t *sites;		/* allocation sites (format in README.md), or NULL */
+	struct trail_sites *sites;	/* allocation sites, or NULL */
 	bool sites_final;	/* taken as it ended: its pid's later sites are another process's */
 	/* while recording: what is known of its death so far */
 	struct verdict_facts facts;

@@ -1,19 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * Checking the parts of a trail that are kept as JSON, not read into
- * struct trail: verdicts, allocation sites, events, a watch snapshot; and a
+ * struct trail: verdicts, events, a watch snapshot; and a
  * target's first fields and each event for the stream reader (trailstream.c).
  */
 #include <stdint.h>
 #include <string.h>
 
-#include "kinds.h"
 #include "schema.h"
 #include "trail.h"
 #include "trail_int.h"
-
-/* pprof rounds these to 64-bit integers */
-#define OBJECTS_MAX 9e18
 
 /* A verdict (verdict.c writes it): what verdict__line, the HTML page and Perfetto use. */
 int trail_check_verdict(struct schema *s, json_t *v)
@@ -50,76 +46,6 @@ int trail_check_verdict(struct schema *s, json_t *v)
 			return -1;
 		schema__up(s, at);
 	}
-	return 0;
-}
-
-/* A frame of a site or of a device failure: strings, each may be absent. */
-static int check_frame(struct schema *s, json_t *fr)
-{
-	static const char *const keys[] = { "address", "function", "symbol", "module", "offset",
-					     "build_id", "source" };
-	size_t i;
-
-	if (schema__is_object(s, fr) < 0)
-		return -1;
-	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (schema__str(s, fr, keys[i], 0, ANY_LEN, NULL) < 0)
-			return -1;
-	return 0;
-}
-
-/* Allocation sites (sites.c writes them): what the table, pprof and the HTML page use. */
-int trail_check_sites(struct schema *s, json_t *v)
-{
-	json_t *list, *heap, *site, *frames, *fr;
-	size_t at, in, fi, i, j;
-
-	if (schema__is_object(s, v) < 0 || schema__array(s, v, "list", NEED, &list) < 0 ||
-	    schema__object(s, v, "heap", 0, &heap) < 0)
-		return -1;
-	if (heap) {
-		at = schema__key(s, "heap");
-		if (schema__str(s, heap, "mode", 0, ANY_LEN, NULL) < 0 ||
-		    schema__int(s, heap, "sample_bytes", 0, 0, INT64_MAX, NULL) < 0 ||
-		    schema__bool(s, heap, "inuse", 0, NULL) < 0 ||
-		    schema__num(s, heap, "coverage", 0, 0, 1, NULL) < 0)
-			return -1;
-		schema__up(s, at);
-	}
-	at = schema__key(s, "list");
-	json_array_foreach(list, i, site) {
-		const char *kind = NULL;
-		bool folded = false;
-
-		in = schema__index(s, i);
-		/* a folded site's phase is kept by name, a listed one's by its number */
-		if (schema__is_object(s, site) < 0 ||
-		    schema__str(s, site, "kind", NEED, ANY_LEN, &kind) < 0 ||
-		    schema__bool(s, site, "folded", 0, &folded) < 0 ||
-		    schema__str(s, site, "phase", 0, ANY_LEN, NULL) < 0 ||
-		    schema__int(s, site, "phase_seq", folded ? OR_NULL : NEED, 0, UINT32_MAX,
-				NULL) < 0 ||
-		    schema__int(s, site, "alloc_bytes", NEED, 0, INT64_MAX, NULL) < 0 ||
-		    schema__int(s, site, "inuse_bytes", 0, 0, INT64_MAX, NULL) < 0 ||
-		    schema__num(s, site, "alloc_objects", 0, 0, OBJECTS_MAX, NULL) < 0 ||
-		    schema__num(s, site, "inuse_objects", 0, 0, OBJECTS_MAX, NULL) < 0 ||
-		    schema__int(s, site, "samples", 0, 0, INT64_MAX, NULL) < 0 ||
-		    schema__array(s, site, "frames", 0, &frames) < 0)
-			return -1;
-		if (strcmp(kind, "faults") && kind__from_name(kind) < 0) {
-			schema__key(s, "kind");
-			return schema__fail(s, "not a kind of site ('%s')", kind);
-		}
-		schema__key(s, "frames");
-		json_array_foreach(frames, j, fr) {
-			fi = schema__index(s, j);
-			if (check_frame(s, fr) < 0)
-				return -1;
-			schema__up(s, fi);
-		}
-		schema__up(s, in);
-	}
-	schema__up(s, at);
 	return 0;
 }
 

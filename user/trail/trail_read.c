@@ -270,6 +270,23 @@ static int take_object(struct schema *s, json_t *o, const char *key,
 	return 0;
 }
 
+/* O's "sites" (or null) into TT. */
+static int read_sites(struct schema *s, struct trail_target *tt, json_t *o)
+{
+	json_t *v;
+	size_t at;
+
+	if (schema__object(s, o, "sites", OR_NULL, &v) < 0)
+		return -1;
+	if (!v)
+		return 0;
+	at = schema__key(s, "sites");
+	if (trail_sites__from_json(s, v, &tt->sites) < 0)
+		return -1;
+	schema__up(s, at);
+	return 0;
+}
+
 /* The strings a target and a verdict file share: comm at most as long as the kernel's. */
 static int read_names(struct schema *s, struct trail_target *tt, json_t *o)
 {
@@ -340,8 +357,7 @@ static int read_target(struct schema *s, struct trail *t, json_t *o, size_t idx,
 	    read_device_limits(s, tt, o) < 0)
 		return -1;
 	if (take_object(s, o, "verdict", trail_check_verdict, &tt->verdict) < 0 ||
-	    take_object(s, o, "sites", trail_check_sites, &tt->sites) < 0 ||
-	    read_attribution(s, tt, o) < 0)
+	    read_sites(s, tt, o) < 0 || read_attribution(s, tt, o) < 0)
 		return -1;
 	if (tls && idx < tls->n && tls->tl[idx].present) {	/* streamed: take it over */
 		struct trailstream_timeline *tl = &tls->tl[idx];
