@@ -39,11 +39,11 @@ struct dev_proc *devices_proc_get(struct devices *d, uint32_t pid, bool create)
 	struct dev_proc *p;
 	size_t i;
 
-	for (i = 0; i < d->n_procs; i++)
-		if (d->procs[i].pid == pid)
-			return &d->procs[i];
+	if (pidmap__get(&d->proc_index, pid, &i))
+		return &d->procs[i];
 	if (!create || array__grow((void **)&d->procs, &d->cap_procs, d->n_procs + 1,
-				   sizeof(*d->procs)))
+				   sizeof(*d->procs)) ||
+	    pidmap__put(&d->proc_index, pid, d->n_procs))
 		return NULL;
 	p = &d->procs[d->n_procs++];
 	memset(p, 0, sizeof(*p));
@@ -222,12 +222,20 @@ int devices__scan(struct devices *d, uint32_t pid)
 		/* after its mappings: a runtime it mapped before memtrail probed it is late */
 		devices_root_enter(d, p, pid);
 	}
+	/*
+	 * a runtime's user (one that maps it, or opened it at the gate): its
+	 * mappings name its device call sites even after it exits, and their
+	 * files are kept open (the new ones kept before the old are let go: a
+	 * file in both stays open). Other processes make no device calls: no
+	 * copy of their mappings (a node's thousands of idle processes).
+	 */
+	if (!p || !(runtime_user || p->n_files)) {
+		proc_maps_free(d, &seen);
+		free(seen.maps);
+		seen.maps = NULL;
+		seen.cap_maps = 0;
+	}
 	if (p) {
-		/*
-		 * its mappings name call sites even after it exits; a runtime's
-		 * user keeps their files open too (the new ones kept before the
-		 * old are let go: a file in both stays open)
-		 */
 		for (j = 0; runtime_user && j < seen.n_maps; j++)
 			if (seen.maps[j].file != SIZE_MAX)
 				sym_hold(d, pid, &seen.maps[j], seen.maps[j].file);
@@ -238,20 +246,37 @@ int devices__scan(struct devices *d, uint32_t pid)
 		proc_maps_free(d, &old);
 		free(old.maps);
 		devices_proc_launch_update(d, p);
-	} else {
-		proc_maps_free(d, &seen);
-		free(seen.maps);
 	}
 	return gone ? -ENOENT : 0;
 }
 
 /* A scan of P due at AT (0 is "none": 1 then), unless one is due earlier. */
-static void proc_due(struct dev_proc *p, uint64_t at)
+static void proc_due(struct devices *d, struct dev_proc *p, uint64_t at)
 {
 	if (!at)
 		at = 1;
 	if (!p->due_ms || at < p->due_ms)
 		p->due_ms = at;
+	if (p->listed)
+		return;
+	if (array__grow((void **)&d->due, &d->cap_due, d->n_due + 1, sizeof(*d->due)))
+		d->due_lost = true;
+	else
+		d->due[d->n_due++] = p->pid;
+	p->listed = !d->due_lost;
+}
+
+/* Every process with a scan due listed again (after memory ran out listing one). */
+static void relist_due(struct devices *d)
+{
+	size_t i;
+
+	d->due_lost = false;
+	for (i = 0; i < d->n_procs; i++) {
+		d->procs[i].listed = false;
+		if (d->procs[i].due_ms)
+			proc_due(d, &d->procs[i], d->procs[i].due_ms);
+	}
 }
 
 void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t delay_ms)
@@ -259,7 +284,7 @@ void devices__schedule(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_
 	struct dev_proc *p = devices_proc_get(d, pid, true);
 
 	if (p)
-		proc_due(p, now_ms + delay_ms);
+		proc_due(d, p, now_ms + delay_ms);
 }
 
 void devices__tick(struct devices *d, uint64_t now_ms)
@@ -271,14 +296,31 @@ void devices__tick(struct devices *d, uint64_t now_ms)
 	/* a release due: first every scan still to come, whose process may map the file */
 	for (i = 0; i < d->n_dropped && !releasing; i++)
 		releasing = d->files[d->dropped[i]].release_ms <= now_ms;
-	for (i = 0; i < d->n_procs; i++) {
-		struct dev_proc *p = &d->procs[i];
+	if (d->due_lost)
+		relist_due(d);
+	for (i = 0; i < d->n_due;) {
+		uint32_t pid = d->due[i];
+		struct dev_proc *p = devices_proc_get(d, pid, false);
+		bool due = p && p->due_ms;
 
-		if (!p->due_ms || (p->due_ms > now_ms && !releasing))
+		if (due && p->due_ms > now_ms && !releasing) {
+			i++;
 			continue;
-		p->due_ms = p->rescan_ms;
-		p->rescan_ms = 0;
-		(void)devices__scan(d, p->pid);	/* may grow procs: index again */
+		}
+		if (due) {
+			p->due_ms = p->rescan_ms;
+			p->rescan_ms = 0;
+		}
+		if (p && p->due_ms) {
+			i++;
+		} else {
+			/* nothing more due (or the process was forgotten): off the list */
+			if (p)
+				p->listed = false;
+			d->due[i] = d->due[--d->n_due];
+		}
+		if (due)
+			(void)devices__scan(d, pid);	/* may list more, and move procs */
 	}
 	/* after the scans: a process that mapped a dropped file meanwhile keeps it */
 	for (i = 0; i < d->n_dropped;) {
@@ -347,7 +389,11 @@ void devices__forget(struct devices *d, uint32_t pid, bool purge)
 	drop_files(d, p);
 	devices_root_leave(d, p);
 	proc_free(d, p);
+	pidmap__del(&d->proc_index, pid);
 	*p = d->procs[--d->n_procs];
+	/* the last one took its place (the map has room for a pid it holds) */
+	if (p != &d->procs[d->n_procs])
+		(void)pidmap__put(&d->proc_index, p->pid, (size_t)(p - d->procs));
 }
 
 void devices__exec(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t rescan_ms)
@@ -358,7 +404,7 @@ void devices__exec(struct devices *d, uint32_t pid, uint64_t now_ms, uint64_t re
 		return;
 	if (p->n_files)
 		drop_files(d, p);
-	proc_due(p, now_ms);
+	proc_due(d, p, now_ms);
 	p->rescan_ms = now_ms + rescan_ms;
 }
 
@@ -408,6 +454,8 @@ void devices__destroy(struct devices *d)
 	for (i = 0; i < d->n_procs; i++)
 		proc_free(d, &d->procs[i]);
 	free(d->procs);
+	free(d->due);
+	pidmap__free(&d->proc_index);
 	/* each link's removal waits out a grace period: one per file with uprobe_multi */
 	for (i = 0; i < d->n_files; i++) {
 		devices_launch_detach(&d->files[i]);

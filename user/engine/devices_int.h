@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "devices.h"
+#include "pidmap.h"
 #include "proc.h"
 #include "tracer.h"
 
@@ -112,6 +113,7 @@ struct dev_proc {
 	uint32_t pid;
 	uint64_t due_ms;	/* a scan is due then; 0: none */
 	uint64_t rescan_ms;	/* after that scan, another then (an exec's); 0: none */
+	bool listed;		/* its pid is in devices.due */
 	bool executed;		/* its launch probes are not wanted */
 	size_t root;		/* its root in devices.roots + 1; 0: memtrail's own, or unknown */
 	struct proc_file {
@@ -141,6 +143,11 @@ struct devices {
 	size_t forget_at;	/* files that make the next one */
 	struct dev_proc *procs;
 	size_t n_procs, cap_procs;
+	struct pidmap proc_index;	/* pid -> its index in procs: one per process on the node */
+	/* the pids with a scan due: a tick looks at those, not at every process */
+	uint32_t *due;
+	size_t n_due, cap_due;
+	bool due_lost;			/* out of memory listing one: the next tick looks at all */
 	/* files whose last known user is gone: released at release_ms unless mapped again */
 	size_t *dropped;
 	size_t n_dropped, cap_dropped;
