@@ -406,17 +406,7 @@ static int build_config(const struct top_opts *o, struct tracer_config *cfg)
 /* Forget targets that ended: top shows the living. */
 static void sweep(struct top *t)
 {
-	size_t i = 0;
-
-	if (!t->s.ended)
-		return;
-	t->s.ended = 0;
-	while (i < t->s.trail.n_targets) {
-		if (t->s.trail.targets[i].end_ms)
-			trail__remove_target(&t->s.trail, &t->s.trail.targets[i]);
-		else
-			i++;
-	}
+	session__remove_ended(&t->s, NULL, NULL);
 }
 
 /* After each sample (loop.h): a frame; the last of -n N stops. */
@@ -497,6 +487,7 @@ int cmd_top(int argc, char **argv)
 	/* the timeline the trend needs, and no more */
 	t.s.keep_ms = (uint64_t)(TREND_INTERVALS + 1) * o.interval_ms;
 	t.s.pods_dir = o.e.pods_dir;
+	t.s.remove_ended = true;
 	session__install_signals();
 	t.s.t0_ns = session__mono_ns();
 	trail__set_started(&t.s.trail);

@@ -291,23 +291,18 @@ static void on_ended(struct session *s, struct trail_target *tt)
 }
 
 /* Forget targets that ended: watch keeps only the living (metrics, a while). */
+static void removed(void *ctx, struct trail_target *tt)
+{
+	struct watch *w = ctx;
+
+	if (w->metrics)
+		metrics__ended(w->metrics, tt, w->now_ms);
+}
+
 static void sweep(struct watch *w, uint64_t now_ms)
 {
-	size_t i = 0;
-
-	/* a pass over every target only when one ended: watch wakes 20 times a second */
-	if (!w->s.ended)
-		return;
-	w->s.ended = 0;
-	while (i < w->s.trail.n_targets) {
-		if (w->s.trail.targets[i].end_ms) {
-			if (w->metrics)
-				metrics__ended(w->metrics, &w->s.trail.targets[i], now_ms);
-			trail__remove_target(&w->s.trail, &w->s.trail.targets[i]);
-		} else {
-			i++;
-		}
-	}
+	w->now_ms = now_ms;
+	session__remove_ended(&w->s, removed, w);
 }
 
 /* ---- options ---- */
@@ -508,6 +503,7 @@ int cmd_watch(int argc, char **argv)
 	w.s.trail.command = strdup(o.t.n_cgroups ? "watch cgroups" : "watch all");
 	w.s.keep_ms = o.keep_s * 1000ULL;
 	w.s.hooks = &hooks;
+	w.s.remove_ended = true;
 	w.s.ctx = &w;
 	w.s.pods_dir = o.e.pods_dir;
 	session__install_signals();

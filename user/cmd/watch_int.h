@@ -92,6 +92,7 @@ struct watch {
 	size_t device_next;
 	size_t oom_next;
 	struct metrics *metrics;	/* NULL: no --metrics */
+	uint64_t now_ms;		/* the turn's time (ended targets removed then) */
 };
 
 /* "YYYY-MM-DDTHH:MM:SS.mmmZ" now, or for a file name without the separators. */

@@ -395,7 +395,12 @@ void session_end_target(struct session *s, struct trail_target *tt, uint64_t t_m
 	tracer__forget_ended(s->tracer, tt->pid);
 	if (s->live)
 		s->live--;
-	s->ended++;
+	if (s->remove_ended && !s->ended_all) {
+		if (array__grow((void **)&s->ended, &s->cap_ended, s->n_ended + 1, sizeof(*s->ended)))
+			s->ended_all = true;
+		else
+			s->ended[s->n_ended++] = tt->pid;
+	}
 	if (s->hooks && s->hooks->ended)
 		s->hooks->ended(s, tt);
 }
@@ -605,12 +610,46 @@ void session__close_all(struct session *s, uint64_t t_ms)
 	}
 }
 
+void session__remove_ended(struct session *s, session_removed_fn fn, void *ctx)
+{
+	bool all = s->ended_all;
+	size_t i;
+
+	for (i = 0; i < s->n_ended && !all; i++) {
+		struct trail_target *tt = trail__find_target(&s->trail, s->ended[i]);
+
+		if (!tt)
+			continue;	/* removed already: its pid listed twice */
+		if (!tt->end_ms) {
+			all = true;	/* a new target has the pid already: the old one is not found by it */
+			break;
+		}
+		if (fn)
+			fn(ctx, tt);
+		trail__remove_target(&s->trail, tt);
+	}
+	for (i = 0; all && i < s->trail.n_targets;) {
+		struct trail_target *tt = &s->trail.targets[i];
+
+		if (!tt->end_ms) {
+			i++;
+			continue;
+		}
+		if (fn)
+			fn(ctx, tt);
+		trail__remove_target(&s->trail, tt);
+	}
+	s->n_ended = 0;
+	s->ended_all = false;
+}
+
 void session__destroy(struct session *s)
 {
 	heap__destroy(s->heap);
 	sites__destroy(s->sites);
 	free(s->rescans);
 	free(s->batch);
+	free(s->ended);
 	devices__destroy(s->devices);
 	tracer__destroy(s->tracer);
 	trail__free(&s->trail);
@@ -618,6 +657,7 @@ void session__destroy(struct session *s)
 	s->sites = NULL;
 	s->rescans = NULL;
 	s->batch = NULL;
+	s->ended = NULL;
 	s->devices = NULL;
 	s->tracer = NULL;
 }

@@ -70,7 +70,11 @@ struct session {
 	bool no_dirty;		/* nor the kernel's names of changed targets: read all */
 	uint64_t t0_ns;		/* CLOCK_MONOTONIC at t_ms 0 */
 	size_t live;		/* targets that have not exited */
-	size_t ended;		/* targets ended since the last sweep (watch, top) */
+	/* watch and top keep the living: the pids of targets ended since the last removal */
+	bool remove_ended;
+	uint32_t *ended;
+	size_t n_ended, cap_ended;
+	bool ended_all;		/* some not listed (out of memory): a pass over all targets */
 	bool keep_events;	/* keep the trail's event list (record) */
 	uint64_t late;		/* runtimes a process mapped before their probes were live */
 	struct {
@@ -131,6 +135,15 @@ int session__open_sites(struct session *s, const struct heap_config *heap);
 void session__finish_sites(struct session *s);
 /* Periodic work besides sampling: libraries to look at, sites, the heap budget. */
 void session__tick(struct session *s, uint64_t t_ms);
+/* Told of an ended target just before it leaves the trail. */
+typedef void (*session_removed_fn)(void *ctx, struct trail_target *tt);
+/*
+ * With remove_ended set (watch and top keep the living): the targets that
+ * ended since the last call leave the trail, FN (may be NULL) told of each
+ * first. A look at each ended one; a pass over every target only when a
+ * new process took an ended one's pid meanwhile, or memory ran out.
+ */
+void session__remove_ended(struct session *s, session_removed_fn fn, void *ctx);
 /* At the end: every live target's phases closed and levels final. */
 void session__close_all(struct session *s, uint64_t t_ms);
 /* Detach and free all a session holds (heap, sites, devices, tracer, trail). */
