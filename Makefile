@@ -44,8 +44,8 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-# lifecycle first: its programs attach, and so run, before the others on a
-# shared tracepoint (mt_exec switches the phase before mt_dev_exec counts in it)
+# the BPF sources (programs that share a tracepoint attach in the order
+# tracer.c gives them, not in this one)
 BPF_SRCS := bpf/lifecycle.bpf.c $(filter-out bpf/lifecycle.bpf.c,$(wildcard bpf/*.bpf.c))
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 USER_SRCS := $(foreach d,$(USER_DIRS),$(wildcard user/$(d)/*.c))

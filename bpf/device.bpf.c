@@ -796,8 +796,8 @@ static long forget_key(struct bpf_map *map, struct memtrail_dev_key *key, void *
  * A target that made device allocations calls exec: the driver lets go of
  * its memory with the old address space (its contexts die with it), so the
  * bytes still live leave its levels, in the new program's first phase, as
- * its host kinds do: mt_exec, attached first (the Makefile links
- * lifecycle.bpf.o first), has switched the phase by then.
+ * its host kinds do: mt_exec, attached first (tracer.c attaches this one
+ * after it), has switched the phase by then.
  */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mt_dev_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)

@@ -63,7 +63,7 @@ static __always_inline void maps_tell(__u32 tgid)
 #endif
 }
 
-/* After mt_exec (lifecycle attaches first): the program and its interpreter. */
+/* After mt_exec (tracer.c attaches this one after it): the program and its interpreter. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mt_exec_maps, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {

@@ -145,6 +145,35 @@ static void raise_fd_limit(void)
 	}
 }
 
+/*
+ * The programs that share sched_process_exec run in the order they attach:
+ * mt_exec (the skeleton's) first, for the new program's phase and a new
+ * target; then those that count in them: mt_dev_exec gives the old address
+ * space's device memory back in that phase, mt_exec_maps reads the new
+ * program's mappings for it.
+ */
+static int attach_after_exec(struct tracer *t)
+{
+	struct memtrail_bpf *s = t->skel;
+	struct {
+		struct bpf_program *prog;
+		struct bpf_link **link;
+	} after[] = {
+		{ s->progs.mt_dev_exec, &s->links.mt_dev_exec },
+		{ s->progs.mt_exec_maps, &s->links.mt_exec_maps },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(after) / sizeof(after[0]); i++) {
+		if (!bpf_program__autoload(after[i].prog))
+			continue;
+		*after[i].link = bpf_program__attach(after[i].prog);
+		if (!*after[i].link)
+			return -errno;
+	}
+	return 0;
+}
+
 int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 		 tracer_event_fn fn, void *ctx)
 {
@@ -212,6 +241,8 @@ int tracer__open(struct tracer **out, const struct tracer_config *cfg,
 	if (err)
 		goto fail;
 	err = memtrail_bpf__attach(t->skel);
+	if (!err)
+		err = attach_after_exec(t);
 	if (err) {
 		log__error("cannot attach the BPF programs: %s%s", strerror(-err), perm_hint(err));
 		goto fail;

@@ -203,10 +203,13 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(p, false);
 	}
 	bpf_program__set_autoload(s->progs.mt_dev_exec, device && kf->for_each_elem);
+	/* after mt_exec, on the same tracepoint (tracer.c, attach_after_exec) */
+	bpf_program__set_autoattach(s->progs.mt_dev_exec, false);
 	t->track = track;
 	/* sites' stacks named however short a process's life: its code mappings from BPF */
 	t->maps_tell = track && stacks && kf->f[FEAT_SITE_MAPS].state == FEATURE_YES && !t->compat;
 	bpf_program__set_autoload(s->progs.mt_exec_maps, t->maps_tell);
+	bpf_program__set_autoattach(s->progs.mt_exec_maps, false);
 	bpf_program__set_autoload(s->progs.mt_maps_hook, t->maps_tell);
 	bpf_program__set_autoattach(s->progs.mt_maps_hook, false);	/* beside the loader's hook */
 	s->rodata->maps_tell_on = t->maps_tell;
