@@ -125,6 +125,13 @@ int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t leve
 	if (array__grow((void **)&tt->timeline, &tt->cap_samples, tt->n_samples + 1, sizeof(*s)))
 		return -ENOMEM;
 	s = &tt->timeline[tt->n_samples++];
+	/*
+	 * never before the last sample: an event read after a later sample
+	 * (an exit read after the next interval's sample) is placed at it, so
+	 * the timeline stays in time order, as readers require
+	 */
+	if (tt->n_samples > 1 && t_ms < s[-1].t_ms)
+		t_ms = s[-1].t_ms;
 	s->t_ms = t_ms;
 	memcpy(s->level, level, sizeof(s->level));
 	return 0;

@@ -107,6 +107,7 @@ void trail__free(struct trail *t);
 struct trail_target *trail__add_target(struct trail *t, uint32_t pid);
 /* The most recent target with this pid, or NULL. */
 struct trail_target *trail__find_target(struct trail *t, uint32_t pid);
+/* A sample at T_MS, or at the last one's time where that is later; -ENOMEM. */
 int trail__add_sample(struct trail_target *tt, uint64_t t_ms, const int64_t level[]);
 /* Set (kind, device)'s size; false when the table is full. */
 bool trail__set_device_limit(struct trail_target *tt, int kind, int32_t device, uint64_t bytes);
