@@ -5,6 +5,7 @@ pprof, jemalloc and tcmalloc preloaded, a stripped binary, and the overhead
 budget's own accounting."""
 
 import json
+import math
 import os
 import re
 import shutil
@@ -355,25 +356,40 @@ def test_unloaded_library_unknown_frames():
     no_programs_left()
 
 
+def closing_cost_ms():
+    """What removing the heap probes costs a busy allocator on this machine,
+    in ms of probe time, as memtrail measures it at start (-v)."""
+    p = run([MEMTRAIL, "record", "-v", "--overhead-budget", "2", "-o",
+             os.path.join(tmpdir(), "t.json"), "--", "true"])
+    m = re.search(r"removing the probes takes \d+ ms, ([\d.]+) ms of probe time", p.stderr)
+    check(m, f"the calibration is said: {p.stderr!r}")
+    return float(m.group(1))
+
+
 def test_overhead_budget_cycles():
-    """A malloc-heavy loop (about 5 s of CPU) under --overhead-budget 2: the
+    """A malloc-heavy loop (5 to 9 s of CPU) under an overhead budget: the
     controller's own accounting, probe hits x the cost per hit it measured,
-    stays within 2% of the target's CPU time (from /proc/PID/stat, as the
-    controller reads it), and the windows it opened are reported."""
-    p, trail, data, _ = recorded(["--overhead-budget", "2"],
+    stays within the budget's share of the target's CPU time (from
+    /proc/PID/stat, as the controller reads it), and the windows it opened
+    are reported. A window opens only once the target's CPU time has earned
+    its closing too (removing probes costs 1 to 500 ms of probe time, by
+    machine): the budget is 2%, or where closing costs more, what affords a
+    window after about 2.5 s of CPU."""
+    budget = min(50, max(2, math.ceil(closing_cost_ms() / 8)))
+    p, trail, data, _ = recorded(["--overhead-budget", str(budget)],
                                  cmd=[workload("bench_malloc"), "500000000"])
     t = trail["targets"][0]
     h = t["sites"]["heap"]
     check_eq((h["mode"], h["inuse"]), ("budget", False), "budget mode, in-use not claimed")
     check("heap" not in trail["kinds"], "no heap levels under a budget")
     check(h["probe_hits"] > 0 and h["cycles"] >= 1, f"probes ran: {h}")
-    check(0 < h["coverage"] < 0.5, f"coverage reported and partial: {h['coverage']}")
+    check(0 < h["coverage"] < 1, f"coverage reported and partial: {h['coverage']}")
     check(h["cycles_spent"] >= 1, f"the budget ran out and the probes went: {h}")
     check(h["target_cpu_ms"] > 1000, f"the target's CPU time is reported: {h}")
     cost = h["probe_hits"] * h["cost_per_hit_ns"] / 1e6
     check(abs(cost - h["probe_cost_ms"]) < 0.01, f"probe cost = hits x cost per hit: {h}")
     check(cost <= h["budget_pct"] / 100 * h["target_cpu_ms"],
-          f"probe cost {cost:.1f} ms within 2% of {h['target_cpu_ms']} ms of CPU: {h}")
+          f"probe cost {cost:.1f} ms within {budget}% of {h['target_cpu_ms']} ms of CPU: {h}")
     r = run([MEMTRAIL, "report", _])
     check("in use not measured" in r.stdout, "the report says in-use was not measured")
 

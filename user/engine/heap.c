@@ -386,14 +386,20 @@ static void proc_add_file(struct heap *h, struct heap_proc *p, size_t idx)
 		log__warn("heap: cannot probe '%s' for %u: %s", f->name, p->pid, strerror(-err));
 }
 
-static void proc_switch(struct heap *h, struct heap_proc *p, bool on, uint64_t now_ms)
+static void proc_switch(struct heap *h, struct heap_proc *p, bool on)
 {
 	size_t i;
 	int err;
 
 	if (p->on == on)
 		return;
+	/*
+	 * calls are seen from the first link attached to the last detached:
+	 * attaching and detaching take long enough on a loaded node (seen: a
+	 * whole window's budget spent while the links went on) to count
+	 */
 	if (on) {
+		p->on_since_ms = mono_ms();
 		for (i = 0; i < p->n_links; i++) {
 			err = link_attach(h, p->pid, &p->links[i]);
 			if (err)
@@ -401,11 +407,10 @@ static void proc_switch(struct heap *h, struct heap_proc *p, bool on, uint64_t n
 					   h->files[p->links[i].file].name,
 					   p->pid, strerror(-err));
 		}
-		p->on_since_ms = mono_ms();	/* attached: from now on calls are seen */
 	} else {
 		for (i = 0; i < p->n_links; i++)
 			link_detach(&p->links[i]);
-		p->on_ms += now_ms - p->on_since_ms;
+		p->on_ms += mono_ms() - p->on_since_ms;
 	}
 	p->on = on;
 }
@@ -528,11 +533,11 @@ static double closing_cost_ns(const struct heap *h, const struct heap_proc *p)
 }
 
 /* Close P's window, decided at hit DECIDED; the hits taken until the probes are gone are paid. */
-static void window_close(struct heap *h, struct heap_proc *p, uint64_t decided, uint64_t now_ms)
+static void window_close(struct heap *h, struct heap_proc *p, uint64_t decided)
 {
 	double over;
 
-	proc_switch(h, p, false, now_ms);
+	proc_switch(h, p, false);
 	book_hits(h, p);
 	over = p->hits_booked > decided ? (double)(p->hits_booked - decided) * h->cost_ns : 0;
 	p->close_seen_ns = over > 0.9 * p->close_seen_ns ? over : 0.9 * p->close_seen_ns;
@@ -581,7 +586,7 @@ static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 		p->balance_ns = bank;
 	if (p->on) {
 		if (!window_allow(h, p))
-			window_close(h, p, p->hits_booked, now_ms);
+			window_close(h, p, p->hits_booked);
 		return;
 	}
 	/*
@@ -591,7 +596,7 @@ static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 	 */
 	if (p->balance_ns >= opening && window_allow(h, p)) {
 		p->cycles++;
-		proc_switch(h, p, true, now_ms);
+		proc_switch(h, p, true);
 	}
 }
 
@@ -616,7 +621,7 @@ void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms)
 	if (!p || !p->on || h->cfg.budget_pct <= 0)
 		return;
 	p->spent++;
-	window_close(h, p, p->allow_hits, mono_ms());
+	window_close(h, p, p->allow_hits);
 	log__debug("heap: %u spent its budget; probes off at %" PRIu64 " hits, %.1f us owed",
 		   pid, p->hits_booked, p->balance_ns < 0 ? -p->balance_ns / 1000 : 0.0);
 }
@@ -740,6 +745,8 @@ static int calibrate_close(struct heap *h, struct heap_link *l, uint32_t child, 
 	hits = tracer__heap_hits(h->tracer, child);
 	t0 = mono_ns();
 	link_detach(l);
+	/* the reaper's threads close the links: the probes are gone once they are done */
+	reaper__drain();
 	h->detach_ns = mono_ns() - t0;
 	h->close_ns = (double)(tracer__heap_hits(h->tracer, child) - hits) * h->cost_ns;
 	if (write(cmd, "x", 1) != 1 || read(result, &n, sizeof(n)) != sizeof(n))

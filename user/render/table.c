@@ -121,8 +121,9 @@ static void print_heap_windows(FILE *f, const struct trail_target *tt)
 	if (!heap || heap->mode != TRAIL_HEAP_BUDGET || heap->cycles)
 		return;
 	fprintf(f, "%8s  heap: no probe window opened: it ran %.0f ms of CPU, and at "
-		"--overhead-budget %g a window opens once it has run about 1 s (no heap sites; "
-		"--heap alone probes from the start)\n", "", heap->target_cpu_ms, heap->budget_pct);
+		"--overhead-budget %g a window opens once its share of CPU time pays for one and "
+		"for removing the probes (which takes %.0f ms here; no heap sites; --heap alone "
+		"probes from the start)\n", "", heap->target_cpu_ms, heap->budget_pct, heap->close_ms);
 }
 
 void table__print_summary(FILE *f, const struct trail *t)
