@@ -173,25 +173,33 @@ static void pod_names(void **state)
 static void json_record(void **state)
 {
 	char *root = mkpods(), pods[512], cmd[600], line[256];
-	json_t *o;
+	struct container_attr a;
+	json_t *o = json_object();
 
 	(void)state;
 	snprintf(pods, sizeof(pods), "%s/pods", root);
-	o = container__json("/kubepods/burstable/pod" UID "/cri-containerd-" ID, pods);
-	assert_non_null(o);
+	assert_int_equal(container__attr("/kubepods/burstable/pod" UID "/cri-containerd-" ID, pods,
+					 &a), 0);
+	container__put(o, &a);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(o, "pod"), "name")),
 			    "llama-7b-5d9f");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(o, "container"),
 							      "runtime")), "containerd");
-	container__describe(line, sizeof(line), o);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(o, "container"),
+							      "name")), "model-server");
+	container__describe(line, sizeof(line), &a);
 	assert_string_equal(line, "pod serving/llama-7b-5d9f container model-server");
-	json_decref(o);
-	o = container__json("/docker/" ID, pods);
+	assert_int_equal(container__attr("/docker/" ID, pods, &a), 0);
+	container__put(o, &a);
 	assert_true(json_is_null(json_object_get(o, "pod")));
-	container__describe(line, sizeof(line), o);
+	container__describe(line, sizeof(line), &a);
 	assert_string_equal(line, "container 4a1e2c0f9b8d");
+	assert_int_equal(container__attr("/user.slice", pods, &a), -1);
+	container__put(o, NULL);
+	assert_true(json_is_null(json_object_get(o, "container")));
+	container__describe(line, sizeof(line), NULL);
+	assert_string_equal(line, "");
 	json_decref(o);
-	assert_null(container__json("/user.slice", pods));
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	assert_int_equal(system(cmd), 0);
 	free(root);

@@ -330,7 +330,7 @@ static void rejects_malformed(void **state)
 	expect_reject("{\"memtrail\": 1, \"targets\": [], \"kernel\": {}, \"snapshot\": {}, "
 		      "\"kinds\": 5}", "kinds: not an array");
 	expect_reject("{\"memtrail\": 1, \"targets\": [{\"pid\": 3, \"exit\": null, \"kinds\": {}, "
-		      "\"verdict\": {\"cause\": \"x\"}, \"sites\": {\"list\": []}, \"timeline\": 3}]}",
+		      "\"verdict\": {\"cause\": \"unknown\"}, \"sites\": {\"list\": []}, \"timeline\": 3}]}",
 		      "targets[0].timeline: not an array");
 }
 
@@ -414,6 +414,12 @@ static void rejects_nonsense(void **state)
 		      "targets[0].verdict.trigger.pid: out of range (-1)");
 	expect_reject(ONE(", \"verdict\": {\"cause\": 1}", ""),
 		      "targets[0].verdict.cause: not a string");
+	expect_reject(ONE(", \"verdict\": {\"cause\": \"meteor\"}", ""),
+		      "targets[0].verdict.cause: not a cause ('meteor')");
+	expect_reject(ONE(", \"container\": {\"id\": 5}", ""),
+		      "targets[0].container.id: not a string");
+	expect_reject(ONE(", \"pod\": {\"qos\": \"sixteen bytes...\"}", ""),
+		      "targets[0].pod.qos: longer than 15 bytes");
 	expect_reject(EVENT("\"pid\": 3"), "events[0].type: missing");
 	expect_reject(ONE("", ", \"lost\": {\"ringbuf\": -1}"), "lost.ringbuf: out of range (-1)");
 	expect_reject(ONE("", ", \"snapshot\": {\"pid\": 0}"), "snapshot.pid: out of range (0)");
@@ -449,6 +455,90 @@ static void accepts_the_writers_shapes(void **state)
 	json_decref(root);
 }
 
+/* V written, read back and written again: the same document, every field kept. */
+static void expect_verdict_round_trip(const struct verdict *v)
+{
+	json_t *a = verdict__json(v), *b;
+	struct verdict *r;
+	struct schema s;
+	char err[256], *x, *y;
+
+	assert_non_null(a);
+	schema__init(&s, err, sizeof(err));
+	if (verdict__from_json(&s, a, &r))
+		fail_msg("rejected: %s", err);
+	assert_int_equal(r->cause, v->cause);
+	assert_int_equal(r->limit, v->limit);
+	assert_int_equal(r->usage, v->usage);
+	assert_int_equal(r->trigger.pid, v->trigger.pid);
+	assert_string_equal(r->trigger.comm, v->trigger.comm);
+	assert_int_equal(r->sender.pid, v->sender.pid);
+	assert_int_equal(r->sender.ppid, v->sender.ppid);
+	assert_int_equal(r->sigterm_first, v->sigterm_first);
+	assert_int_equal(r->has_sigterm_before, v->has_sigterm_before);
+	assert_int_equal(r->sigterm_before_ms, v->sigterm_before_ms);
+	assert_int_equal(!r->attr, !v->attr);
+	if (v->attr)
+		assert_memory_equal(r->attr, v->attr, sizeof(*v->attr));
+	b = verdict__json(r);
+	x = json_dumps(a, JSON_COMPACT);
+	y = json_dumps(b, JSON_COMPACT);
+	assert_string_equal(x, y);
+	free(x);
+	free(y);
+	json_decref(a);
+	json_decref(b);
+	verdict__free(r);
+}
+
+/* Each cause, as verdict__decide makes it, survives the file. */
+static void verdicts_round_trip(void **state)
+{
+	struct verdict_facts f = { .oom = true, .memcg_level = 1, .usage = 64 << 20,
+				   .limit = 64 << 20, .trigger_pid = 7, .trigger_comm = "hog" };
+	struct verdict *v;
+	char line[512];
+
+	(void)state;
+	v = verdict__decide(&f, "/kubepods/burstable/pod" "0a1b2c3d-0000-4000-8000-00000000000a"
+			    "/cri-containerd-" "4a1e2c0f9b8d7a6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e");
+	assert_non_null(v);
+	assert_int_equal(v->cause, VERDICT_OOM_CGROUP);
+	assert_string_equal(v->cgroup, "/kubepods/burstable/pod0a1b2c3d-0000-4000-8000-00000000000a");
+	v->attr = container__attr_new(v->cgroup, "/nonexistent");
+	assert_non_null(v->attr);
+	assert_true(v->attr->pod);
+	verdict__line(line, sizeof(line), v);
+	assert_string_equal(line, "oom_cgroup: the kernel OOM killer, cgroup "
+			    "/kubepods/burstable/pod0a1b2c3d-0000-4000-8000-00000000000a at its "
+			    "limit 64.0 MiB (usage 64.0 MiB), triggered by 7 (hog)");
+	expect_verdict_round_trip(v);
+	verdict__free(v);
+
+	f.memcg_level = -1;
+	v = verdict__decide(&f, NULL);
+	assert_int_equal(v->cause, VERDICT_OOM_GLOBAL);
+	expect_verdict_round_trip(v);
+	verdict__free(v);
+
+	f = (struct verdict_facts){ .sigkill = true, .sigkill_ms = 900, .sigterm = true,
+				    .sigterm_ms = 400, .sender_pid = 11, .sender_ppid = 1,
+				    .sender_comm = "kubelet", .sender_cgroup = "/system.slice" };
+	v = verdict__decide(&f, NULL);
+	assert_int_equal(v->cause, VERDICT_SIGNAL);
+	verdict__line(line, sizeof(line), v);
+	assert_string_equal(line, "signal: SIGKILL sent by 11 (kubelet, cgroup /system.slice), "
+			    "SIGTERM 500 ms before");
+	expect_verdict_round_trip(v);
+	verdict__free(v);
+
+	f = (struct verdict_facts){ 0 };
+	v = verdict__decide(&f, NULL);
+	assert_int_equal(v->cause, VERDICT_UNKNOWN);
+	expect_verdict_round_trip(v);
+	verdict__free(v);
+}
+
 /* watch's verdict file: one target, its exit, verdict and peaks, no timeline */
 static void reads_verdict_file(void **state)
 {
@@ -473,8 +563,8 @@ static void reads_verdict_file(void **state)
 	assert_int_equal(t.targets[0].peak[MEMTRAIL_KIND_RSS_ANON], 1000);
 	assert_int_equal(t.targets[0].peak[MEMTRAIL_KIND_MAPPED], 2000);
 	assert_int_equal(t.kinds, 1U << MEMTRAIL_KIND_RSS_ANON | 1U << MEMTRAIL_KIND_MAPPED);
-	assert_string_equal(json_string_value(json_object_get(t.targets[0].verdict, "cause")),
-			    "oom_cgroup");
+	assert_int_equal(t.targets[0].verdict->cause, VERDICT_OOM_CGROUP);
+	assert_int_equal(t.targets[0].verdict->limit, 67108864);
 	assert_ptr_equal(t.verdict_doc, root);
 	assert_null(t.snapshot);
 	trail__free(&t);
@@ -737,6 +827,7 @@ int main(void)
 		cmocka_unit_test(rejects_nonsense),
 		cmocka_unit_test(accepts_the_writers_shapes),
 		cmocka_unit_test(reads_verdict_file),
+		cmocka_unit_test(verdicts_round_trip),
 		cmocka_unit_test(read_missing_and_truncated),
 		cmocka_unit_test(reads_regular_files_only),
 		cmocka_unit_test(reads_large_file),

@@ -143,7 +143,7 @@ static void print_head(const struct trail *t, const char *file)
 	sanitize__str(path, sizeof(path), file);
 	sanitize__str(started, sizeof(started), t->started);
 	if (t->verdict_doc) {
-		container__describe(who, sizeof(who), t->verdict_doc);
+		container__describe(who, sizeof(who), t->doc_attr);
 		printf("verdict file %s: written %s%s%s\n", path, started, who[0] ? ", " : "", who);
 		return;
 	}
@@ -155,7 +155,7 @@ static void print_head(const struct trail *t, const char *file)
 	for (i = 0; trigger && i < sizeof(whys) / sizeof(whys[0]); i++)
 		if (!strcmp(trigger, whys[i][0]))
 			why = whys[i][1];
-	container__describe(who, sizeof(who), snap);
+	container__describe(who, sizeof(who), t->doc_attr);
 	sanitize__str(comm, sizeof(comm), json_string_value(json_object_get(snap, "comm")));
 	printf("snapshot: %s %lld (%s)%s%s\n",
 	       why ? why : sanitize__str(command, sizeof(command), trigger),

@@ -106,10 +106,9 @@ static json_t *top_processes(const char *path)
 
 static void set_attribution(json_t *o, const char *cgroup, const char *pods_dir)
 {
-	json_t *a = container__json(cgroup, pods_dir);
+	struct container_attr a;
 
-	container__put(o, a);
-	json_decref(a);
+	container__put(o, container__attr(cgroup, pods_dir, &a) ? NULL : &a);
 }
 
 /*
@@ -249,12 +248,15 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	char name[128], stamp[40], line[1024], who[600], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)];
 	char text[sizeof(line) + sizeof(who) + sizeof(comm) + 32];
 	const char *snapshot;
+	struct container_attr attr;
 	json_t *doc, *peaks;
+	bool has_attr;
 	size_t n;
 	int k, len;
 
 	if (!tt->verdict)
 		return;
+	has_attr = !container__attr(tt->cgroup, w->o->e.pods_dir, &attr);
 	n = phase_log__count(&tt->phases);
 	last = n ? phase_log__at(&tt->phases, n - 1) : NULL;
 	snapshot = oom_snapshot_of(w, tt->pid);
@@ -263,20 +265,21 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
 		if (w->s.trail.kinds & (1U << k))
 			json_object_set_new(peaks, kind__name(k), json_integer(tt->peak[k]));
-	doc = json_pack("{s:i, s:s, s:s, s:I, s:i, s:o, s:o, s:o, s:{s:i}, s:o, s:O, s:o, s:o}",
+	doc = json_pack("{s:i, s:s, s:s, s:I, s:i, s:o, s:o, s:o, s:{s:i}, s:o, s:o, s:o, s:o}",
 			"memtrail", MEMTRAIL_TRAIL_VERSION, "type", "verdict", "time", stamp,
 			"t_ms", (json_int_t)tt->end_ms, "pid", tt->pid, "comm", sanitize__json(tt->comm),
 			"cmdline", sanitize__json(tt->cmdline),
 			"cgroup", sanitize__json(tt->cgroup),
 			"exit", "signal", tt->exit_signal,
 			"phase", sanitize__json(last ? last->name : NULL),
-			"verdict", tt->verdict,
+			"verdict", verdict__json(tt->verdict),
 			"peaks", peaks,
 			"snapshot", sanitize__json(snapshot));
 	if (doc)
-		set_attribution(doc, tt->cgroup, w->o->e.pods_dir);
+		container__put(doc, has_attr ? &attr : NULL);
 	verdict__line(line, sizeof(line), tt->verdict);
-	container__describe(who, sizeof(who), doc ? doc : tt->verdict);
+	/* the target's own container and pod (the verdict's, out of memory) */
+	container__describe(who, sizeof(who), doc ? (has_attr ? &attr : NULL) : tt->verdict->attr);
 	/* the file first: a stdout nobody reads must not keep it from the disk */
 	watch_file_name(name, sizeof(name), "verdict", tt->pid);
 	watch_emit(w, name, doc);
@@ -287,7 +290,7 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	log__line(STDOUT_FILENO, text, len < (int)sizeof(text) ? (size_t)len : sizeof(text) - 1);
 	w->verdicts++;
 	if (w->metrics)
-		metrics__verdict(w->metrics, json_string_value(json_object_get(tt->verdict, "cause")));
+		metrics__verdict(w->metrics, verdict__cause_name(tt->verdict->cause));
 }
 
 /* Forget targets that ended: watch keeps only the living (metrics, a while). */

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "array.h"
+#include "attribution.h"
 #include "cgroup.h"
 #include "container.h"
 #include "proc.h"
@@ -137,12 +138,12 @@ static void attribute_target(struct session *s, struct trail_target *tt,
 {
 	if (!s->attribute)
 		return;
-	json_decref(tt->attribution);
+	free(tt->attribution);
 	if (parent && parent->cgroup && tt->cgroup && !strcmp(parent->cgroup, tt->cgroup))
-		tt->attribution = json_incref(parent->attribution);
+		tt->attribution = attribution__dup(parent->attribution);
 	else
-		tt->attribution = container__json(tt->cgroup,
-						  s->pods_dir ? s->pods_dir : DEFAULT_PODS_DIR);
+		tt->attribution = container__attr_new(tt->cgroup,
+						      s->pods_dir ? s->pods_dir : DEFAULT_PODS_DIR);
 }
 
 struct trail_target *session__new_target(struct session *s, uint32_t pid, uint32_t ppid,
@@ -471,17 +472,6 @@ static void on_signal_event(struct session *s, const struct memtrail_event_signa
 					       "sender_comm", sanitize__json(comm)));
 }
 
-/* Containers and pods of the cgroups a verdict names: the sender's, the OOM's. */
-static void attribute(struct session *s, json_t *v)
-{
-	const char *pods = s->pods_dir ? s->pods_dir : DEFAULT_PODS_DIR;
-	json_t *sender = json_object_get(v, "sender");
-	json_t *holder = sender ? sender : v;
-	json_t *a = container__json(json_string_value(json_object_get(holder, "cgroup")), pods);
-
-	container__put(holder, a);
-	json_decref(a);
-}
 
 static void on_exit_event(struct session *s, const struct memtrail_event_exit *e)
 {
@@ -498,8 +488,9 @@ static void on_exit_event(struct session *s, const struct memtrail_event_exit *e
 		tt->verdict = verdict__decide(&tt->facts, tt->cgroup);
 		if (!tt->verdict)
 			s->err = -ENOMEM;
-		else
-			attribute(s, tt->verdict);
+		else	/* the container and pod of the sender's cgroup, or the OOM's */
+			tt->verdict->attr = container__attr_new(verdict__attr_cgroup(tt->verdict),
+						s->pods_dir ? s->pods_dir : DEFAULT_PODS_DIR);
 	}
 	if (s->keep_events)
 		session_add_event(s, json_pack("{s:I, s:s, s:i, s:i, s:i}",

@@ -55,8 +55,8 @@ static json_int_t target_limit(const struct trail *t, const struct trail_target 
 		if (!l)
 			l = known_limit(json_object_get(json_object_get(s, "pressure"), "limit"));
 	}
-	if (!l && tt->verdict)
-		l = known_limit(json_object_get(tt->verdict, "limit"));
+	if (!l && tt->verdict && tt->verdict->limit < (uint64_t)LIMIT_MAX)
+		l = (json_int_t)tt->verdict->limit;
 	json_array_foreach(t->events, i, ev)
 		if (!l && json_integer_value(json_object_get(ev, "pid")) == tt->pid)
 			l = known_limit(json_object_get(ev, "limit"));
@@ -273,8 +273,10 @@ static json_t *markers_json(const struct trail *t, const struct trail_target *tt
 			   text);
 	}
 	if (tt->verdict) {
-		char *v = json_dumps(tt->verdict, JSON_COMPACT | JSON_SORT_KEYS);
+		json_t *vj = verdict__json(tt->verdict);
+		char *v = vj ? json_dumps(vj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 
+		json_decref(vj);
 		snprintf(text, sizeof(text), "verdict: %s", v ? v : "?");
 		format__utf8_whole(text);
 		add_marker(arr, tt->end_ms, "verdict", text);
@@ -348,13 +350,14 @@ static json_t *target_json(const struct trail *t, const struct trail_target *tt,
 			t0 = phase_log__at(&tt->phases, 0)->start_ms;
 	}
 	tl = timeline_json(tt, kinds, pg);
-	o = json_pack("{s:i, s:s, s:s?, s:s?, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:O?, s:o}",
+	o = json_pack("{s:i, s:s, s:s?, s:s?, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:o?, s:o}",
 		      "pid", tt->pid, "comm", tt->comm, "cmdline", tt->cmdline, "cgroup", tt->cgroup,
 		      "t0", (json_int_t)t0, "t1", (json_int_t)t1, "kinds", names,
 		      "device_kinds", dev, "peak", peak,
 		      "limit", limit ? json_integer(limit) : json_null(),
 		      "device_limits", dev_limits, "limit_from", from,
-		      "phases", phases_json(t, tt), "verdict", tt->verdict,
+		      "phases", phases_json(t, tt),
+		      "verdict", tt->verdict ? verdict__json(tt->verdict) : NULL,
 		      "sites", sites_json(tt));
 	if (!o || !tl) {
 		json_decref(o);

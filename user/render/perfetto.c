@@ -109,10 +109,12 @@ static int add_target(json_t *events, const struct trail *t, const struct trail_
 	if (!err && tt->verdict) {
 		char name[64];
 
-		snprintf(name, sizeof(name), "verdict: %s",
-			 json_string_value(json_object_get(tt->verdict, "cause")));
+		json_t *args = verdict__json(tt->verdict);
+
+		snprintf(name, sizeof(name), "verdict: %s", verdict__cause_name(tt->verdict->cause));
 		format__utf8_whole(name);
-		err = add_instant(events, "verdict", name, tt->pid, tt->end_ms, tt->verdict);
+		err = args ? add_instant(events, "verdict", name, tt->pid, tt->end_ms, args) : -ENOMEM;
+		json_decref(args);
 	}
 	return err;
 }

@@ -46,10 +46,10 @@ static void target_free(struct trail_target *tt)
 {
 	free(tt->cmdline);
 	free(tt->cgroup);
-	json_decref(tt->attribution);
+	free(tt->attribution);
 	free(tt->timeline);
 	phase_log__free(&tt->phases);
-	json_decref(tt->verdict);
+	verdict__free(tt->verdict);
 	trail_sites__free(tt->sites);
 	verdict__free_facts(&tt->facts);
 }
@@ -92,6 +92,7 @@ void trail__free(struct trail *t)
 	json_decref(t->events);
 	json_decref(t->snapshot);
 	json_decref(t->verdict_doc);
+	free(t->doc_attr);
 	json_decref(t->kernel);
 	memset(t, 0, sizeof(*t));
 }

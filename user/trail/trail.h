@@ -29,8 +29,7 @@
  * kept from changes and can dip below zero in a real trail (an rss level of
  * a few MiB under zero has been seen), never by that much.
  */
-#define TRAIL_PID_MAX 4194304
-/* TRAIL_T_MS_MAX, TRAIL_LEVEL_MAX and struct trail_sample: trailstream.h */
+/* TRAIL_PID_MAX, TRAIL_T_MS_MAX, TRAIL_LEVEL_MAX and struct trail_sample: trailstream.h */
 
 /* A device's memory size as its runtime told the target (cuMemGetInfo and the like). */
 #define TRAIL_DEVICE_LIMITS 32
@@ -46,7 +45,7 @@ struct trail_target {
 	char comm[MEMTRAIL_COMM_LEN];
 	char *cmdline;		/* space-joined argv, NULL when unknown */
 	char *cgroup;		/* cgroup path, NULL when unknown */
-	json_t *attribution;	/* {"container", "pod"} its cgroup names (container.h), or NULL */
+	struct container_attr *attribution;	/* its cgroup's container and pod, or NULL */
 	uint64_t cgroup_id;	/* while recording: the v2 cgroup that path is of, 0: unknown */
 	uint64_t start_ms;
 	uint64_t end_ms;
@@ -62,7 +61,7 @@ struct trail_target {
 	struct phase_log phases;
 	struct trail_device_limit dev_limits[TRAIL_DEVICE_LIMITS];
 	uint32_t n_dev_limits;
-	json_t *verdict;	/* why it died by SIGKILL, or NULL */
+	struct verdict *verdict;	/* why it died by SIGKILL, or NULL */
 	struct trail_sites *sites;	/* allocation sites, or NULL */
 	bool sites_final;	/* taken as it ended: its pid's later sites are another process's */
 	/* while recording: what is known of its death so far */
@@ -93,6 +92,7 @@ struct trail {
 	/* read from a watch file: its "snapshot" object, or the whole verdict file */
 	json_t *snapshot;
 	json_t *verdict_doc;
+	struct container_attr *doc_attr;	/* the container and pod either names */
 	uint64_t lost[MEMTRAIL_LOST_MAX];
 	/* the kernel and its feature table ('memtrail features --json'), or NULL */
 	json_t *kernel;

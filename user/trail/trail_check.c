@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * Checking the parts of a trail that are kept as JSON, not read into
- * struct trail: verdicts, events, a watch snapshot; and a
+ * struct trail: events, a watch snapshot; and a
  * target's first fields and each event for the stream reader (trailstream.c).
  */
 #include <stdint.h>
@@ -10,44 +10,6 @@
 #include "schema.h"
 #include "trail.h"
 #include "trail_int.h"
-
-/* A verdict (verdict.c writes it): what verdict__line, the HTML page and Perfetto use. */
-int trail_check_verdict(struct schema *s, json_t *v)
-{
-	static const char *const who[] = { "trigger", "sender" };
-	size_t at, i;
-	json_t *o;
-
-	if (schema__is_object(s, v) < 0 ||
-	    schema__str(s, v, "cause", NEED, ANY_LEN, NULL) < 0 ||
-	    schema__str(s, v, "cgroup", OR_NULL, ANY_LEN, NULL) < 0 ||
-	    schema__str(s, v, "missing", 0, ANY_LEN, NULL) < 0 ||
-	    schema__int(s, v, "limit", 0, 0, INT64_MAX, NULL) < 0 ||
-	    schema__int(s, v, "usage", 0, 0, INT64_MAX, NULL) < 0 ||
-	    schema__bool(s, v, "sigterm_first", 0, NULL) < 0 ||
-	    schema__int(s, v, "sigterm_before_ms", OR_NULL, 0, TRAIL_T_MS_MAX, NULL) < 0 ||
-	    schema__object(s, v, "container", OR_NULL, NULL) < 0 ||
-	    schema__object(s, v, "pod", OR_NULL, NULL) < 0)
-		return -1;
-	for (i = 0; i < sizeof(who) / sizeof(who[0]); i++) {
-		if (schema__object(s, v, who[i], 0, &o) < 0)
-			return -1;
-		if (!o)
-			continue;
-		/* a signal's sender may be the kernel (0), a parent unknown */
-		at = schema__key(s, who[i]);
-		if (schema__int(s, o, "pid", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
-		    schema__int(s, o, "ppid", 0, 0, TRAIL_PID_MAX, NULL) < 0 ||
-		    schema__str(s, o, "comm", 0, ANY_LEN, NULL) < 0 ||
-		    schema__str(s, o, "cgroup", OR_NULL, ANY_LEN, NULL) < 0 ||
-		    schema__str(s, o, "cmdline", OR_NULL, ANY_LEN, NULL) < 0 ||
-		    schema__object(s, o, "container", OR_NULL, NULL) < 0 ||
-		    schema__object(s, o, "pod", OR_NULL, NULL) < 0)
-			return -1;
-		schema__up(s, at);
-	}
-	return 0;
-}
 
 /* An event (session.c writes them): what the tables, the HTML page and Perfetto use. */
 int trail_check_event(struct schema *s, json_t *ev)

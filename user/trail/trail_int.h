@@ -28,7 +28,6 @@ json_t *trail_head_json(const struct trail *t);
 json_t *trail_lost_json(const struct trail *t);
 
 /* Check V under S's path, as the reader does: 0, or -1 with the error set (trail_check.c). */
-int trail_check_verdict(struct schema *s, json_t *v);
 int trail_check_event(struct schema *s, json_t *ev);
 /* The "snapshot" object of a watch snapshot, checked under its own key. */
 int trail_check_snapshot(struct schema *s, json_t *snap);

@@ -123,7 +123,7 @@ json_t *trail__target_json(const struct trail *t, const struct trail_target *tt,
 	}
 	json_object_set_new(o, "kinds", kinds);
 	json_object_set_new(o, "device_limits", device_limits_json(tt));
-	json_object_set(o, "verdict", tt->verdict ? tt->verdict : json_null());
+	json_object_set_new(o, "verdict", tt->verdict ? verdict__json(tt->verdict) : json_null());
 	if (tt->sites)
 		json_object_set_new(o, "sites", trail_sites__json(tt->sites));
 	json_object_set_new(o, "phases", phases_to_json(t, &tt->phases));

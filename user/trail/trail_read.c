@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attribution.h"
 #include "kinds.h"
 #include "schema.h"
 #include "trail.h"
@@ -251,25 +252,6 @@ static int read_device_limits(struct schema *s, struct trail_target *tt, json_t 
 	return 0;
 }
 
-/* O's object KEY (or null), checked by CHECK under its path, kept in *OUT. */
-static int take_object(struct schema *s, json_t *o, const char *key,
-		       int (*check)(struct schema *s, json_t *v), json_t **out)
-{
-	json_t *v;
-	size_t at;
-
-	if (schema__object(s, o, key, OR_NULL, &v) < 0)
-		return -1;
-	if (!v)
-		return 0;
-	at = schema__key(s, key);
-	if (check(s, v) < 0)
-		return -1;
-	schema__up(s, at);
-	*out = json_incref(v);
-	return 0;
-}
-
 /* O's "sites" (or null) into TT. */
 static int read_sites(struct schema *s, struct trail_target *tt, json_t *o)
 {
@@ -304,19 +286,21 @@ static int read_names(struct schema *s, struct trail_target *tt, json_t *o)
 	return 0;
 }
 
-/* A target's container and pod (objects or null; shown through container__describe). */
-static int read_attribution(struct schema *s, struct trail_target *tt, json_t *o)
+/* O's "verdict" (or null) into TT. */
+static int read_verdict(struct schema *s, struct trail_target *tt, json_t *o)
 {
-	json_t *ctr, *pod;
+	json_t *v;
+	size_t at;
 
-	if (schema__object(s, o, "container", OR_NULL, &ctr) < 0 ||
-	    schema__object(s, o, "pod", OR_NULL, &pod) < 0)
+	if (schema__object(s, o, "verdict", OR_NULL, &v) < 0)
 		return -1;
-	if (!ctr && !pod)
+	if (!v)
 		return 0;
-	tt->attribution = json_pack("{s:O, s:O}", "container", ctr ? ctr : json_null(),
-				    "pod", pod ? pod : json_null());
-	return tt->attribution ? 0 : schema__fail(s, "out of memory");
+	at = schema__key(s, "verdict");
+	if (verdict__from_json(s, v, &tt->verdict) < 0)
+		return -1;
+	schema__up(s, at);
+	return 0;
 }
 
 static int read_target(struct schema *s, struct trail *t, json_t *o, size_t idx,
@@ -356,8 +340,8 @@ static int read_target(struct schema *s, struct trail *t, json_t *o, size_t idx,
 	if (read_levels(s, t, tt, o) < 0 || read_phases(s, tt, o) < 0 ||
 	    read_device_limits(s, tt, o) < 0)
 		return -1;
-	if (take_object(s, o, "verdict", trail_check_verdict, &tt->verdict) < 0 ||
-	    read_sites(s, tt, o) < 0 || read_attribution(s, tt, o) < 0)
+	if (read_verdict(s, tt, o) < 0 || read_sites(s, tt, o) < 0 ||
+	    attribution__from_json(s, o, &tt->attribution) < 0)
 		return -1;
 	if (tls && idx < tls->n && tls->tl[idx].present) {	/* streamed: take it over */
 		struct trailstream_timeline *tl = &tls->tl[idx];
@@ -422,20 +406,20 @@ static int read_verdict_doc(struct schema *s, struct trail *t, json_t *root)
 			return -1;
 		schema__up(s, at);
 	}
-	at = schema__key(s, "verdict");
-	if (trail_check_verdict(s, v) < 0)
-		return -1;
-	schema__up(s, at);
 	tt = trail__add_target(t, pid);
 	if (!tt)
 		return schema__fail(s, "out of memory");
-	if (read_names(s, tt, root) < 0 || read_peaks(s, t, root, tt->peak) < 0)
+	at = schema__key(s, "verdict");
+	if (verdict__from_json(s, v, &tt->verdict) < 0)
+		return -1;
+	schema__up(s, at);
+	if (read_names(s, tt, root) < 0 || read_peaks(s, t, root, tt->peak) < 0 ||
+	    attribution__from_json(s, root, &t->doc_attr) < 0)
 		return -1;
 	tt->end_ms = t_ms;
 	t->duration_ms = t_ms;
 	tt->exited = true;
 	tt->exit_signal = sig;
-	tt->verdict = json_incref(v);
 	snprintf(t->started, sizeof(t->started), "%s", time);
 	t->verdict_doc = json_incref(root);
 	return 0;
@@ -528,6 +512,12 @@ static int from_json(struct trail *t, json_t *root, struct trailstream_timelines
 	    schema__object(&s, root, "snapshot", 0, &snapshot) < 0 ||
 	    read_head(&s, t, root) < 0 || (snapshot && trail_check_snapshot(&s, snapshot) < 0))
 		goto fail;
+	if (snapshot) {
+		at = schema__key(&s, "snapshot");
+		if (attribution__from_json(&s, snapshot, &t->doc_attr) < 0)
+			goto fail;
+		schema__up(&s, at);
+	}
 	t->snapshot = json_incref(snapshot);
 	at = schema__key(&s, "targets");
 	json_array_foreach(targets, i, v) {

@@ -13,7 +13,8 @@
 
 #include "memtrail.h"
 
-/* The limits of a trail read back (trail.h says why): times in ms, levels in bytes. */
+/* The limits of a trail read back (trail.h says why): pids, times in ms, levels in bytes. */
+#define TRAIL_PID_MAX 4194304
 #define TRAIL_T_MS_MAX (INT64_MAX / 1000000)
 #define TRAIL_LEVEL_MAX (1LL << 59)
 

@@ -3,8 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attribution.h"
 #include "format.h"
 #include "sanitize.h"
+#include "trailstream.h"
 #include "verdict.h"
 
 void verdict__free_facts(struct verdict_facts *f)
@@ -32,85 +34,249 @@ char *verdict__cgroup_up(const char *cgroup, int level)
 	return s;
 }
 
-json_t *verdict__decide(const struct verdict_facts *f, const char *cgroup)
-{
-	json_t *v;
+static const char *const causes[] = {
+	[VERDICT_UNKNOWN] = "unknown",
+	[VERDICT_OOM_CGROUP] = "oom_cgroup",
+	[VERDICT_OOM_GLOBAL] = "oom_global",
+	[VERDICT_SIGNAL] = "signal",
+};
 
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+struct verdict *verdict__decide(const struct verdict_facts *f, const char *cgroup)
+{
+	struct verdict *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return NULL;
 	if (f->oom) {
-		json_t *trigger = json_pack("{s:i, s:o}", "pid", f->trigger_pid,
-					    "comm", sanitize__json(f->trigger_comm));
-
-		if (f->memcg_level < 0)
-			return json_pack("{s:s, s:o}", "cause", "oom_global", "trigger", trigger);
-		v = json_pack("{s:s, s:I, s:I, s:o}", "cause", "oom_cgroup",
-			      "limit", (json_int_t)f->limit, "usage", (json_int_t)f->usage,
-			      "trigger", trigger);
-		if (v) {
-			char *path = f->oom_cgroup ? strdup(f->oom_cgroup)
-						   : verdict__cgroup_up(cgroup, f->memcg_level);
-
-			json_object_set_new(v, "cgroup", sanitize__json(path));
-			free(path);
+		v->cause = f->memcg_level < 0 ? VERDICT_OOM_GLOBAL : VERDICT_OOM_CGROUP;
+		v->trigger.pid = f->trigger_pid;
+		snprintf(v->trigger.comm, sizeof(v->trigger.comm), "%s", f->trigger_comm);
+		if (v->cause == VERDICT_OOM_CGROUP) {
+			v->limit = f->limit;
+			v->usage = f->usage;
+			v->cgroup = f->oom_cgroup ? strdup(f->oom_cgroup)
+						  : verdict__cgroup_up(cgroup, f->memcg_level);
 		}
-		return v;
-	}
-	if (f->sigkill) {
-		bool term_first = f->sigterm && f->sigterm_ms <= f->sigkill_ms;
-
-		return json_pack("{s:s, s:{s:i, s:i, s:o, s:o, s:o}, s:b, s:o}",
-				 "cause", "signal",
-				 "sender", "pid", f->sender_pid, "ppid", f->sender_ppid,
-				 "comm", sanitize__json(f->sender_comm), "cgroup", sanitize__json(f->sender_cgroup),
-				 "cmdline", sanitize__json(f->sender_cmdline),
-				 "sigterm_first", term_first,
-				 "sigterm_before_ms", term_first ?
-					json_integer(f->sigkill_ms - f->sigterm_ms) : json_null());
-	}
-	return json_pack("{s:s, s:s}", "cause", "unknown", "missing",
-			 "no OOM kill and no SIGKILL sender was seen while memtrail was attached");
-}
-
-/* V's string KEY for a line (sanitize.h: names come from the workloads), else DEF. */
-static const char *text(char *buf, size_t len, json_t *v, const char *key, const char *def)
-{
-	const char *s = json_string_value(json_object_get(v, key));
-
-	return sanitize__str(buf, len, s ? s : def);
-}
-
-void verdict__line(char *buf, size_t len, json_t *v)
-{
-	const char *cause = json_string_value(json_object_get(v, "cause"));
-	json_t *trigger = json_object_get(v, "trigger"), *sender = json_object_get(v, "sender");
-	char limit[32], usage[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], name[256];
-
-	if (!cause) {
-		snprintf(buf, len, "no verdict");
-	} else if (!strcmp(cause, "oom_cgroup")) {
-		snprintf(buf, len, "oom_cgroup: the kernel OOM killer, cgroup %s at its limit %s "
-			 "(usage %s), triggered by %lld (%s)",
-			 text(name, sizeof(name), v, "cgroup", "?"),
-			 format__bytes(limit, sizeof(limit), json_integer_value(json_object_get(v, "limit"))),
-			 format__bytes(usage, sizeof(usage), json_integer_value(json_object_get(v, "usage"))),
-			 json_integer_value(json_object_get(trigger, "pid")),
-			 text(comm, sizeof(comm), trigger, "comm", "?"));
-	} else if (!strcmp(cause, "oom_global")) {
-		snprintf(buf, len, "oom_global: the kernel OOM killer, the node out of memory, "
-			 "triggered by %lld (%s)", json_integer_value(json_object_get(trigger, "pid")),
-			 text(comm, sizeof(comm), trigger, "comm", "?"));
-	} else if (!strcmp(cause, "signal")) {
-		json_t *before = json_object_get(v, "sigterm_before_ms");
-		char term[64] = "no SIGTERM first";
-
-		if (json_is_integer(before))
-			snprintf(term, sizeof(term), "SIGTERM %lld ms before",
-				 json_integer_value(before));
-		snprintf(buf, len, "signal: SIGKILL sent by %lld (%s, cgroup %s), %s",
-			 json_integer_value(json_object_get(sender, "pid")),
-			 text(comm, sizeof(comm), sender, "comm", "?"),
-			 text(name, sizeof(name), sender, "cgroup", "unknown"), term);
+	} else if (f->sigkill) {
+		v->cause = VERDICT_SIGNAL;
+		v->sender.pid = f->sender_pid;
+		v->sender.ppid = f->sender_ppid;
+		snprintf(v->sender.comm, sizeof(v->sender.comm), "%s", f->sender_comm);
+		v->sender.cgroup = dup_or_null(f->sender_cgroup);
+		v->sender.cmdline = dup_or_null(f->sender_cmdline);
+		v->sigterm_first = f->sigterm && f->sigterm_ms <= f->sigkill_ms;
+		v->has_sigterm_before = v->sigterm_first;
+		v->sigterm_before_ms = v->sigterm_first ? f->sigkill_ms - f->sigterm_ms : 0;
 	} else {
-		snprintf(buf, len, "%s: %s", sanitize__str(comm, sizeof(comm), cause),
-			 text(name, sizeof(name), v, "missing", ""));
+		v->missing = strdup("no OOM kill and no SIGKILL sender was seen while memtrail "
+				    "was attached");
+	}
+	return v;
+}
+
+void verdict__free(struct verdict *v)
+{
+	if (!v)
+		return;
+	free(v->cgroup);
+	free(v->trigger.cgroup);
+	free(v->trigger.cmdline);
+	free(v->sender.cgroup);
+	free(v->sender.cmdline);
+	free(v->missing);
+	free(v->attr);
+	free(v);
+}
+
+const char *verdict__cause_name(enum verdict_cause cause)
+{
+	return (unsigned)cause < sizeof(causes) / sizeof(causes[0]) ? causes[cause] : "unknown";
+}
+
+const char *verdict__attr_cgroup(const struct verdict *v)
+{
+	return v->cause == VERDICT_SIGNAL ? v->sender.cgroup : v->cgroup;
+}
+
+json_t *verdict__json(const struct verdict *v)
+{
+	json_t *o = json_pack("{s:s}", "cause", verdict__cause_name(v->cause)), *who;
+
+	if (!o)
+		return NULL;
+	switch (v->cause) {
+	case VERDICT_OOM_CGROUP:
+		json_object_set_new(o, "limit", json_integer((json_int_t)v->limit));
+		json_object_set_new(o, "usage", json_integer((json_int_t)v->usage));
+		/* fall through */
+	case VERDICT_OOM_GLOBAL:
+		json_object_set_new(o, "trigger", json_pack("{s:i, s:o}", "pid", v->trigger.pid,
+							    "comm", sanitize__json(v->trigger.comm)));
+		if (v->cause == VERDICT_OOM_CGROUP)
+			json_object_set_new(o, "cgroup", sanitize__json(v->cgroup));
+		container__put(o, v->attr);
+		break;
+	case VERDICT_SIGNAL:
+		who = json_pack("{s:i, s:i, s:o, s:o, s:o}", "pid", v->sender.pid,
+				"ppid", v->sender.ppid, "comm", sanitize__json(v->sender.comm),
+				"cgroup", sanitize__json(v->sender.cgroup),
+				"cmdline", sanitize__json(v->sender.cmdline));
+		if (who)
+			container__put(who, v->attr);
+		json_object_set_new(o, "sender", who);
+		json_object_set_new(o, "sigterm_first", json_boolean(v->sigterm_first));
+		json_object_set_new(o, "sigterm_before_ms", v->has_sigterm_before ?
+				    json_integer((json_int_t)v->sigterm_before_ms) : json_null());
+		break;
+	default:
+		json_object_set_new(o, "missing", sanitize__json(v->missing));
+		container__put(o, v->attr);
+		break;
+	}
+	return o;
+}
+
+/* O's string KEY (NULL: absent or null) copied into *OUT: 0, or -1. */
+static int take_str(struct schema *s, json_t *o, const char *key, char **out)
+{
+	const char *v = NULL;
+
+	if (schema__str(s, o, key, SCHEMA_NULL, SIZE_MAX, &v) < 0)
+		return -1;
+	if (v && !(*out = strdup(v)))
+		return schema__fail(s, "out of memory");
+	return 0;
+}
+
+/* A trigger or sender: a signal's sender may be the kernel (0), a parent unknown. */
+static int read_who(struct schema *s, json_t *v, const char *key, struct verdict_who *w,
+		    json_t **obj)
+{
+	const char *comm = NULL;
+	int64_t pid = 0, ppid = 0;
+	size_t at;
+
+	if (schema__object(s, v, key, 0, obj) < 0)
+		return -1;
+	if (!*obj)
+		return 0;
+	at = schema__key(s, key);
+	if (schema__int(s, *obj, "pid", 0, 0, TRAIL_PID_MAX, &pid) < 0 ||
+	    schema__int(s, *obj, "ppid", 0, 0, TRAIL_PID_MAX, &ppid) < 0 ||
+	    schema__str(s, *obj, "comm", 0, MEMTRAIL_COMM_LEN - 1, &comm) < 0 ||
+	    take_str(s, *obj, "cgroup", &w->cgroup) < 0 ||
+	    take_str(s, *obj, "cmdline", &w->cmdline) < 0)
+		return -1;
+	w->pid = (uint32_t)pid;
+	w->ppid = (uint32_t)ppid;
+	snprintf(w->comm, sizeof(w->comm), "%s", comm ? comm : "");
+	schema__up(s, at);
+	return 0;
+}
+
+static int read_verdict(struct schema *s, json_t *o, struct verdict *v)
+{
+	const char *cause = NULL;
+	json_t *trigger, *sender;
+	int64_t n = 0;
+	size_t i, at;
+
+	if (schema__is_object(s, o) < 0 ||
+	    schema__str(s, o, "cause", SCHEMA_NEED, SIZE_MAX, &cause) < 0)
+		return -1;
+	for (i = 0; i < sizeof(causes) / sizeof(causes[0]) && strcmp(cause, causes[i]); i++)
+		;
+	if (i == sizeof(causes) / sizeof(causes[0])) {
+		at = schema__key(s, "cause");
+		schema__fail(s, "not a cause ('%s')", cause);
+		schema__up(s, at);
+		return -1;
+	}
+	v->cause = (enum verdict_cause)i;
+	if (take_str(s, o, "cgroup", &v->cgroup) < 0 || take_str(s, o, "missing", &v->missing) < 0 ||
+	    schema__int(s, o, "limit", 0, 0, INT64_MAX, &n) < 0)
+		return -1;
+	v->limit = (uint64_t)n;
+	n = 0;
+	if (schema__int(s, o, "usage", 0, 0, INT64_MAX, &n) < 0)
+		return -1;
+	v->usage = (uint64_t)n;
+	n = -1;
+	if (schema__bool(s, o, "sigterm_first", 0, &v->sigterm_first) < 0 ||
+	    schema__int(s, o, "sigterm_before_ms", SCHEMA_NULL, 0, TRAIL_T_MS_MAX, &n) < 0)
+		return -1;
+	v->has_sigterm_before = n >= 0;
+	v->sigterm_before_ms = n >= 0 ? (uint64_t)n : 0;
+	if (read_who(s, o, "trigger", &v->trigger, &trigger) < 0 ||
+	    read_who(s, o, "sender", &v->sender, &sender) < 0)
+		return -1;
+	/* the container and pod beside the sender, else beside the verdict's own cgroup */
+	if (sender) {
+		at = schema__key(s, "sender");
+		if (attribution__from_json(s, sender, &v->attr) < 0)
+			return -1;
+		schema__up(s, at);
+		return 0;
+	}
+	return attribution__from_json(s, o, &v->attr);
+}
+
+int verdict__from_json(struct schema *s, json_t *o, struct verdict **out)
+{
+	struct verdict *v = calloc(1, sizeof(*v));
+
+	*out = NULL;
+	if (!v)
+		return schema__fail(s, "out of memory");
+	if (read_verdict(s, o, v) < 0) {
+		verdict__free(v);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+void verdict__line(char *buf, size_t len, const struct verdict *v)
+{
+	char limit[32], usage[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], name[256];
+	char term[64] = "no SIGTERM first";
+
+	switch (v ? v->cause : VERDICT_UNKNOWN) {
+	case VERDICT_OOM_CGROUP:
+		snprintf(buf, len, "oom_cgroup: the kernel OOM killer, cgroup %s at its limit %s "
+			 "(usage %s), triggered by %u (%s)",
+			 sanitize__str(name, sizeof(name), v->cgroup ? v->cgroup : "?"),
+			 format__bytes(limit, sizeof(limit), (int64_t)v->limit),
+			 format__bytes(usage, sizeof(usage), (int64_t)v->usage),
+			 v->trigger.pid, sanitize__str(comm, sizeof(comm), v->trigger.comm[0] ?
+							v->trigger.comm : "?"));
+		break;
+	case VERDICT_OOM_GLOBAL:
+		snprintf(buf, len, "oom_global: the kernel OOM killer, the node out of memory, "
+			 "triggered by %u (%s)", v->trigger.pid,
+			 sanitize__str(comm, sizeof(comm), v->trigger.comm[0] ? v->trigger.comm : "?"));
+		break;
+	case VERDICT_SIGNAL:
+		if (v->has_sigterm_before)
+			snprintf(term, sizeof(term), "SIGTERM %llu ms before",
+				 (unsigned long long)v->sigterm_before_ms);
+		snprintf(buf, len, "signal: SIGKILL sent by %u (%s, cgroup %s), %s", v->sender.pid,
+			 sanitize__str(comm, sizeof(comm), v->sender.comm[0] ? v->sender.comm : "?"),
+			 sanitize__str(name, sizeof(name), v->sender.cgroup ? v->sender.cgroup
+									    : "unknown"), term);
+		break;
+	default:
+		if (!v) {
+			snprintf(buf, len, "no verdict");
+			break;
+		}
+		snprintf(buf, len, "unknown: %s", sanitize__str(name, sizeof(name),
+							     v->missing ? v->missing : ""));
+		break;
 	}
 }

@@ -17,6 +17,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -287,60 +288,67 @@ static json_t *str_or_null(const char *s)
 	return s && s[0] ? sanitize__json(s) : json_null();
 }
 
-json_t *container__json(const char *path, const char *pods_dir)
+int container__attr(const char *path, const char *pods_dir, struct container_attr *a)
 {
-	struct container_ref c;
-	struct pod_names n;
-	json_t *o, *pod = json_null(), *ctr = json_null();
-	bool named;
-
-	if (container__parse(path, &c))
-		return NULL;
-	named = !container__pod_names(pods_dir, c.pod_uid, c.id, &n);
-	if (c.id[0])
-		ctr = json_pack("{s:o, s:o, s:o, s:b}", "id", sanitize__json(c.id),
-				"runtime", str_or_null(c.runtime),
-				"name", str_or_null(named ? n.container : NULL),
-				"conmon", c.conmon);
-	if (c.pod_uid[0])
-		pod = json_pack("{s:o, s:o, s:o, s:o, s:o}", "uid", sanitize__json(c.pod_uid),
-				"qos", str_or_null(c.qos),
-				"namespace", str_or_null(named ? n.namespace : NULL),
-				"name", str_or_null(named ? n.pod : NULL),
-				"cgroup_driver", str_or_null(c.driver));
-	o = json_pack("{s:o, s:o}", "container", ctr, "pod", pod);
-	return o;
+	memset(a, 0, sizeof(*a));
+	if (container__parse(path, &a->ref))
+		return -1;
+	a->container = a->ref.id[0] != '\0';
+	a->pod = a->ref.pod_uid[0] != '\0';
+	(void)container__pod_names(pods_dir, a->ref.pod_uid, a->ref.id, &a->names);
+	return 0;
 }
 
-void container__put(json_t *o, json_t *a)
+struct container_attr *container__attr_new(const char *path, const char *pods_dir)
 {
-	json_t *ctr = json_object_get(a, "container"), *pod = json_object_get(a, "pod");
+	struct container_attr *a = malloc(sizeof(*a));
 
-	json_object_set(o, "container", ctr ? ctr : json_null());
-	json_object_set(o, "pod", pod ? pod : json_null());
+	if (a && container__attr(path, pods_dir, a)) {
+		free(a);
+		a = NULL;
+	}
+	return a;
 }
 
-void container__describe(char *buf, size_t len, json_t *a)
+void container__put(json_t *o, const struct container_attr *a)
 {
-	json_t *pod = json_object_get(a, "pod"), *ctr = json_object_get(a, "container");
-	const char *ns = json_string_value(json_object_get(pod, "namespace"));
-	const char *name = json_string_value(json_object_get(pod, "name"));
-	const char *cname = json_string_value(json_object_get(ctr, "name"));
-	const char *id = json_string_value(json_object_get(ctr, "id"));
+	json_t *ctr = json_null(), *pod = json_null();
+
+	if (a && a->container)
+		ctr = json_pack("{s:o, s:o, s:o, s:b}", "id", sanitize__json(a->ref.id),
+				"runtime", str_or_null(a->ref.runtime),
+				"name", str_or_null(a->names.container),
+				"conmon", a->ref.conmon);
+	if (a && a->pod)
+		pod = json_pack("{s:o, s:o, s:o, s:o, s:o}", "uid", sanitize__json(a->ref.pod_uid),
+				"qos", str_or_null(a->ref.qos),
+				"namespace", str_or_null(a->names.namespace),
+				"name", str_or_null(a->names.pod),
+				"cgroup_driver", str_or_null(a->ref.driver));
+	json_object_set_new(o, "container", ctr);
+	json_object_set_new(o, "pod", pod);
+}
+
+void container__describe(char *buf, size_t len, const struct container_attr *a)
+{
 	char s1[SANITIZE_LEN(POD_NAME_LEN)], s2[SANITIZE_LEN(POD_NAME_LEN)];
 	size_t n = 0;
 
 	buf[0] = '\0';
-	if (json_is_object(pod))
-		n = snprintf(buf, len, "pod %s/%s", sanitize__str(s1, sizeof(s1), ns ? ns : "?"),
-			     sanitize__str(s2, sizeof(s2), name ? name :
-					   json_string_value(json_object_get(pod, "uid"))));
+	if (!a)
+		return;
+	if (a->pod)
+		n = snprintf(buf, len, "pod %s/%s",
+			     sanitize__str(s1, sizeof(s1), a->names.namespace[0] ? a->names.namespace
+										 : "?"),
+			     sanitize__str(s2, sizeof(s2), a->names.pod[0] ? a->names.pod
+									   : a->ref.pod_uid));
 	if (n >= len)
 		return;
-	if (cname)
+	if (a->names.container[0])
 		snprintf(buf + n, len - n, "%scontainer %s", n ? " " : "",
-			 sanitize__str(s1, sizeof(s1), cname));
-	else if (id)
+			 sanitize__str(s1, sizeof(s1), a->names.container));
+	else if (a->container)
 		snprintf(buf + n, len - n, "%scontainer %.12s", n ? " " : "",
-			 sanitize__str(s1, sizeof(s1), id));
+			 sanitize__str(s1, sizeof(s1), a->ref.id));
 }

@@ -42,16 +42,29 @@ int container__parse(const char *path, struct container_ref *c);
 int container__pod_names(const char *pods_dir, const char *uid, const char *id,
 			 struct pod_names *n);
 /*
- * {"container": {...} or null, "pod": {...} or null} for a cgroup path, for
- * JSON records; NULL when the path names neither (or out of memory).
+ * A process's container and pod: what its cgroup path names, with the
+ * kubelet's names for them. Strings are "" where unknown.
  */
-json_t *container__json(const char *path, const char *pods_dir);
-/* O's "container" and "pod" set from ATTRIBUTION (container__json's; NULL: both null). */
-void container__put(json_t *o, json_t *attribution);
+struct container_attr {
+	bool container;			/* a container is named (ref.id, runtime, conmon) */
+	bool pod;			/* a pod is (ref.pod_uid, qos, driver) */
+	struct container_ref ref;
+	struct pod_names names;		/* the kubelet's: namespace, pod, container */
+};
+
+/* PATH's container and pod into A: 0, or -1 (A zeroed) when it names neither. */
+int container__attr(const char *path, const char *pods_dir, struct container_attr *a);
+/* PATH's, malloc'd; NULL when it names neither (or out of memory). */
+struct container_attr *container__attr_new(const char *path, const char *pods_dir);
+/*
+ * O's "container" ({id, runtime, name, conmon} or null) and "pod" ({uid,
+ * qos, namespace, name, cgroup_driver} or null) set from A (NULL: both null).
+ */
+void container__put(json_t *o, const struct container_attr *a);
 /*
  * "pod NS/NAME container NAME" or "container ID12" for people, names
- * sanitized (sanitize.h); "" when none.
+ * sanitized (sanitize.h); "" when none (A NULL too).
  */
-void container__describe(char *buf, size_t len, json_t *attribution);
+void container__describe(char *buf, size_t len, const struct container_attr *a);
 
 #endif
