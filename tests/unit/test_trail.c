@@ -471,7 +471,12 @@ static void expect_verdict_round_trip(const struct verdict *v)
 	assert_int_equal(r->limit, v->limit);
 	assert_int_equal(r->usage, v->usage);
 	assert_int_equal(r->trigger.pid, v->trigger.pid);
-	assert_string_equal(r->trigger.comm, v->trigger.comm);
+	assert_int_equal(!r->trigger.comm, !v->trigger.comm);
+	if (v->trigger.comm)
+		assert_string_equal(r->trigger.comm, v->trigger.comm);
+	assert_int_equal(!r->sender.comm, !v->sender.comm);
+	if (v->sender.comm)
+		assert_string_equal(r->sender.comm, v->sender.comm);
 	assert_int_equal(r->sender.pid, v->sender.pid);
 	assert_int_equal(r->sender.ppid, v->sender.ppid);
 	assert_int_equal(r->sigterm_first, v->sigterm_first);

@@ -55,7 +55,7 @@ struct verdict *verdict__decide(const struct verdict_facts *f, const char *cgrou
 	if (f->oom) {
 		v->cause = f->memcg_level < 0 ? VERDICT_OOM_GLOBAL : VERDICT_OOM_CGROUP;
 		v->trigger.pid = f->trigger_pid;
-		snprintf(v->trigger.comm, sizeof(v->trigger.comm), "%s", f->trigger_comm);
+		v->trigger.comm = strdup(f->trigger_comm);
 		if (v->cause == VERDICT_OOM_CGROUP) {
 			v->limit = f->limit;
 			v->usage = f->usage;
@@ -66,7 +66,7 @@ struct verdict *verdict__decide(const struct verdict_facts *f, const char *cgrou
 		v->cause = VERDICT_SIGNAL;
 		v->sender.pid = f->sender_pid;
 		v->sender.ppid = f->sender_ppid;
-		snprintf(v->sender.comm, sizeof(v->sender.comm), "%s", f->sender_comm);
+		v->sender.comm = strdup(f->sender_comm);
 		v->sender.cgroup = dup_or_null(f->sender_cgroup);
 		v->sender.cmdline = dup_or_null(f->sender_cmdline);
 		v->sigterm_first = f->sigterm && f->sigterm_ms <= f->sigkill_ms;
@@ -84,6 +84,8 @@ void verdict__free(struct verdict *v)
 	if (!v)
 		return;
 	free(v->cgroup);
+	free(v->trigger.comm);
+	free(v->sender.comm);
 	free(v->trigger.cgroup);
 	free(v->trigger.cmdline);
 	free(v->sender.cgroup);
@@ -157,7 +159,6 @@ static int take_str(struct schema *s, json_t *o, const char *key, char **out)
 static int read_who(struct schema *s, json_t *v, const char *key, struct verdict_who *w,
 		    json_t **obj)
 {
-	const char *comm = NULL;
 	int64_t pid = 0, ppid = 0;
 	size_t at;
 
@@ -168,13 +169,12 @@ static int read_who(struct schema *s, json_t *v, const char *key, struct verdict
 	at = schema__key(s, key);
 	if (schema__int(s, *obj, "pid", 0, 0, TRAIL_PID_MAX, &pid) < 0 ||
 	    schema__int(s, *obj, "ppid", 0, 0, TRAIL_PID_MAX, &ppid) < 0 ||
-	    schema__str(s, *obj, "comm", 0, MEMTRAIL_COMM_LEN - 1, &comm) < 0 ||
+	    take_str(s, *obj, "comm", &w->comm) < 0 ||
 	    take_str(s, *obj, "cgroup", &w->cgroup) < 0 ||
 	    take_str(s, *obj, "cmdline", &w->cmdline) < 0)
 		return -1;
 	w->pid = (uint32_t)pid;
 	w->ppid = (uint32_t)ppid;
-	snprintf(w->comm, sizeof(w->comm), "%s", comm ? comm : "");
 	schema__up(s, at);
 	return 0;
 }
@@ -243,7 +243,7 @@ int verdict__from_json(struct schema *s, json_t *o, struct verdict **out)
 
 void verdict__line(char *buf, size_t len, const struct verdict *v)
 {
-	char limit[32], usage[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)], name[256];
+	char limit[32], usage[32], name[256], name2[256];
 	char term[64] = "no SIGTERM first";
 
 	switch (v ? v->cause : VERDICT_UNKNOWN) {
@@ -253,20 +253,20 @@ void verdict__line(char *buf, size_t len, const struct verdict *v)
 			 sanitize__str(name, sizeof(name), v->cgroup ? v->cgroup : "?"),
 			 format__bytes(limit, sizeof(limit), (int64_t)v->limit),
 			 format__bytes(usage, sizeof(usage), (int64_t)v->usage),
-			 v->trigger.pid, sanitize__str(comm, sizeof(comm), v->trigger.comm[0] ?
-							v->trigger.comm : "?"));
+			 v->trigger.pid, sanitize__str(name2, sizeof(name2), v->trigger.comm ?
+							  v->trigger.comm : "?"));
 		break;
 	case VERDICT_OOM_GLOBAL:
 		snprintf(buf, len, "oom_global: the kernel OOM killer, the node out of memory, "
 			 "triggered by %u (%s)", v->trigger.pid,
-			 sanitize__str(comm, sizeof(comm), v->trigger.comm[0] ? v->trigger.comm : "?"));
+			 sanitize__str(name2, sizeof(name2), v->trigger.comm ? v->trigger.comm : "?"));
 		break;
 	case VERDICT_SIGNAL:
 		if (v->has_sigterm_before)
 			snprintf(term, sizeof(term), "SIGTERM %llu ms before",
 				 (unsigned long long)v->sigterm_before_ms);
 		snprintf(buf, len, "signal: SIGKILL sent by %u (%s, cgroup %s), %s", v->sender.pid,
-			 sanitize__str(comm, sizeof(comm), v->sender.comm[0] ? v->sender.comm : "?"),
+			 sanitize__str(name2, sizeof(name2), v->sender.comm ? v->sender.comm : "?"),
 			 sanitize__str(name, sizeof(name), v->sender.cgroup ? v->sender.cgroup
 									    : "unknown"), term);
 		break;

@@ -38,7 +38,7 @@ enum verdict_cause { VERDICT_UNKNOWN, VERDICT_OOM_CGROUP, VERDICT_OOM_GLOBAL, VE
 /* A process a verdict names: the OOM's trigger, the signal's sender. */
 struct verdict_who {
 	uint32_t pid, ppid;
-	char comm[MEMTRAIL_COMM_LEN];
+	char *comm;			/* NULL: unknown */
 	char *cgroup;			/* NULL: unknown (the sender was gone) */
 	char *cmdline;
 };
