@@ -272,6 +272,7 @@ static void relist_due(struct devices *d)
 	size_t i;
 
 	d->due_lost = false;
+	d->n_due = 0;
 	for (i = 0; i < d->n_procs; i++) {
 		d->procs[i].listed = false;
 		if (d->procs[i].due_ms)

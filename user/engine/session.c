@@ -472,7 +472,6 @@ static void on_signal_event(struct session *s, const struct memtrail_event_signa
 					       "sender_comm", sanitize__json(comm)));
 }
 
-
 static void on_exit_event(struct session *s, const struct memtrail_event_exit *e)
 {
 	struct trail_target *tt = session__live(s, e->hdr.tgid);
