@@ -123,6 +123,16 @@ int schema__int(struct schema *s, json_t *o, const char *key, int flags, int64_t
 	return done(s, at, schema__is_int(s, m, min, max, v));
 }
 
+int schema__size(struct schema *s, json_t *o, const char *key, int flags, uint64_t *v)
+{
+	int64_t n;
+	int ret = schema__int(s, o, key, flags, 0, INT64_MAX, &n);
+
+	if (ret > 0 && v)
+		*v = (uint64_t)n;
+	return ret;
+}
+
 int schema__num(struct schema *s, json_t *o, const char *key, int flags, double min,
 		double max, double *v)
 {

@@ -41,6 +41,8 @@ int schema__fail(struct schema *s, const char *fmt, ...) __attribute__((format(p
  */
 int schema__int(struct schema *s, json_t *o, const char *key, int flags, int64_t min,
 		int64_t max, int64_t *v);
+/* A size or a count: an integer in [0, INT64_MAX]. */
+int schema__size(struct schema *s, json_t *o, const char *key, int flags, uint64_t *v);
 /* An integer or a real in [MIN, MAX]. */
 int schema__num(struct schema *s, json_t *o, const char *key, int flags, double min,
 		double max, double *v);

@@ -259,7 +259,6 @@ static int read_heap(struct schema *s, json_t *v, struct trail_heap *h)
 {
 	size_t at = schema__key(s, "heap"), i;
 	const char *mode = NULL;
-	int64_t n;
 
 	if (schema__str(s, v, "mode", SCHEMA_NEED, SIZE_MAX, &mode) < 0)
 		return -1;
@@ -273,22 +272,11 @@ static int read_heap(struct schema *s, json_t *v, struct trail_heap *h)
 	h->mode = (enum trail_heap_mode)i;
 	h->has_cost = json_object_get(v, "cost_per_hit_ns") != NULL;
 	h->has_target_cpu = json_object_get(v, "target_cpu_ms") != NULL;
-	if (schema__int(s, v, "sample_bytes", 0, 0, INT64_MAX, &n) < 0)
-		return -1;
-	h->sample_bytes = json_object_get(v, "sample_bytes") ? (uint64_t)n : 0;
-	n = 0;
-	if (schema__int(s, v, "probe_hits", 0, 0, INT64_MAX, &n) < 0)
-		return -1;
-	h->probe_hits = (uint64_t)n;
-	n = 0;
-	if (schema__int(s, v, "cycles", 0, 0, INT64_MAX, &n) < 0)
-		return -1;
-	h->cycles = (uint64_t)n;
-	n = 0;
-	if (schema__int(s, v, "cycles_spent", 0, 0, INT64_MAX, &n) < 0)
-		return -1;
-	h->cycles_spent = (uint64_t)n;
-	if (schema__bool(s, v, "inuse", 0, &h->inuse) < 0 ||
+	if (schema__size(s, v, "sample_bytes", 0, &h->sample_bytes) < 0 ||
+	    schema__size(s, v, "probe_hits", 0, &h->probe_hits) < 0 ||
+	    schema__size(s, v, "cycles", 0, &h->cycles) < 0 ||
+	    schema__size(s, v, "cycles_spent", 0, &h->cycles_spent) < 0 ||
+	    schema__bool(s, v, "inuse", 0, &h->inuse) < 0 ||
 	    schema__num(s, v, "coverage", 0, 0, 1, &h->coverage) < 0 ||
 	    schema__num(s, v, "cost_per_hit_ns", 0, 0, 1e12, &h->cost_per_hit_ns) < 0 ||
 	    schema__num(s, v, "probe_cost_ms", 0, 0, 1e18, &h->probe_cost_ms) < 0 ||
@@ -304,7 +292,7 @@ static int read_heap(struct schema *s, json_t *v, struct trail_heap *h)
 static int read_site(struct schema *s, json_t *v, struct trail_site *site)
 {
 	const char *kind = NULL;
-	int64_t seq = 0, n;
+	int64_t seq = 0;
 	json_t *frames, *fr;
 	size_t at, in, i;
 	int k;
@@ -328,17 +316,10 @@ static int read_site(struct schema *s, json_t *v, struct trail_site *site)
 	}
 	site->kind = k;
 	site->phase_seq = site->folded ? 0 : (uint32_t)seq;
-	if (schema__int(s, v, "alloc_bytes", SCHEMA_NEED, 0, INT64_MAX, &n) < 0)
+	if (schema__size(s, v, "alloc_bytes", SCHEMA_NEED, &site->alloc_bytes) < 0 ||
+	    schema__size(s, v, "inuse_bytes", 0, &site->inuse_bytes) < 0 ||
+	    schema__size(s, v, "samples", 0, &site->samples) < 0)
 		return -1;
-	site->alloc_bytes = (uint64_t)n;
-	n = 0;
-	if (schema__int(s, v, "inuse_bytes", 0, 0, INT64_MAX, &n) < 0)
-		return -1;
-	site->inuse_bytes = (uint64_t)n;
-	n = 0;
-	if (schema__int(s, v, "samples", 0, 0, INT64_MAX, &n) < 0)
-		return -1;
-	site->samples = (uint64_t)n;
 	at = schema__key(s, "frames");
 	json_array_foreach(frames, i, fr) {
 		struct trail_frame *f = trail_site__add_frame(site);

@@ -183,7 +183,7 @@ static int read_verdict(struct schema *s, json_t *o, struct verdict *v)
 {
 	const char *cause = NULL;
 	json_t *trigger, *sender;
-	int64_t n = 0;
+	int64_t n = -1;	/* sigterm_before_ms: none */
 	size_t i, at;
 
 	if (schema__is_object(s, o) < 0 ||
@@ -199,14 +199,9 @@ static int read_verdict(struct schema *s, json_t *o, struct verdict *v)
 	}
 	v->cause = (enum verdict_cause)i;
 	if (take_str(s, o, "cgroup", &v->cgroup) < 0 || take_str(s, o, "missing", &v->missing) < 0 ||
-	    schema__int(s, o, "limit", 0, 0, INT64_MAX, &n) < 0)
+	    schema__size(s, o, "limit", 0, &v->limit) < 0 ||
+	    schema__size(s, o, "usage", 0, &v->usage) < 0)
 		return -1;
-	v->limit = (uint64_t)n;
-	n = 0;
-	if (schema__int(s, o, "usage", 0, 0, INT64_MAX, &n) < 0)
-		return -1;
-	v->usage = (uint64_t)n;
-	n = -1;
 	if (schema__bool(s, o, "sigterm_first", 0, &v->sigterm_first) < 0 ||
 	    schema__int(s, o, "sigterm_before_ms", SCHEMA_NULL, 0, TRAIL_T_MS_MAX, &n) < 0)
 		return -1;
