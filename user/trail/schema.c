@@ -174,6 +174,19 @@ int schema__str(struct schema *s, json_t *o, const char *key, int flags, size_t 
 	return done(s, at, 1);
 }
 
+int schema__str_dup(struct schema *s, json_t *o, const char *key, int flags, size_t max_len,
+		    char **v)
+{
+	const char *str = NULL;
+	int ret = schema__str(s, o, key, flags, max_len, &str);
+
+	if (ret <= 0)
+		return ret;
+	if (!(*v = strdup(str)))
+		return schema__fail(s, "out of memory");
+	return 1;
+}
+
 int schema__bool(struct schema *s, json_t *o, const char *key, int flags, bool *v)
 {
 	size_t at;

@@ -49,6 +49,9 @@ int schema__num(struct schema *s, json_t *o, const char *key, int flags, double 
 /* A string of at most MAX_LEN bytes. */
 int schema__str(struct schema *s, json_t *o, const char *key, int flags, size_t max_len,
 		const char **v);
+/* The same, copied (malloc'd) into *V. */
+int schema__str_dup(struct schema *s, json_t *o, const char *key, int flags, size_t max_len,
+		    char **v);
 int schema__bool(struct schema *s, json_t *o, const char *key, int flags, bool *v);
 int schema__object(struct schema *s, json_t *o, const char *key, int flags, json_t **v);
 int schema__array(struct schema *s, json_t *o, const char *key, int flags, json_t **v);

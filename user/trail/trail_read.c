@@ -272,17 +272,13 @@ static int read_sites(struct schema *s, struct trail_target *tt, json_t *o)
 /* The strings a target and a verdict file share: comm at most as long as the kernel's. */
 static int read_names(struct schema *s, struct trail_target *tt, json_t *o)
 {
-	const char *comm = "?", *cmdline = NULL, *cgroup = NULL;
+	const char *comm = "?";
 
 	if (schema__str(s, o, "comm", 0, MEMTRAIL_COMM_LEN - 1, &comm) < 0 ||
-	    schema__str(s, o, "cmdline", OR_NULL, ANY_LEN, &cmdline) < 0 ||
-	    schema__str(s, o, "cgroup", OR_NULL, ANY_LEN, &cgroup) < 0)
+	    schema__str_dup(s, o, "cmdline", OR_NULL, ANY_LEN, &tt->cmdline) < 0 ||
+	    schema__str_dup(s, o, "cgroup", OR_NULL, ANY_LEN, &tt->cgroup) < 0)
 		return -1;
 	snprintf(tt->comm, sizeof(tt->comm), "%s", comm);
-	tt->cmdline = cmdline ? strdup(cmdline) : NULL;
-	tt->cgroup = cgroup ? strdup(cgroup) : NULL;
-	if ((cmdline && !tt->cmdline) || (cgroup && !tt->cgroup))
-		return schema__fail(s, "out of memory");
 	return 0;
 }
 

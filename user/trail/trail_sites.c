@@ -202,18 +202,6 @@ json_t *trail_sites__json(const struct trail_sites *ts)
 
 /* ---- the reader ---- */
 
-/* KEY of O, a string, copied into *OUT (NULL where absent): 0, or -1. */
-static int take_str(struct schema *s, json_t *o, const char *key, char **out)
-{
-	const char *v = NULL;
-
-	if (schema__str(s, o, key, 0, SIZE_MAX, &v) < 0)
-		return -1;
-	if (v && !(*out = strdup(v)))
-		return schema__fail(s, "out of memory");
-	return 0;
-}
-
 /* KEY of O, "0x" and hex digits, into *OUT; *HAS whether it is there. */
 static int take_hex(struct schema *s, json_t *o, const char *key, uint64_t *out, bool *has)
 {
@@ -246,11 +234,11 @@ int trail_frame__from_json(struct schema *s, json_t *v, struct trail_frame *fr)
 	if (schema__is_object(s, v) < 0 ||
 	    take_hex(s, v, "address", &fr->address, &fr->has_address) < 0 ||
 	    take_hex(s, v, "offset", &fr->offset, &has_offset) < 0 ||
-	    take_str(s, v, "function", &fr->function) < 0 ||
-	    take_str(s, v, "symbol", &fr->symbol) < 0 ||
-	    take_str(s, v, "module", &fr->module) < 0 ||
-	    take_str(s, v, "build_id", &fr->build_id) < 0 ||
-	    take_str(s, v, "source", &fr->source) < 0)
+	    schema__str_dup(s, v, "function", 0, SIZE_MAX, &fr->function) < 0 ||
+	    schema__str_dup(s, v, "symbol", 0, SIZE_MAX, &fr->symbol) < 0 ||
+	    schema__str_dup(s, v, "module", 0, SIZE_MAX, &fr->module) < 0 ||
+	    schema__str_dup(s, v, "build_id", 0, SIZE_MAX, &fr->build_id) < 0 ||
+	    schema__str_dup(s, v, "source", 0, SIZE_MAX, &fr->source) < 0)
 		return -1;
 	return 0;
 }
@@ -300,7 +288,7 @@ static int read_site(struct schema *s, json_t *v, struct trail_site *site)
 	if (schema__is_object(s, v) < 0 ||
 	    schema__str(s, v, "kind", SCHEMA_NEED, SIZE_MAX, &kind) < 0 ||
 	    schema__bool(s, v, "folded", 0, &site->folded) < 0 ||
-	    take_str(s, v, "phase", &site->phase) < 0 ||
+	    schema__str_dup(s, v, "phase", 0, SIZE_MAX, &site->phase) < 0 ||
 	    /* a folded site's phase is kept by name, a listed one's by its number */
 	    schema__int(s, v, "phase_seq", site->folded ? SCHEMA_NULL : SCHEMA_NEED, 0,
 			UINT32_MAX, &seq) < 0 ||

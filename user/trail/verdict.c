@@ -143,18 +143,6 @@ json_t *verdict__json(const struct verdict *v)
 	return o;
 }
 
-/* O's string KEY (NULL: absent or null) copied into *OUT: 0, or -1. */
-static int take_str(struct schema *s, json_t *o, const char *key, char **out)
-{
-	const char *v = NULL;
-
-	if (schema__str(s, o, key, SCHEMA_NULL, SIZE_MAX, &v) < 0)
-		return -1;
-	if (v && !(*out = strdup(v)))
-		return schema__fail(s, "out of memory");
-	return 0;
-}
-
 /* A trigger or sender: a signal's sender may be the kernel (0), a parent unknown. */
 static int read_who(struct schema *s, json_t *v, const char *key, struct verdict_who *w,
 		    json_t **obj)
@@ -169,9 +157,9 @@ static int read_who(struct schema *s, json_t *v, const char *key, struct verdict
 	at = schema__key(s, key);
 	if (schema__int(s, *obj, "pid", 0, 0, TRAIL_PID_MAX, &pid) < 0 ||
 	    schema__int(s, *obj, "ppid", 0, 0, TRAIL_PID_MAX, &ppid) < 0 ||
-	    take_str(s, *obj, "comm", &w->comm) < 0 ||
-	    take_str(s, *obj, "cgroup", &w->cgroup) < 0 ||
-	    take_str(s, *obj, "cmdline", &w->cmdline) < 0)
+	    schema__str_dup(s, *obj, "comm", SCHEMA_NULL, SIZE_MAX, &w->comm) < 0 ||
+	    schema__str_dup(s, *obj, "cgroup", SCHEMA_NULL, SIZE_MAX, &w->cgroup) < 0 ||
+	    schema__str_dup(s, *obj, "cmdline", SCHEMA_NULL, SIZE_MAX, &w->cmdline) < 0)
 		return -1;
 	w->pid = (uint32_t)pid;
 	w->ppid = (uint32_t)ppid;
@@ -198,7 +186,8 @@ static int read_verdict(struct schema *s, json_t *o, struct verdict *v)
 		return -1;
 	}
 	v->cause = (enum verdict_cause)i;
-	if (take_str(s, o, "cgroup", &v->cgroup) < 0 || take_str(s, o, "missing", &v->missing) < 0 ||
+	if (schema__str_dup(s, o, "cgroup", SCHEMA_NULL, SIZE_MAX, &v->cgroup) < 0 ||
+	    schema__str_dup(s, o, "missing", SCHEMA_NULL, SIZE_MAX, &v->missing) < 0 ||
 	    schema__size(s, o, "limit", 0, &v->limit) < 0 ||
 	    schema__size(s, o, "usage", 0, &v->usage) < 0)
 		return -1;
