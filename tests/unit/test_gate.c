@@ -96,6 +96,13 @@ static void start_command(struct gate **g, struct command *c)
 	assert_int_equal(gate__start(*g, c->pid), 0);
 }
 
+/* The command opens PATH (its open may wait at the gate). */
+static void command_opens(struct command *c, const char *path)
+{
+	assert_int_equal(write(c->to, path, strlen(path)), (ssize_t)strlen(path));
+}
+
+/* The command ends, then the gate closes (G NULL: closed already). */
 static void end_command(struct gate *g, struct command *c)
 {
 	int status;
@@ -147,7 +154,7 @@ static void elf_open_waits_for_memtrail(void **state)
 	(void)state;
 	start_command(&g, &c);
 	s.from = c.from;
-	assert_int_equal(write(c.to, elf_path, strlen(elf_path)), (ssize_t)strlen(elf_path));
+	command_opens(&c, elf_path);
 	/* the keeper hands the open over while the command waits in it */
 	assert_true(readable(gate__wake_fd(g), GUARD_MS));
 	gate__serve(g, look, &s);
@@ -175,7 +182,7 @@ static void other_files_pass(void **state)
 	(void)state;
 	start_command(&g, &c);
 	s.from = c.from;
-	assert_int_equal(write(c.to, text_path, strlen(text_path)), (ssize_t)strlen(text_path));
+	command_opens(&c, text_path);
 	expect_returned(&c);
 	gate__serve(g, look, &s);
 	assert_int_equal(s.calls, 0);
@@ -226,7 +233,7 @@ static void idle_memtrail_lets_go(void **state)
 	(void)state;
 	start_command(&g, &c);
 	s.from = c.from;
-	assert_int_equal(write(c.to, elf_path, strlen(elf_path)), (ssize_t)strlen(elf_path));
+	command_opens(&c, elf_path);
 	/* no serve: the test sleeps in poll, as a stopped memtrail would */
 	expect_returned(&c);
 	gate__serve(g, look, &s);
@@ -240,19 +247,15 @@ static void close_lets_waiting_opens_go(void **state)
 {
 	struct command c;
 	struct gate *g;
-	int status;
 
 	(void)state;
 	start_command(&g, &c);
-	assert_int_equal(write(c.to, elf_path, strlen(elf_path)), (ssize_t)strlen(elf_path));
+	command_opens(&c, elf_path);
 	assert_true(readable(gate__wake_fd(g), GUARD_MS));
 	assert_false(readable(c.from, 0));
 	gate__close(g);
 	expect_returned(&c);
-	close(c.to);
-	assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	close(c.from);
+	end_command(NULL, &c);
 }
 
 static int setup(void **state)

@@ -469,6 +469,9 @@ void heap__scan(struct heap *h, uint32_t pid)
 	fclose(f);
 }
 
+static void sampling_now(struct heap *h, struct heap_proc *p, uint32_t pid,
+			 struct trail_heap *out);
+
 void heap__forget(struct heap *h, uint32_t pid)
 {
 	struct heap_proc *p = proc_get(h, pid, false);
@@ -478,7 +481,8 @@ void heap__forget(struct heap *h, uint32_t pid)
 		return;
 	if (!array__grow((void **)&h->done, &h->cap_done, h->n_done + 1, sizeof(*h->done))) {
 		h->done[h->n_done].pid = pid;
-		heap__sampling(h, pid, &h->done[h->n_done++].sampling);
+		sampling_now(h, p, pid, &h->done[h->n_done].sampling);
+		h->n_done++;
 	}
 	for (i = 0; i < p->n_links; i++)
 		link_detach(&p->links[i]);

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
 #include "demangle.h"
 #include "sites_int.h"
 
@@ -135,7 +134,9 @@ static void frame_fill(struct sites *s, const struct frame *f, bool return_addre
 	if (m->build_id[0])
 		fr->build_id = strdup(m->build_id);
 	e = m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
-	for (i = 0; e && !elf_getphdrnum(e, &nph) && i < nph; i++) {
+	if (!e || elf_getphdrnum(e, &nph))
+		nph = 0;
+	for (i = 0; i < nph; i++) {
 		GElf_Phdr ph;
 
 		if (!gelf_getphdr(e, i, &ph) || ph.p_type != PT_LOAD ||
