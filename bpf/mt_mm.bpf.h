@@ -8,6 +8,7 @@
 
 #include "mt_phase.bpf.h"
 
+/*
  * The state of address space MM, owned by TGID. An entry another process
  * left is stale: its mm was freed without an end memtrail saw (a target
  * forgotten by user space while it lived, as --heap's timing child is) and

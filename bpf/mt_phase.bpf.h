@@ -44,6 +44,4 @@ static __always_inline bool phase_switch(__u32 tgid, const char *name)
 	return true;
 }
 
-/*
-
 #endif /* MT_PHASE_BPF_H */
