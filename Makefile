@@ -203,6 +203,15 @@ $(OUT)/workloads/unload: private CFLAGS_EXTRA := -fno-omit-frame-pointer
 $(OUT)/workloads/stacks: private CFLAGS_EXTRA := -fno-omit-frame-pointer -fno-optimize-sibling-calls
 $(OUT)/workloads/unload: | $(PLUGIN)
 
+# chains without frame pointers (--unwind dwarf), one through a dlopen()ed library
+DEEPLIB := $(OUT)/workloads/lib/libdeeplib.so
+$(DEEPLIB): tests/workloads/lib/deeplib.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -fPIC -shared -fomit-frame-pointer $(WARNINGS) -o $@ $<
+$(OUT)/workloads/deep: private CFLAGS_EXTRA := -O2 -fomit-frame-pointer
+$(OUT)/workloads/deep: | $(DEEPLIB)
+
 # nvcc's static cudart leaves cudaMalloc and friends as local symbols of the
 # executable: check that they are, under their exact names (no clones)
 $(OUT)/workloads/static_cudart: private POSTLINK = for s in cudaMalloc cudaFree cudaMallocHost cudaFreeHost; do \

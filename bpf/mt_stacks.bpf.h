@@ -113,6 +113,61 @@ static __always_inline __u64 leaf_caller(void)
 #endif
 }
 
+/*
+ * A deep sample's user registers (DWARF numbering) and the top of its stack,
+ * from REGS (a uprobe's context, or the task's saved user registers) into E.
+ * The stack is read from its pointer up to MEMTRAIL_DEEP_STACK_BYTES, or to
+ * the last page that can be read (a shallow stack ends below that).
+ */
+static __always_inline void deep_fill(struct memtrail_event_deep *e, struct pt_regs *regs)
+{
+	__u64 sp, first;
+	__u32 len;
+	int i;
+
+#if defined(__TARGET_ARCH_x86)
+	e->regs[0] = BPF_CORE_READ(regs, ax);
+	e->regs[1] = BPF_CORE_READ(regs, dx);
+	e->regs[2] = BPF_CORE_READ(regs, cx);
+	e->regs[3] = BPF_CORE_READ(regs, bx);
+	e->regs[4] = BPF_CORE_READ(regs, si);
+	e->regs[5] = BPF_CORE_READ(regs, di);
+	e->regs[6] = BPF_CORE_READ(regs, bp);
+	e->regs[7] = BPF_CORE_READ(regs, sp);
+	e->regs[8] = BPF_CORE_READ(regs, r8);
+	e->regs[9] = BPF_CORE_READ(regs, r9);
+	e->regs[10] = BPF_CORE_READ(regs, r10);
+	e->regs[11] = BPF_CORE_READ(regs, r11);
+	e->regs[12] = BPF_CORE_READ(regs, r12);
+	e->regs[13] = BPF_CORE_READ(regs, r13);
+	e->regs[14] = BPF_CORE_READ(regs, r14);
+	e->regs[15] = BPF_CORE_READ(regs, r15);
+	e->regs[16] = BPF_CORE_READ(regs, ip);
+	sp = e->regs[7];
+#elif defined(__TARGET_ARCH_arm64)
+	bpf_probe_read_kernel(e->regs, 31 * sizeof(__u64), &regs->regs[0]);
+	e->regs[31] = BPF_CORE_READ(regs, sp);
+	e->regs[32] = BPF_CORE_READ(regs, pc);
+	sp = e->regs[31];
+#else
+	sp = 0;
+#endif
+	e->stack_len = 0;
+	if (!sp)
+		return;
+	/* the whole window, else to the end of its first page and whole pages after it */
+	first = 4096 - (sp & 4095);
+	for (i = 4; i > 0; i--) {
+		len = first + (__u32)(i - 1) * 4096;
+		if (len > MEMTRAIL_DEEP_STACK_BYTES)
+			len = MEMTRAIL_DEEP_STACK_BYTES;
+		if (!bpf_probe_read_user(e->stack, len, (const void *)sp)) {
+			e->stack_len = len;
+			return;
+		}
+	}
+}
+
 /* Add an allocation (BYTES > 0) or the free of one (BYTES < 0) to a site. */
 static __always_inline void site_add_at(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
 					__u64 caller, __s64 bytes, __u64 objects, bool sampled)

@@ -20,6 +20,8 @@ const volatile __u32 heap_track = 1;
 const volatile __u64 heap_sample = 0;
 /* heap: an overhead budget's windows, watched per hit (else one lookup a hit saved) */
 const volatile __u32 heap_budget = 0;
+/* heap: sampled allocations are deep samples, unwound in user space (--unwind dwarf) */
+const volatile __u32 heap_deep = 0;
 /* faults: one user fault in this many has its stack taken */
 const volatile __u32 fault_sample = 1;
 
@@ -115,6 +117,7 @@ static __always_inline void heap_alloc(void *ctx, struct memtrail_target *t, __u
 	struct memtrail_addr_key key = { .tgid = tgid, .addr = ptr };
 	struct memtrail_heap_alloc a = { .size = size, .phase = t->phase,
 					 .stack = MEMTRAIL_STACK_NONE };
+	struct memtrail_event_deep *e = NULL;
 	bool sampled = false;
 
 	if (!ptr)
@@ -128,16 +131,44 @@ static __always_inline void heap_alloc(void *ctx, struct memtrail_target *t, __u
 		a.weight = heap_sample;
 		a.objects = size ? MEMTRAIL_OBJ_ONE * heap_sample / size : MEMTRAIL_OBJ_ONE;
 	}
-	if (sampled)
+	/*
+	 * A deep sample is reserved before the allocation is kept, so that the
+	 * record of its free, reserved later, is read after it; the ring
+	 * buffer full, it gets the frame-pointer stack instead.
+	 */
+	if (sampled && heap_deep) {
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			count_lost(MEMTRAIL_LOST_DEEP);
+		} else {
+			e->hdr.type = MEMTRAIL_EV_DEEP;
+			e->hdr.tgid = tgid;
+			e->hdr.ts_ns = bpf_ktime_get_ns();
+			a.stack = MEMTRAIL_STACK_DEEP;
+			e->tid = (__u32)bpf_get_current_pid_tgid();
+			e->kind = MEMTRAIL_KIND_HEAP;
+			e->phase = a.phase;
+			e->objects = a.objects;
+			e->addr = ptr;
+			e->weight = a.weight;
+			e->tracked = heap_track;
+			deep_fill(e, ctx);
+		}
+	}
+	if (sampled && !e)
 		a.stack = site_stack(ctx);
 	if (heap_track) {
 		if (bpf_map_update_elem(&heap_allocs, &key, &a, BPF_ANY)) {
+			if (e)
+				bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
 			count_lost(MEMTRAIL_LOST_HEAP);
 			return;
 		}
 		account(t, tgid, MEMTRAIL_KIND_HEAP, size);
 	}
-	if (sampled)
+	if (e)
+		event_submit(e, false);
+	else if (sampled)
 		site_add(tgid, a.phase, MEMTRAIL_KIND_HEAP, a.stack, a.weight, a.objects, true);
 }
 
@@ -156,9 +187,18 @@ static __always_inline void heap_free(struct memtrail_target *t, __u32 tgid, __u
 	if (bpf_map_delete_elem(&heap_allocs, &key))
 		return;
 	account(t, tgid, MEMTRAIL_KIND_HEAP, -(__s64)a.size);
-	if (a.weight)
+	if (a.stack == MEMTRAIL_STACK_DEEP) {
+		struct memtrail_event_deep_free *e;
+
+		e = event_reserve(sizeof(*e), MEMTRAIL_EV_DEEP_FREE, tgid);
+		if (e) {
+			e->addr = ptr;
+			event_submit(e, false);
+		}
+	} else if (a.weight) {
 		site_add(tgid, a.phase, MEMTRAIL_KIND_HEAP, a.stack, -(__s64)a.weight, a.objects,
 			 false);
+	}
 }
 
 static __always_inline int heap_entry(struct pt_regs *ctx, __u32 op)

@@ -87,6 +87,7 @@ enum memtrail_lost {
 	MEMTRAIL_LOST_HEAP,		/* heap map full: an allocation went uncounted */
 	MEMTRAIL_LOST_SCOPES,		/* scope_stacks full, or a thread deeper than MEMTRAIL_SCOPE_DEPTH */
 	MEMTRAIL_LOST_MAPS,		/* a code-mappings read by BPF refused (mmap lock busy): retried */
+	MEMTRAIL_LOST_DEEP,		/* a deep sample found no room: walked by frame pointers instead */
 	/* runs of memtrail's programs the kernel skipped (recursion_misses): user space counts these */
 	MEMTRAIL_LOST_SKIPPED,
 	MEMTRAIL_LOST_MAX,
@@ -187,6 +188,8 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_DEVICE_TOTAL,/* a runtime told a target a device's memory size */
 	MEMTRAIL_EV_LIB_NEW,	/* a target mapped executable a file not seen before */
 	MEMTRAIL_EV_MAP,	/* one of a target's executable file mappings, read in BPF */
+	MEMTRAIL_EV_DEEP,	/* a sampled allocation with its registers and stack top */
+	MEMTRAIL_EV_DEEP_FREE,	/* the free of an allocation told by MEMTRAIL_EV_DEEP */
 };
 
 enum memtrail_target_reason {
@@ -498,6 +501,35 @@ struct memtrail_map_range {
 	__u32 phase;
 	__s32 stack;
 	__u64 caller;
+};
+
+/*
+ * Deep stacks (--unwind dwarf): BPF copies a sampled allocation's user
+ * registers and the top of its thread's stack; user space unwinds them by
+ * the binaries' call-frame information, through code built without frame
+ * pointers, and keeps the allocation's site itself (its free is told too).
+ */
+#define MEMTRAIL_STACK_DEEP (-2)	/* heap_allocs: the site is user space's */
+#define MEMTRAIL_DEEP_STACK_BYTES 16384	/* of the user stack, from its pointer up */
+#define MEMTRAIL_DEEP_REGS 33		/* DWARF numbering (x86-64: 0-16, rip 16; arm64: x0-x30, sp, pc) */
+
+struct memtrail_event_deep {
+	struct memtrail_event_hdr hdr;
+	__u32 tid;
+	__u32 kind;	/* enum memtrail_kind */
+	__u32 phase;
+	__u32 objects;	/* allocations it stands for, 1/MEMTRAIL_OBJ_ONE */
+	__u64 addr;	/* the allocation, the key of its free */
+	__u64 weight;	/* bytes it stands for */
+	__u64 regs[MEMTRAIL_DEEP_REGS];
+	__u32 stack_len;	/* bytes of stack[] read, from regs' stack pointer */
+	__u32 tracked;	/* its free will be told (live allocations are kept) */
+	__u8 stack[MEMTRAIL_DEEP_STACK_BYTES];
+};
+
+struct memtrail_event_deep_free {
+	struct memtrail_event_hdr hdr;
+	__u64 addr;
 };
 
 /* The malloc family: what each probed function does with its arguments (cookie op). */

@@ -30,6 +30,7 @@
 #include "phase.h"
 #include "proc.h"
 #include "session.h"
+#include "sites.h"
 #include "statusline.h"
 #include "table.h"
 #include "tracer.h"
@@ -229,6 +230,8 @@ struct record_opts {
 	bool quiet;
 	bool no_sites;
 	bool heap;
+	bool heap_sample_given;
+	bool deep;
 	bool faults;
 	uint32_t fault_sample;
 	uint32_t stacks;
@@ -306,7 +309,27 @@ static int opt_heap_sample(void *base, const char *arg)
 		return -EINVAL;
 	}
 	o->heap_cfg.sample_bytes = v;
+	o->heap_sample_given = true;
 	o->heap = true;
+	return 0;
+}
+
+/* --unwind dwarf's sampling unless --heap-sample says: a stack copy costs about 16 KiB */
+#define DEEP_SAMPLE_DEFAULT 262144
+
+static int opt_unwind(void *base, const char *arg)
+{
+	struct record_opts *o = base;
+
+	if (!strcmp(arg, "dwarf")) {
+		o->deep = true;
+		o->heap = true;
+	} else if (!strcmp(arg, "fp")) {
+		o->deep = false;
+	} else {
+		log__error("invalid --unwind '%s': give dwarf or fp", arg);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -380,6 +403,12 @@ static const struct opt site_rows[] = {
 		   "implies --heap: take a stack for about one allocation per BYTES allocated, "
 		   "weighted, 0..2^40 (default 0: every allocation); every call still traps: it "
 		   "saves the stack only"),
+	OPT_ROW_FN("unwind", 0, "MODE", opt_unwind,
+		   "how heap sites' stacks are walked: fp (frame pointers, in the kernel; the "
+		   "default) or dwarf (implies --heap: the binaries' call-frame information, "
+		   "through code built without frame pointers: BPF copies each sampled "
+		   "allocation's registers and the top 16 KiB of its stack, memtrail unwinds "
+		   "them; --heap-sample defaults to " OPT_XSTR(DEEP_SAMPLE_DEFAULT) " then)"),
 	OPT_ROW_FN("overhead-budget", 0, "PCT", opt_overhead_budget,
 		   "implies --heap: attach the heap probes in windows so that their measured "
 		   "cost stays within PCT% of each target's CPU time, 0.1..100; a window opens "
@@ -454,6 +483,8 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		return err;
 	if (first < argc)
 		o->cmd = &argv[first];
+	if (o->deep && !o->heap_sample_given)
+		o->heap_cfg.sample_bytes = DEEP_SAMPLE_DEFAULT;
 	modes = cmdopts__target_modes(&o->t) + !!o->cmd;
 	if (modes != 1) {
 		opts__usage_error("record", "%s: give one of --pid, --cgroup, --comm, --all or -- CMD",
@@ -536,6 +567,7 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg)
 		.heap_track = o->heap && o->heap_cfg.budget_pct <= 0,
 		.heap_sample = o->heap_cfg.sample_bytes,
 		.heap_budget = o->heap && o->heap_cfg.budget_pct > 0,
+		.heap_deep = o->deep,
 	};
 	cfg->rules = o->rules;
 	cfg->n_rules = o->n_rules;
@@ -573,6 +605,18 @@ static int record_turn(void *ctx, uint64_t now)
 	return now >= r->grace_end;
 }
 
+/* What --unwind dwarf's samples gave: how many chains reached their thread's first frame. */
+static void say_deep(const struct sites_deep_stats *d)
+{
+	if (!d->samples)
+		return;
+	log__info("deep stacks: %llu sample%s unwound, %.1f%% to the thread's first frame; "
+		  "%llu stopped at code without call-frame information (JIT code, a file not "
+		  "read), %llu at the end of the stack copy", (unsigned long long)d->samples,
+		  d->samples == 1 ? "" : "s", 100.0 * d->complete / d->samples,
+		  (unsigned long long)d->cut_code, (unsigned long long)d->cut_stack);
+}
+
 static int finish(struct record *r, const struct record_opts *o, char *output)
 {
 	struct trail *t = &r->s.trail;
@@ -601,6 +645,8 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 			  t->lost[MEMTRAIL_LOST_STACKS] == 1 ? "" : "s", had, (unsigned long long)more,
 			  (unsigned long long)(more * TRACER_STACK_BYTES >> 20));
 	}
+	if (o->deep && r->s.sites)
+		say_deep(sites__deep_stats(r->s.sites));
 	if (!o->quiet && !session__stop_again) {
 		table__print_summary(stdout, t);
 		table__print_phases(stdout, t);

@@ -581,6 +581,17 @@ int session__on_event(void *ctx, const void *data, size_t size)
 		if (s->sites && size >= sizeof(struct memtrail_event_map))
 			sites__add_map(s->sites, data);
 		break;
+	/* only a target's: not the heap probes' timing child, which is forgotten */
+	case MEMTRAIL_EV_DEEP:
+		if (s->sites && size >= sizeof(struct memtrail_event_deep) &&
+		    session__live(s, h->tgid))
+			sites__deep(s->sites, data);
+		break;
+	case MEMTRAIL_EV_DEEP_FREE:
+		if (s->sites && size >= sizeof(struct memtrail_event_deep_free) &&
+		    session__live(s, h->tgid))
+			sites__deep_free(s->sites, data);
+		break;
 	}
 	return 0;
 }

@@ -42,7 +42,7 @@ struct stack *sites_stack_find(struct sites *s, uint32_t pid, int32_t id)
 	return found ? *(struct stack **)found : NULL;
 }
 
-static void frame_resolve(const struct pid_maps *pm, uint64_t addr, struct frame *fr)
+void sites_frame_resolve(const struct pid_maps *pm, uint64_t addr, struct frame *fr)
 {
 	size_t j;
 
@@ -95,7 +95,7 @@ static bool after_call(const struct module *m, uint64_t off)
 }
 
 /* Whether OFF of M can be a return address: just after a call (true when M cannot be read). */
-static bool return_address_ok(const struct module *m, uint64_t off)
+bool sites_return_address_ok(const struct module *m, uint64_t off)
 {
 	GElf_Addr bias;
 	size_t size = 0;
@@ -131,7 +131,7 @@ static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
 	st->id = id;
 	st->n = n;
 	for (i = 0; i < n; i++)
-		frame_resolve(pm, ips[i], &st->frames[i]);
+		sites_frame_resolve(pm, ips[i], &st->frames[i]);
 	/*
 	 * A walk by frame pointers through code built without them reads
 	 * whatever the register held: no frame is shown past one that is in no
@@ -141,7 +141,7 @@ static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
 		const struct frame *fr = &st->frames[i];
 
 		if (fr->module == -2 || (i > 0 && fr->module >= 0 &&
-					 !return_address_ok(&s->modules[fr->module], fr->offset))) {
+					 !sites_return_address_ok(&s->modules[fr->module], fr->offset))) {
 			st->n = i;
 			st->truncated = true;
 			break;
@@ -160,7 +160,7 @@ static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
  * the target's mappings now, once a harvest, while it lives). NULL when
  * out of memory.
  */
-static struct site *site_entry(struct sites *s, const struct memtrail_site_key *k)
+struct site *sites_entry(struct sites *s, const struct memtrail_site_key *k)
 {
 	struct site probe = { .key = *k }, *e;
 	struct pid_maps *pm;
@@ -195,7 +195,7 @@ static struct site *site_entry(struct sites *s, const struct memtrail_site_key *
 	e->resolved = true;
 	e->caller.module = -2;
 	if (k->caller) {
-		frame_resolve(pm, k->caller, &e->caller);
+		sites_frame_resolve(pm, k->caller, &e->caller);
 		if (e->caller.module < 0 || !after_call(&s->modules[e->caller.module],
 							 e->caller.offset))
 			e->caller.module = -2;
@@ -203,7 +203,7 @@ static struct site *site_entry(struct sites *s, const struct memtrail_site_key *
 	return e;
 }
 
-static void site_remove(struct sites *s, struct site *e)
+void sites_remove(struct sites *s, struct site *e)
 {
 	size_t i;
 
@@ -222,7 +222,7 @@ static void site_remove(struct sites *s, struct site *e)
  * listed neither among the first nor the recent phases of the trail, so
  * its sites join those of its name, as the phase joined its aggregate.
  */
-static bool site_folds(struct sites *s, uint32_t pid, uint32_t seq)
+bool sites_folds(struct sites *s, uint32_t pid, uint32_t seq)
 {
 	const struct trail_target *tt = s->trail ? trail__find_target(s->trail, pid) :
 				       NULL;
@@ -239,14 +239,23 @@ static void on_site(void *ctx, const struct memtrail_site_key *k, const struct m
 
 	if (s->only && !array__u32_has(s->only, s->n_only, k->tgid))
 		return;
-	if (site_folds(s, k->tgid, k->phase)) {
+	if (sites_folds(s, k->tgid, k->phase)) {
 		if (!array__grow((void **)&s->fold, &s->cap_fold, s->n_fold + 1, sizeof(*s->fold)))
 			s->fold[s->n_fold++] = *k;
 		return;
 	}
-	e = site_entry(s, k);
+	e = sites_entry(s, k);
 	if (e)
 		e->v = *v;	/* the kernel's figures are cumulative */
+}
+
+struct memtrail_site_key sites_folded_key(struct sites *s, const struct memtrail_site_key *k)
+{
+	const struct trail_target *tt = trail__find_target(s->trail, k->tgid);
+	struct memtrail_site_key fk = *k;
+
+	fk.phase = SITE_FOLDED | (uint16_t)tt->phases.agg_of[k->phase];
+	return fk;
 }
 
 /*
@@ -256,16 +265,15 @@ static void on_site(void *ctx, const struct memtrail_site_key *k, const struct m
  */
 static void fold(struct sites *s, const struct memtrail_site_key *k)
 {
-	const struct trail_target *tt = trail__find_target(s->trail, k->tgid);
-	struct memtrail_site_key fk = *k;
+	struct memtrail_site_key fk;
 	struct site probe = { .key = *k }, *e;
 	struct memtrail_site v;
 	void *found;
 
 	if (tracer__site_take(s->tracer, k, &v))
 		return;
-	fk.phase = SITE_FOLDED | (uint16_t)tt->phases.agg_of[k->phase];
-	e = site_entry(s, &fk);
+	fk = sites_folded_key(s, k);
+	e = sites_entry(s, &fk);
 	if (e) {
 		e->v.alloc_bytes += v.alloc_bytes;
 		e->v.alloc_objects += v.alloc_objects;
@@ -275,7 +283,7 @@ static void fold(struct sites *s, const struct memtrail_site_key *k)
 	}
 	found = tfind(&probe, &s->site_index, site_cmp);
 	if (found)
-		site_remove(s, *(struct site **)found);
+		sites_remove(s, *(struct site **)found);
 }
 
 void sites__harvest(struct sites *s)
@@ -287,6 +295,7 @@ void sites__harvest(struct sites *s)
 	tracer__sites(s->tracer, on_site, s);
 	for (i = 0; i < s->n_fold; i++)
 		fold(s, &s->fold[i]);
+	sites_deep_fold(s);
 }
 
 /* What is kept here of PID (the kernel's part aside). */
@@ -295,6 +304,7 @@ static void forget(struct sites *s, uint32_t pid)
 	struct pid_maps *p = sites_pid_maps_get(s, pid, false);
 	size_t i, n;
 
+	sites_deep_forget(s, pid);	/* first: its index holds the stacks freed below */
 	for (i = 0; i < s->n_list;) {
 		if (s->list[i]->key.tgid == pid) {
 			tdelete(s->list[i], &s->site_index, site_cmp);
@@ -367,6 +377,7 @@ void sites__destroy(struct sites *s)
 		if (m->dwfl)
 			dwfl_end(m->dwfl);
 	}
+	sites_deep_destroy(s);
 	free(s->modules);
 	tdestroy(s->stack_index, no_free);
 	tdestroy(s->site_index, no_free);

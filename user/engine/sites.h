@@ -19,6 +19,15 @@
 
 struct sites;
 
+/* Deep samples (--unwind dwarf): what their unwinding gave. */
+struct sites_deep_stats {
+	uint64_t samples;	/* allocations told with their stack top */
+	uint64_t complete;	/* unwound to the thread's first frame */
+	uint64_t cut_code;	/* stopped at code with no call-frame information or no file */
+	uint64_t cut_stack;	/* stopped where the stack copy ended */
+	uint64_t frees;		/* their frees told */
+};
+
 /* TRAIL: its targets' phases, so that sites of folded phases fold by name. */
 int sites__open(struct sites **out, struct tracer *t, struct trail *trail);
 void sites__destroy(struct sites *s);
@@ -48,6 +57,14 @@ void sites__fork(struct sites *s, uint32_t parent, uint32_t child);
  * named from TT. NULL when it has none (or memory ran out).
  */
 struct trail_sites *sites__collect(struct sites *s, const struct trail_target *tt);
+/*
+ * A deep sample (BPF's registers and stack top of an allocation): unwound by
+ * the call-frame information of the files the target maps, its bytes added
+ * to the site of that chain; its free, taken off again.
+ */
+void sites__deep(struct sites *s, const struct memtrail_event_deep *e);
+void sites__deep_free(struct sites *s, const struct memtrail_event_deep_free *e);
+const struct sites_deep_stats *sites__deep_stats(const struct sites *s);
 /* Called with each retiring pid while its sites are still here (sites__collect). */
 typedef void (*sites_retire_fn)(void *ctx, uint32_t pid);
 /*

@@ -91,6 +91,26 @@ static struct modsym *module_sym(struct module *m, GElf_Addr addr)
 	return NULL;
 }
 
+bool sites_module_addr(const struct module *m, uint64_t off, GElf_Addr *addr)
+{
+	GElf_Addr bias;
+	size_t i, nph;
+	Elf *e = m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
+
+	if (!e || elf_getphdrnum(e, &nph))
+		return false;
+	for (i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(e, i, &ph) || ph.p_type != PT_LOAD ||
+		    off < ph.p_offset || off >= ph.p_offset + ph.p_filesz)
+			continue;
+		*addr = off - ph.p_offset + ph.p_vaddr + bias;
+		return *addr != 0;
+	}
+	return false;
+}
+
 /* The function at LOOKUP in M (a module-relative address) into FR, with its source line. */
 static void frame_name(struct module *m, GElf_Addr lookup, struct trail_frame *fr)
 {
@@ -118,9 +138,7 @@ static void frame_fill(struct sites *s, const struct frame *f, bool return_addre
 		       struct trail_frame *fr)
 {
 	struct module *m;
-	GElf_Addr bias, lookup = 0;
-	size_t i, nph;
-	Elf *e;
+	GElf_Addr lookup = 0;
 
 	fr->has_address = true;
 	fr->address = f->addr;
@@ -133,19 +151,7 @@ static void frame_fill(struct sites *s, const struct frame *f, bool return_addre
 	fr->offset = f->offset;
 	if (m->build_id[0])
 		fr->build_id = strdup(m->build_id);
-	e = m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
-	if (!e || elf_getphdrnum(e, &nph))
-		nph = 0;
-	for (i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(e, i, &ph) || ph.p_type != PT_LOAD ||
-		    f->offset < ph.p_offset || f->offset >= ph.p_offset + ph.p_filesz)
-			continue;
-		lookup = f->offset - ph.p_offset + ph.p_vaddr + bias;
-		break;
-	}
-	if (!lookup) {
+	if (!sites_module_addr(m, f->offset, &lookup)) {
 		fr->function = strdup("[unknown]");
 		return;
 	}
@@ -167,14 +173,16 @@ static void site_frames(struct sites *s, uint32_t pid, const struct site *e,
 			struct trail_site *site)
 {
 	const struct memtrail_site_key *k = &e->key;
-	const struct stack *st = k->stack >= 0 ? sites_stack_find(s, pid, k->stack) : NULL;
+	const struct stack *st = k->stack >= 0 || site_deep(k->stack) ?
+				 sites_stack_find(s, pid, k->stack) : NULL;
 	struct trail_frame *fr;
 	uint32_t i;
 
 	if (!st || !st->n) {
 		fr = trail_site__add_frame(site);
 		if (fr)
-			fr->function = strdup(k->stack >= 0 ? "[unknown]" : "[no stack]");
+			fr->function = strdup(k->stack >= 0 || site_deep(k->stack) ? "[unknown]" :
+					      "[no stack]");
 		return;
 	}
 	site->frames_truncated = st->truncated;

@@ -57,6 +57,16 @@ struct frame {
 	uint64_t offset;	/* file offset */
 };
 
+/*
+ * Stacks user space unwound itself (deep samples, sites_deep.c) have ids of
+ * their own, below the kernel's none (-1) and deep (-2) marks.
+ */
+#define SITE_DEEP_ID(n) (-3 - (int32_t)(n))
+static inline bool site_deep(int32_t id)
+{
+	return id <= -3;
+}
+
 struct stack {
 	uint32_t pid;
 	int32_t id;
@@ -78,6 +88,7 @@ struct site {
 struct pid_maps {
 	uint32_t pid;
 	uint64_t gen;	/* the harvest that read them last */
+	uint64_t reread;	/* 1 + the harvest a deep sample last read them again in */
 	struct map {
 		unsigned long long start, end, pgoff;
 		int32_t module;	/* -1: anonymous */
@@ -114,10 +125,34 @@ struct sites {
 		uint64_t dev, ino;
 	} told[TOLD_MAX];
 	size_t n_told;
+	/* deep samples (sites_deep.c): stacks by content, live allocations by address */
+	void *deep_index;
+	void *deep_allocs;
+	uint32_t deep_next;		/* stacks made so far: the next one's id */
+	struct sites_deep_stats deep;
 	/* while retiring (sites__retire): the pids whose sites are read, sorted; NULL: all */
 	const uint32_t *only;
 	size_t n_only;
 };
+
+/* The module address (libdw's) of file offset OFF of M: false where no segment holds it. */
+bool sites_module_addr(const struct module *m, uint64_t off, GElf_Addr *addr);
+/* The user-space entry of site key K, made if new (sites.c); NULL: out of memory. */
+struct site *sites_entry(struct sites *s, const struct memtrail_site_key *k);
+/* Drop entry E (sites.c). */
+void sites_remove(struct sites *s, struct site *e);
+/* Whether a site of phase SEQ of PID folds into its name's (sites.c). */
+bool sites_folds(struct sites *s, uint32_t pid, uint32_t seq);
+/* The folded key of K (its phase's aggregate), for a K of a phase that folds. */
+struct memtrail_site_key sites_folded_key(struct sites *s, const struct memtrail_site_key *k);
+/* ADDR in PM as a frame (module and file offset, or none). */
+void sites_frame_resolve(const struct pid_maps *pm, uint64_t addr, struct frame *fr);
+/* Whether OFF of M can be a return address (just after a call; true where M cannot be read). */
+bool sites_return_address_ok(const struct module *m, uint64_t off);
+/* Deep sites of phases that now fold, folded (sites__harvest); PID's deep state dropped. */
+void sites_deep_fold(struct sites *s);
+void sites_deep_forget(struct sites *s, uint32_t pid);
+void sites_deep_destroy(struct sites *s);
 
 /* PID's mappings as kept (sites_maps.c); with CREATE, made empty where none are. NULL: none. */
 struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create);

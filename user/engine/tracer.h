@@ -32,12 +32,15 @@ struct tracer_sites {
 	bool heap_track;	/* keep every live allocation: exact heap levels and in-use */
 	uint64_t heap_sample;	/* sampling rate in bytes, 0: every allocation */
 	bool heap_budget;	/* an overhead budget: tell user space when a window is spent */
+	bool heap_deep;		/* sampled allocations unwound in user space (sites__deep) */
 	uint32_t stacks;	/* distinct stacks kept; 0: TRACER_STACKS (with heap _HEAP) */
 };
 
 /* Distinct stacks kept by default: a malloc-heavy program (import torch) has tens of thousands */
 #define TRACER_STACKS 16384
 #define TRACER_STACKS_HEAP 131072
+/* The ring buffer's size under --unwind dwarf (1 MiB otherwise) */
+#define TRACER_RING_DEEP (16 << 20)
 /* Kernel memory per stack kept (both tables' elements), allocated as stacks are seen */
 #define TRACER_STACK_BYTES 1024
 

@@ -270,6 +270,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->heap_track = cfg->sites.heap_track;
 	s->rodata->heap_sample = cfg->sites.heap_sample;
 	s->rodata->heap_budget = cfg->sites.heap_budget;
+	s->rodata->heap_deep = cfg->sites.heap_deep;
 	s->rodata->fault_sample = cfg->sites.fault_sample ? cfg->sites.fault_sample : 1;
 	bpf_program__set_autoload(s->progs.mt_unmapped_area, cfg->sites.mapping);
 	bpf_program__set_autoload(s->progs.mt_fault, cfg->sites.faults);
@@ -293,7 +294,9 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(s->progs.mt_heap_return, false);
 	}
 	/* no heap probes, no live heap allocations: a million-bucket table is 16 MiB */
-	if ((!heap && bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
+	/* deep samples are 16 KiB each: room for a burst of them while user space unwinds */
+	if ((cfg->sites.heap_deep && bpf_map__set_max_entries(s->maps.events, TRACER_RING_DEEP)) ||
+	    (!heap && bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
 	    bpf_map__set_max_entries(s->maps.site_stacks, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.stack_ids, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.targets, n) ||

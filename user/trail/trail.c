@@ -26,6 +26,7 @@ const char *const trail_lost_names[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_HEAP] = "heap",
 	[MEMTRAIL_LOST_SCOPES] = "scopes",
 	[MEMTRAIL_LOST_MAPS] = "maps",
+	[MEMTRAIL_LOST_DEEP] = "deep",
 	[MEMTRAIL_LOST_SKIPPED] = "skipped",
 };
 
