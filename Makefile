@@ -211,6 +211,10 @@ $(DEEPLIB): tests/workloads/lib/deeplib.c
 	$(Q)$(CC) -O2 -g -fPIC -shared -fomit-frame-pointer $(WARNINGS) -o $@ $<
 $(OUT)/workloads/deep: private CFLAGS_EXTRA := -O2 -fomit-frame-pointer
 $(OUT)/workloads/deep: | $(DEEPLIB)
+$(OUT)/workloads/deepxx: tests/workloads/deepxx.cc
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -o $@ $< -lpthread
 
 # nvcc's static cudart leaves cudaMalloc and friends as local symbols of the
 # executable: check that they are, under their exact names (no clones)
@@ -243,7 +247,7 @@ test-kernels: deps
 
 unit-build: $(UNIT_TESTS)
 fuzz-build: $(FUZZER)
-workloads: $(WORKLOADS) $(STANDINS) $(PLUGIN)
+workloads: $(WORKLOADS) $(STANDINS) $(PLUGIN) $(OUT)/workloads/deepxx
 
 # on a copy of tests/fuzz/corpus in $(OUT)/fuzz: the tree gets no new inputs
 fuzz: $(FUZZER)

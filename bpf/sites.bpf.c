@@ -136,7 +136,7 @@ static __always_inline void heap_alloc(void *ctx, struct memtrail_target *t, __u
 	 * record of its free, reserved later, is read after it; the ring
 	 * buffer full, it gets the frame-pointer stack instead.
 	 */
-	if (sampled && heap_deep) {
+	if (sampled && heap_deep && !(MT_READ(t->flags) & MEMTRAIL_TARGET_CALIBRATION)) {
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e) {
 			count_lost(MEMTRAIL_LOST_DEEP);

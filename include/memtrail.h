@@ -125,6 +125,8 @@ struct memtrail_cell {
 #define MEMTRAIL_TARGET_OURS		(1U << 2)
 /* its first address space was synced: what it held then is its baseline; later ones (exec) allocate */
 #define MEMTRAIL_TARGET_BASED		(1U << 3)
+/* the heap probes' timing child: its allocations are not deep samples (--unwind dwarf) */
+#define MEMTRAIL_TARGET_CALIBRATION	(1U << 4)
 
 /* device_flags of a target: what its accelerator runtime has done so far */
 #define MEMTRAIL_DEV_INIT	(1U << 0)	/* called into a runtime */

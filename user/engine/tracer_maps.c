@@ -331,7 +331,7 @@ void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow)
 
 int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on)
 {
-	struct memtrail_target v = { 0 };
+	struct memtrail_target v = { .flags = MEMTRAIL_TARGET_CALIBRATION };
 
 	if (!on) {
 		tracer__forget(t, pid);
