@@ -111,13 +111,53 @@ static __always_inline void heap_hit(struct memtrail_target *t, __u32 tgid)
 	}
 }
 
+/*
+ * A sampled allocation A at KEY as a deep sample: reserved before the
+ * allocation is kept, so that the record of its free, reserved later, is
+ * read after it. False when the ring buffer is full (counted): it gets the
+ * frame-pointer stack instead. Every use of the record is inside one test
+ * of it, as 5.10's verifier follows a reference no further.
+ */
+static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t, __u32 tgid,
+					    const struct memtrail_addr_key *key,
+					    struct memtrail_heap_alloc *a)
+{
+	struct memtrail_event_deep *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count_lost(MEMTRAIL_LOST_DEEP);
+		return false;
+	}
+	e->hdr.type = MEMTRAIL_EV_DEEP;
+	e->hdr.tgid = tgid;
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->kind = MEMTRAIL_KIND_HEAP;
+	e->phase = a->phase;
+	e->objects = a->objects;
+	e->addr = key->addr;
+	e->weight = a->weight;
+	e->tracked = heap_track;
+	deep_fill(e, ctx);
+	a->stack = MEMTRAIL_STACK_DEEP;
+	if (heap_track) {
+		if (bpf_map_update_elem(&heap_allocs, key, a, BPF_ANY)) {
+			bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+			count_lost(MEMTRAIL_LOST_HEAP);
+			return true;
+		}
+		account(t, tgid, MEMTRAIL_KIND_HEAP, a->size);
+	}
+	event_submit(e, false);
+	return true;
+}
+
 static __always_inline void heap_alloc(void *ctx, struct memtrail_target *t, __u32 tgid,
 				       __u64 ptr, __u64 size)
 {
 	struct memtrail_addr_key key = { .tgid = tgid, .addr = ptr };
 	struct memtrail_heap_alloc a = { .size = size, .phase = t->phase,
 					 .stack = MEMTRAIL_STACK_NONE };
-	struct memtrail_event_deep *e = NULL;
 	bool sampled = false;
 
 	if (!ptr)
@@ -131,44 +171,19 @@ static __always_inline void heap_alloc(void *ctx, struct memtrail_target *t, __u
 		a.weight = heap_sample;
 		a.objects = size ? MEMTRAIL_OBJ_ONE * heap_sample / size : MEMTRAIL_OBJ_ONE;
 	}
-	/*
-	 * A deep sample is reserved before the allocation is kept, so that the
-	 * record of its free, reserved later, is read after it; the ring
-	 * buffer full, it gets the frame-pointer stack instead.
-	 */
-	if (sampled && heap_deep && !(MT_READ(t->flags) & MEMTRAIL_TARGET_CALIBRATION)) {
-		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-		if (!e) {
-			count_lost(MEMTRAIL_LOST_DEEP);
-		} else {
-			e->hdr.type = MEMTRAIL_EV_DEEP;
-			e->hdr.tgid = tgid;
-			e->hdr.ts_ns = bpf_ktime_get_ns();
-			a.stack = MEMTRAIL_STACK_DEEP;
-			e->tid = (__u32)bpf_get_current_pid_tgid();
-			e->kind = MEMTRAIL_KIND_HEAP;
-			e->phase = a.phase;
-			e->objects = a.objects;
-			e->addr = ptr;
-			e->weight = a.weight;
-			e->tracked = heap_track;
-			deep_fill(e, ctx);
-		}
-	}
-	if (sampled && !e)
+	if (sampled && heap_deep && !(MT_READ(t->flags) & MEMTRAIL_TARGET_CALIBRATION) &&
+	    heap_alloc_deep(ctx, t, tgid, &key, &a))
+		return;
+	if (sampled)
 		a.stack = site_stack(ctx);
 	if (heap_track) {
 		if (bpf_map_update_elem(&heap_allocs, &key, &a, BPF_ANY)) {
-			if (e)
-				bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
 			count_lost(MEMTRAIL_LOST_HEAP);
 			return;
 		}
 		account(t, tgid, MEMTRAIL_KIND_HEAP, size);
 	}
-	if (e)
-		event_submit(e, false);
-	else if (sampled)
+	if (sampled)
 		site_add(tgid, a.phase, MEMTRAIL_KIND_HEAP, a.stack, a.weight, a.objects, true);
 }
 
