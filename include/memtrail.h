@@ -515,6 +515,44 @@ struct memtrail_map_range {
 #define MEMTRAIL_DEEP_STACK_BYTES 16384	/* of the user stack, from its pointer up */
 #define MEMTRAIL_DEEP_REGS 33		/* DWARF numbering (x86-64: 0-16, rip 16; arm64: x0-x30, sp, pc) */
 
+/*
+ * A CPython interpreter a target runs (user space finds it by its
+ * _PyRuntime and Py_Version symbols): where BPF finds the calling thread's
+ * Python frames, as byte offsets of the interpreter's own structures.
+ */
+#define MEMTRAIL_PY_FRAMES 48		/* Python frames read per deep sample */
+#define MEMTRAIL_PY_THREADS 64		/* thread states searched for the caller's */
+
+struct memtrail_py_proc {
+	__u64 runtime;		/* _PyRuntime's address in the target */
+	__u32 runtime_main;	/* _PyRuntimeState: interpreters.main */
+	__u32 interp_threads;	/* PyInterpreterState: threads.head */
+	__u32 tstate_next;	/* PyThreadState: next */
+	__u32 tstate_tid;	/* PyThreadState: native_thread_id */
+	__u32 tstate_cframe;	/* PyThreadState: cframe (3.11, 3.12) */
+	__u32 cframe_current;	/* _PyCFrame: current_frame */
+	__u32 frame_code;	/* _PyInterpreterFrame: f_code */
+	__u32 frame_previous;	/* _PyInterpreterFrame: previous */
+	__u32 frame_instr;	/* _PyInterpreterFrame: prev_instr */
+	__u32 frame_entry;	/* _PyInterpreterFrame: is_entry (3.11) */
+};
+
+/* Python frames of a deep sample, as BPF found them (py_status). */
+enum memtrail_py_status {
+	MEMTRAIL_PY_NONE = 0,		/* the target runs no interpreter memtrail knows */
+	MEMTRAIL_PY_OK,			/* the thread's frames, innermost first */
+	MEMTRAIL_PY_NO_THREAD,		/* no thread state of this thread (not a Python thread) */
+	MEMTRAIL_PY_UNREADABLE,		/* a pointer could not be read: the frames up to it */
+	MEMTRAIL_PY_TOO_DEEP,		/* more than MEMTRAIL_PY_FRAMES: the innermost ones */
+};
+
+struct memtrail_py_frame {
+	__u64 code;	/* PyCodeObject * */
+	__u64 instr;	/* its last instruction's address (prev_instr) */
+	__u32 entry;	/* the first frame its _PyEval_EvalFrameDefault call ran */
+	__u32 pad;
+};
+
 struct memtrail_event_deep {
 	struct memtrail_event_hdr hdr;
 	__u32 tid;
@@ -526,6 +564,9 @@ struct memtrail_event_deep {
 	__u64 regs[MEMTRAIL_DEEP_REGS];
 	__u32 stack_len;	/* bytes of stack[] read, from regs' stack pointer */
 	__u32 tracked;	/* its free will be told (live allocations are kept) */
+	__u32 py_status;	/* enum memtrail_py_status */
+	__u32 n_py;
+	struct memtrail_py_frame py[MEMTRAIL_PY_FRAMES];
 	__u8 stack[MEMTRAIL_DEEP_STACK_BYTES];
 };
 

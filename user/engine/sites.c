@@ -305,6 +305,7 @@ static void forget(struct sites *s, uint32_t pid)
 	size_t i, n;
 
 	sites_deep_forget(s, pid);	/* first: its index holds the stacks freed below */
+	sites_python_forget(s, pid);
 	for (i = 0; i < s->n_list;) {
 		if (s->list[i]->key.tgid == pid) {
 			tdelete(s->list[i], &s->site_index, site_cmp);
@@ -378,6 +379,7 @@ void sites__destroy(struct sites *s)
 			dwfl_end(m->dwfl);
 	}
 	sites_deep_destroy(s);
+	sites_python_destroy(s);
 	free(s->modules);
 	tdestroy(s->stack_index, no_free);
 	tdestroy(s->site_index, no_free);

@@ -324,9 +324,12 @@ static int deep_stack_cmp(const void *a, const void *b)
 		return x->n < y->n ? -1 : 1;
 	if (x->truncated != y->truncated)
 		return x->truncated ? 1 : -1;
-	for (i = 0; i < x->n; i++)
+	for (i = 0; i < x->n; i++) {
 		if (x->frames[i].addr != y->frames[i].addr)
 			return x->frames[i].addr < y->frames[i].addr ? -1 : 1;
+		if (x->frames[i].module != y->frames[i].module)	/* Python frames' are indexes */
+			return x->frames[i].module < y->frames[i].module ? -1 : 1;
+	}
 	return 0;
 }
 
@@ -348,18 +351,15 @@ static int stack_cmp(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* The id of PID's chain PCS (N frames), made if new; MEMTRAIL_STACK_NONE: out of memory. */
-static int32_t deep_stack_id(struct sites *s, const struct pid_maps *pm, uint32_t pid,
-			     const uint64_t *pcs, int n, bool truncated)
+/* The id of PID's chain FRAMES (N), made if new; MEMTRAIL_STACK_NONE: out of memory. */
+static int32_t deep_stack_id(struct sites *s, uint32_t pid, const struct frame *frames, int n,
+			     bool truncated)
 {
-	struct frame frames[DEEP_DEPTH];
-	struct stack probe = { .pid = pid, .n = n, .truncated = truncated, .frames = frames };
+	struct stack probe = { .pid = pid, .n = n, .truncated = truncated,
+			       .frames = (struct frame *)frames };
 	struct stack *st;
 	void *found;
-	int i;
 
-	for (i = 0; i < n; i++)
-		frames[i].addr = pcs[i];
 	found = tfind(&probe, &s->deep_index, deep_stack_cmp);
 	if (found)
 		return (*(struct stack **)found)->id;
@@ -375,8 +375,7 @@ static int32_t deep_stack_id(struct sites *s, const struct pid_maps *pm, uint32_
 	st->id = SITE_DEEP_ID(s->deep_next);
 	st->n = n;
 	st->truncated = truncated;
-	for (i = 0; i < n; i++)
-		sites_frame_resolve(pm, pcs[i], &st->frames[i]);
+	memcpy(st->frames, frames, n * sizeof(*frames));
 	if (!tsearch(st, &s->deep_index, deep_stack_cmp)) {
 		free(st->frames);
 		free(st);
@@ -412,13 +411,14 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 	uint32_t pid = e->hdr.tgid;
 	struct memtrail_site_key key = { .tgid = pid, .phase = e->phase, .kind = e->kind };
 	uint64_t pcs[DEEP_DEPTH];
+	struct frame frames[DEEP_DEPTH];
 	struct pid_maps *pm = deep_maps(s, pid, false);
 	struct deep_alloc *a;
 	enum uw_step stop;
 	struct frame fr;
 	struct site *site;
 	void *found;
-	int n;
+	int n, i;
 
 	s->deep.samples++;
 	n = unwind(s, pm, e, pcs, DEEP_DEPTH, &stop);
@@ -438,7 +438,11 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 		s->deep.cut_code++;
 	else
 		s->deep.cut_stack++;
-	key.stack = deep_stack_id(s, pm, pid, pcs, n, stop != UW_END);
+	for (i = 0; i < n; i++)
+		sites_frame_resolve(pm, pcs[i], &frames[i]);
+	if (pm)
+		sites_python_interleave(s, pm, e, frames, &n, DEEP_DEPTH);
+	key.stack = deep_stack_id(s, pid, frames, n, stop != UW_END);
 	if (sites_folds(s, pid, key.phase))
 		key = sites_folded_key(s, &key);
 	site = sites_entry(s, &key);

@@ -140,6 +140,16 @@ static void frame_fill(struct sites *s, const struct frame *f, bool return_addre
 	struct module *m;
 	GElf_Addr lookup = 0;
 
+	if (f->module == SITE_FRAME_PY) {
+		const struct py_frame *p = s->py[f->addr];
+
+		fr->function = strdup(p->function ? p->function : p->why);
+		if (p->file && p->line && asprintf(&fr->source, "%s:%d", p->file, p->line) < 0)
+			fr->source = NULL;
+		else if (p->file && !p->line)
+			fr->source = strdup(p->file);
+		return;
+	}
 	fr->has_address = true;
 	fr->address = f->addr;
 	if (f->module < 0) {

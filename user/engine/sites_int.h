@@ -48,13 +48,29 @@ struct module {
 	struct modsym *syms;
 	size_t n_syms;
 	bool syms_read;
+	/* a CPython interpreter (sites_python.c): its version, 0 if none known */
+	bool py_checked;
+	uint32_t py_version;		/* Py_Version: 0x030b02f0 is 3.11.2 */
+	GElf_Addr py_runtime;		/* _PyRuntime, module address */
+	GElf_Addr py_code_type;		/* PyCode_Type, module address */
+	GElf_Addr py_eval_lo, py_eval_hi;	/* _PyEval_EvalFrameDefault, module addresses */
+	GElf_Addr py_eval_cold_lo, py_eval_cold_hi;	/* its .cold part, where there is one */
 };
 
 /* One frame: a module and an offset in its file, or an address outside files. */
 struct frame {
-	uint64_t addr;
+	uint64_t addr;		/* SITE_FRAME_PY: index in the sites' Python frames */
 	int32_t module;		/* index in modules; -1: anonymous or JIT code; -2: unknown */
 	uint64_t offset;	/* file offset */
+};
+#define SITE_FRAME_PY (-3)	/* a Python frame (sites_python.c) */
+
+/* A Python function at a line, as frames name it. */
+struct py_frame {
+	char *function;		/* co_qualname; NULL: not read (why says) */
+	char *file;		/* co_filename */
+	int line;		/* 0: unknown */
+	const char *why;	/* a frame that could not be read: why */
 };
 
 /*
@@ -88,6 +104,7 @@ struct site {
 struct pid_maps {
 	uint32_t pid;
 	uint64_t gen;	/* the harvest that read them last */
+	bool py_set;	/* its interpreter told to BPF (or none found) */
 	uint64_t reread;	/* 1 + the harvest a deep sample last read them again in */
 	struct map {
 		unsigned long long start, end, pgoff;
@@ -130,6 +147,11 @@ struct sites {
 	void *deep_allocs;
 	uint32_t deep_next;		/* stacks made so far: the next one's id */
 	struct sites_deep_stats deep;
+	/* Python frames named so far, and code objects read, by target */
+	struct py_frame **py;
+	size_t n_py, cap_py;
+	void *py_index;		/* tsearch tree of py's frames by content */
+	void *py_codes;		/* tsearch tree of code objects read, by (pid, address) */
 	/* while retiring (sites__retire): the pids whose sites are read, sorted; NULL: all */
 	const uint32_t *only;
 	size_t n_only;
@@ -153,6 +175,20 @@ bool sites_return_address_ok(const struct module *m, uint64_t off);
 void sites_deep_fold(struct sites *s);
 void sites_deep_forget(struct sites *s, uint32_t pid);
 void sites_deep_destroy(struct sites *s);
+/* Python (sites_python.c): PID's interpreter told to BPF where one of its modules is one. */
+void sites_python_note(struct sites *s, struct pid_maps *pm);
+/*
+ * E's Python frames stood in place of the interpreter's eval frames of
+ * FRAMES (N native frames, *N updated, at most MAX): each
+ * _PyEval_EvalFrameDefault call's Python frames, innermost first.
+ */
+void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
+			     const struct memtrail_event_deep *e, struct frame *frames, int *n,
+			     int max);
+void sites_python_forget(struct sites *s, uint32_t pid);
+void sites_python_destroy(struct sites *s);
+/* The line of the instruction at byte OFFSET of a CPython 3.11+ co_linetable; 0: none. */
+int sites_py_line(const unsigned char *lt, size_t len, int firstlineno, uint64_t offset);
 
 /* PID's mappings as kept (sites_maps.c); with CREATE, made empty where none are. NULL: none. */
 struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create);

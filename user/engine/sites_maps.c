@@ -171,6 +171,7 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 	if (p->n > old)
 		maps_keep_unmapped(p, old);
 	told_learn(s, pid);
+	sites_python_note(s, p);
 }
 
 void sites__fork(struct sites *s, uint32_t parent, uint32_t child)

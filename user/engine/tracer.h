@@ -222,6 +222,8 @@ uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid);
 void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow);
 /* Make PID, a child of memtrail's, a target for heap probe calibration, or stop. */
 int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on);
+/* PID runs the CPython interpreter P: deep samples read its Python frames. 0 or -errno. */
+int tracer__py_proc(struct tracer *t, uint32_t pid, const struct memtrail_py_proc *p);
 typedef void (*tracer_site_fn)(void *ctx, const struct memtrail_site_key *k,
 			       const struct memtrail_site *v);
 /* Take a site out of the kernel with its figures, atomically; 0 or -errno. */

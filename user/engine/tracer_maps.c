@@ -397,8 +397,17 @@ void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n_tgid
 			bpf_map_delete_elem(fd, keys + i * size);
 		free(keys);
 	}
-	for (i = 0; i < n_tgids; i++)
+	for (i = 0; i < n_tgids; i++) {
 		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgids[i]);
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.py_procs), &tgids[i]);
+	}
+}
+
+int tracer__py_proc(struct tracer *t, uint32_t pid, const struct memtrail_py_proc *p)
+{
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.py_procs), &pid, p, BPF_ANY))
+		return -errno;
+	return 0;
 }
 
 /* The kernel's memory for memtrail's maps: each map's memlock in its fdinfo. */

@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Python frames in deep stacks. A target whose code mappings include a
+ * CPython interpreter memtrail knows (its _PyRuntime and Py_Version
+ * symbols, a version with a layout below) is told to BPF, which reads the
+ * allocating thread's frame chain at each deep sample: code object and last
+ * instruction per frame. Here each code object is read from the process
+ * (process_vm_readv, cached by address and checked again at each use), its
+ * line found in co_linetable, and the Python frames stand in place of the
+ * interpreter's _PyEval_EvalFrameDefault frames that run them. Nothing is
+ * invented: a code object that cannot be read is a frame saying why.
+ */
+#include <errno.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "array.h"
+#include "log.h"
+#include "sites_int.h"
+
+/*
+ * Layouts by minor version (LP64: x86-64 and arm64 alike), read from
+ * Debian's python3.11 with its debug file (python3.11-dbg).
+ */
+struct py_layout {
+	uint32_t minor;
+	struct memtrail_py_proc o;	/* runtime: 0 */
+	uint32_t code_firstlineno, code_filename, code_name, code_qualname, code_linetable;
+	uint32_t code_adaptive;		/* co_code_adaptive: the instructions */
+	uint32_t ascii_data;		/* sizeof(PyASCIIObject) */
+	uint32_t compact_data;		/* sizeof(PyCompactUnicodeObject) */
+};
+
+static const struct py_layout layouts[] = {
+	{ .minor = 11,
+	  .o = { .runtime_main = 48, .interp_threads = 16, .tstate_next = 8, .tstate_tid = 160,
+		 .tstate_cframe = 56, .cframe_current = 8, .frame_code = 32,
+		 .frame_previous = 48, .frame_instr = 56, .frame_entry = 68 },
+	  .code_firstlineno = 72, .code_filename = 112, .code_name = 120, .code_qualname = 128,
+	  .code_linetable = 136, .code_adaptive = 184, .ascii_data = 48, .compact_data = 72 },
+};
+
+#define PY_STR_MAX 4096
+#define PY_LINETABLE_MAX (1 << 20)
+
+/* A code object of a target as read last. */
+struct py_code {
+	uint32_t pid;
+	uint64_t addr;
+	uint64_t filename, qualname, linetable;	/* its pointers when read: checked at each use */
+	int firstlineno;
+	char *qualname_s, *filename_s;
+	unsigned char *lt;
+	size_t lt_len;
+};
+
+static const struct py_layout *layout_of(uint32_t version)
+{
+	size_t i;
+
+	if ((version >> 24) != 3)
+		return NULL;
+	for (i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+		if (layouts[i].minor == ((version >> 16) & 0xff))
+			return &layouts[i];
+	return NULL;
+}
+
+/* The 8 bytes at module address ADDR of M's file, little-endian; false: not in the file. */
+static bool module_word(struct module *m, GElf_Addr addr, uint64_t *v)
+{
+	GElf_Addr bias;
+	Elf *e = dwfl_module_getelf(m->mod, &bias);
+	Elf_Scn *scn = NULL;
+
+	while (e && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		GElf_Addr va = addr - bias;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || va < sh.sh_addr ||
+		    va + 8 > sh.sh_addr + sh.sh_size)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || va - sh.sh_addr + 8 > d->d_size)
+			return false;
+		memcpy(v, (const char *)d->d_buf + (va - sh.sh_addr), 8);
+		return true;
+	}
+	return false;
+}
+
+/* Whether M is a CPython interpreter (executable or libpython): its symbols, once. */
+static void module_python(struct module *m)
+{
+	const char *base = strrchr(m->name, '/');
+	uint64_t version = 0;
+	int i, n;
+
+	if (m->py_checked)
+		return;
+	m->py_checked = true;
+	base = base ? base + 1 : m->name;
+	if (!m->mod || (strncmp(base, "python3", 7) && strncmp(base, "libpython3", 10)))
+		return;
+	n = dwfl_module_getsymtab(m->mod);
+	for (i = 0; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, NULL, NULL, NULL);
+
+		if (!name || sym.st_shndx == SHN_UNDEF)
+			continue;
+		if (!strcmp(name, "_PyRuntime"))
+			m->py_runtime = addr;
+		else if (!strcmp(name, "PyCode_Type"))
+			m->py_code_type = addr;
+		else if (!strcmp(name, "Py_Version") && !module_word(m, addr, &version))
+			version = 0;
+		else if (!strcmp(name, "_PyEval_EvalFrameDefault")) {
+			m->py_eval_lo = addr;
+			m->py_eval_hi = addr + sym.st_size;
+		} else if (!strcmp(name, "_PyEval_EvalFrameDefault.cold")) {
+			m->py_eval_cold_lo = addr;
+			m->py_eval_cold_hi = addr + sym.st_size;
+		}
+	}
+	if (m->py_runtime && m->py_code_type && m->py_eval_lo)
+		m->py_version = (uint32_t)version;
+}
+
+/* Module address ADDR of M as an address in PID, by one of PM's mappings of it; 0: none. */
+static uint64_t module_in_pid(const struct sites *s, const struct pid_maps *pm, int32_t mi,
+			      GElf_Addr addr)
+{
+	size_t i;
+
+	for (i = 0; i < pm->n; i++) {
+		GElf_Addr at;
+
+		if (pm->maps[i].module == mi &&
+		    sites_module_addr(&s->modules[mi], pm->maps[i].pgoff, &at))
+			return pm->maps[i].start + (addr - at);
+	}
+	return 0;
+}
+
+void sites_python_note(struct sites *s, struct pid_maps *pm)
+{
+	const struct py_layout *l;
+	struct memtrail_py_proc p;
+	struct module *m;
+	size_t i;
+
+	for (i = 0; !pm->py_set && i < pm->n; i++) {
+		if (pm->maps[i].module < 0)
+			continue;
+		m = &s->modules[pm->maps[i].module];
+		module_python(m);
+		if (!m->py_version)
+			continue;
+		pm->py_set = true;
+		l = layout_of(m->py_version);
+		if (!l) {
+			log__debug("pid %u runs Python %u.%u (%s): its frames are not read (no "
+				   "layout known for it)", pm->pid, m->py_version >> 24,
+				   (m->py_version >> 16) & 0xff, m->name);
+			return;
+		}
+		p = l->o;
+		p.runtime = module_in_pid(s, pm, pm->maps[i].module, m->py_runtime);
+		if (p.runtime && !tracer__py_proc(s->tracer, pm->pid, &p))
+			log__debug("pid %u runs Python 3.%u (%s): its frames are read",
+				   pm->pid, l->minor, m->name);
+	}
+}
+
+static bool pid_read(uint32_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+
+	return addr && process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len;
+}
+
+/* The str object at ADDR of PID as UTF-8 (malloc'd), or NULL. */
+static char *py_str(uint32_t pid, const struct py_layout *l, uint64_t addr)
+{
+	unsigned char hdr[48], *raw;
+	uint64_t len;
+	uint32_t state, kind, i, o = 0;
+	char *out;
+
+	if (!pid_read(pid, addr, hdr, sizeof(hdr)))
+		return NULL;
+	memcpy(&len, hdr + 16, 8);
+	memcpy(&state, hdr + 32, 4);
+	kind = (state >> 2) & 7;
+	if (!((state >> 5) & 1) || len > PY_STR_MAX || (kind != 1 && kind != 2 && kind != 4))
+		return NULL;	/* not compact: not a code object's name */
+	raw = malloc(len * kind + 1);
+	out = malloc(len * 4 + 1);
+	if (!raw || !out ||
+	    !pid_read(pid, addr + ((state >> 6) & 1 ? l->ascii_data : l->compact_data), raw,
+		      len * kind)) {
+		free(raw);
+		free(out);
+		return NULL;
+	}
+	for (i = 0; i < len; i++) {
+		uint32_t c = kind == 1 ? raw[i] : kind == 2 ? (uint32_t)raw[2 * i] |
+			     (uint32_t)raw[2 * i + 1] << 8 :
+			     (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
+			     (uint32_t)raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24;
+
+		if (c < 0x80) {
+			out[o++] = (char)c;
+		} else if (c < 0x800) {
+			out[o++] = (char)(0xc0 | c >> 6);
+			out[o++] = (char)(0x80 | (c & 0x3f));
+		} else if (c < 0x10000) {
+			out[o++] = (char)(0xe0 | c >> 12);
+			out[o++] = (char)(0x80 | ((c >> 6) & 0x3f));
+			out[o++] = (char)(0x80 | (c & 0x3f));
+		} else {
+			out[o++] = (char)(0xf0 | (c >> 18 & 7));
+			out[o++] = (char)(0x80 | ((c >> 12) & 0x3f));
+			out[o++] = (char)(0x80 | ((c >> 6) & 0x3f));
+			out[o++] = (char)(0x80 | (c & 0x3f));
+		}
+	}
+	out[o] = '\0';
+	free(raw);
+	return out;
+}
+
+static uint32_t lt_varint(const unsigned char *lt, size_t len, size_t *i)
+{
+	uint32_t v, shift = 0;
+	unsigned char b;
+
+	if (*i >= len)
+		return 0;
+	b = lt[(*i)++];
+	v = b & 63;
+	while ((b & 64) && *i < len && shift < 26) {
+		b = lt[(*i)++];
+		shift += 6;
+		v |= (uint32_t)(b & 63) << shift;
+	}
+	return v;
+}
+
+int sites_py_line(const unsigned char *lt, size_t len, int firstlineno, uint64_t offset)
+{
+	uint64_t end = 0;
+	int line = firstlineno;
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned char b = lt[i++];
+		int code = (b >> 3) & 15, delta = 0;
+		uint32_t u;
+
+		if (!(b & 0x80))
+			return 0;	/* not an entry's first byte: not a 3.11 line table */
+		if (code == 14 || code == 13) {
+			u = lt_varint(lt, len, &i);
+			delta = u & 1 ? -(int)(u >> 1) : (int)(u >> 1);
+		} else if (code >= 10 && code <= 12) {
+			delta = code - 10;
+		}
+		line += delta;
+		end += ((b & 7) + 1) * 2;	/* code units of two bytes */
+		if (offset < end)
+			return code == 15 ? 0 : line;
+		while (i < len && !(lt[i] & 0x80))
+			i++;
+	}
+	return 0;
+}
+
+static int py_code_cmp(const void *a, const void *b)
+{
+	const struct py_code *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void py_code_free(void *p)
+{
+	struct py_code *c = p;
+
+	free(c->qualname_s);
+	free(c->filename_s);
+	free(c->lt);
+	free(c);
+}
+
+/*
+ * The code object at ADDR of PID, read now (or as read before, where its
+ * pointers are the same, or the process is gone). NULL: *WHY says.
+ */
+static struct py_code *py_code(struct sites *s, const struct py_layout *l, uint32_t pid,
+			       uint64_t addr, uint64_t code_type, const char **why)
+{
+	unsigned char hdr[192];
+	struct py_code probe = { .pid = pid, .addr = addr }, *c = NULL, fresh = { 0 };
+	void *found = tfind(&probe, &s->py_codes, py_code_cmp);
+	uint64_t type, size;
+
+	if (found)
+		c = *(struct py_code **)found;
+	if (l->code_adaptive > sizeof(hdr) || !pid_read(pid, addr, hdr, l->code_adaptive)) {
+		*why = "[python: code object unreadable, the process gone]";
+		return c;	/* the process is gone: as it was read last */
+	}
+	memcpy(&type, hdr + 8, 8);
+	if (type != code_type) {
+		*why = "[python: not a code object]";
+		return NULL;
+	}
+	fresh.pid = pid;
+	fresh.addr = addr;
+	memcpy(&fresh.filename, hdr + l->code_filename, 8);
+	memcpy(&fresh.qualname, hdr + l->code_qualname, 8);
+	memcpy(&fresh.linetable, hdr + l->code_linetable, 8);
+	memcpy(&fresh.firstlineno, hdr + l->code_firstlineno, 4);
+	if (c && c->filename == fresh.filename && c->qualname == fresh.qualname &&
+	    c->linetable == fresh.linetable && c->firstlineno == fresh.firstlineno)
+		return c;
+	c = malloc(sizeof(*c));
+	if (!c) {
+		*why = "[python: out of memory]";
+		return NULL;
+	}
+	*c = fresh;
+	c->qualname_s = py_str(pid, l, fresh.qualname);
+	c->filename_s = py_str(pid, l, fresh.filename);
+	if (pid_read(pid, fresh.linetable + 16, &size, 8) && size <= PY_LINETABLE_MAX &&
+	    (c->lt = malloc(size ? size : 1)) && pid_read(pid, fresh.linetable + 32, c->lt, size))
+		c->lt_len = size;
+	if (!c->qualname_s || !c->filename_s) {
+		py_code_free(c);
+		*why = "[python: code object's names unreadable]";
+		return NULL;
+	}
+	if (found) {
+		py_code_free(*(struct py_code **)found);
+		*(struct py_code **)found = c;
+	} else if (!tsearch(c, &s->py_codes, py_code_cmp)) {
+		py_code_free(c);
+		*why = "[python: out of memory]";
+		return NULL;
+	}
+	return c;
+}
+
+static int py_frame_cmp(const void *a, const void *b)
+{
+	const struct py_frame *x = a, *y = b;
+	int r;
+
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	if ((r = strcmp(x->function ? x->function : "", y->function ? y->function : "")))
+		return r;
+	if ((r = strcmp(x->file ? x->file : "", y->file ? y->file : "")))
+		return r;
+	return strcmp(x->why ? x->why : "", y->why ? y->why : "");
+}
+
+/* The index of frame P among the sites' Python frames, made if new; -1: out of memory. */
+static int64_t py_frame_id(struct sites *s, const struct py_frame *p)
+{
+	struct py_frame *f;
+	void *found = tfind(p, &s->py_index, py_frame_cmp);
+	size_t i;
+
+	if (found) {
+		f = *(struct py_frame **)found;
+		for (i = s->n_py; i--;)	/* newest first: a chain's frames repeat */
+			if (s->py[i] == f)
+				return (int64_t)i;
+		return -1;
+	}
+	if (array__grow((void **)&s->py, &s->cap_py, s->n_py + 1, sizeof(*s->py)) ||
+	    !(f = calloc(1, sizeof(*f))))
+		return -1;
+	*f = *p;
+	f->function = p->function ? strdup(p->function) : NULL;
+	f->file = p->file ? strdup(p->file) : NULL;
+	if ((p->function && !f->function) || (p->file && !f->file) ||
+	    !tsearch(f, &s->py_index, py_frame_cmp)) {
+		free(f->function);
+		free(f->file);
+		free(f);
+		return -1;
+	}
+	s->py[s->n_py] = f;
+	return (int64_t)s->n_py++;
+}
+
+/* Whether FR is in the interpreter's eval loop (_PyEval_EvalFrameDefault or its .cold part). */
+static struct module *eval_frame(struct sites *s, const struct frame *fr)
+{
+	struct module *m;
+	GElf_Addr a;
+
+	if (fr->module < 0)
+		return NULL;
+	m = &s->modules[fr->module];
+	if (!m->py_version || !sites_module_addr(m, fr->offset, &a))
+		return NULL;
+	a -= 1;	/* return addresses: the call */
+	if ((a >= m->py_eval_lo && a < m->py_eval_hi) ||
+	    (a >= m->py_eval_cold_lo && a < m->py_eval_cold_hi))
+		return m;
+	return NULL;
+}
+
+void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
+			     const struct memtrail_event_deep *e, struct frame *frames, int *n,
+			     int max)
+{
+	struct frame out[MEMTRAIL_PY_FRAMES + 128];
+	uint32_t next = 0, n_py = e->n_py < MEMTRAIL_PY_FRAMES ? e->n_py : MEMTRAIL_PY_FRAMES;
+	int i, o = 0;
+
+	if (e->py_status == MEMTRAIL_PY_NONE || e->py_status == MEMTRAIL_PY_NO_THREAD || !n_py)
+		return;
+	for (i = 0; i < *n && o < max && o < (int)(sizeof(out) / sizeof(out[0])); i++) {
+		struct module *m = next < n_py ? eval_frame(s, &frames[i]) : NULL;
+		const struct py_layout *l = m ? layout_of(m->py_version) : NULL;
+		uint64_t code_type = l ? module_in_pid(s, pm, frames[i].module, m->py_code_type) : 0;
+
+		if (!code_type) {
+			out[o++] = frames[i];
+			continue;
+		}
+		/* this call's Python frames: up to the one it entered first */
+		while (next < n_py && o < max) {
+			const struct memtrail_py_frame *pf = &e->py[next++];
+			struct py_frame p = { 0 };
+			const char *why = NULL;
+			struct py_code *c = py_code(s, l, pm->pid, pf->code, code_type, &why);
+			int64_t id;
+
+			if (c) {
+				p.function = c->qualname_s;
+				p.file = c->filename_s;
+				p.line = sites_py_line(c->lt, c->lt_len, c->firstlineno,
+						       pf->instr - (pf->code + l->code_adaptive));
+			} else {
+				p.why = why;
+			}
+			id = py_frame_id(s, &p);
+			if (id >= 0)
+				out[o++] = (struct frame){ .addr = (uint64_t)id,
+							   .module = SITE_FRAME_PY };
+			if (pf->entry)
+				break;
+		}
+	}
+	memcpy(frames, out, o * sizeof(*out));
+	*n = o;
+}
+
+struct gather {
+	uint32_t pid;
+	void **v;
+	size_t n, cap;
+};
+
+static void gather_code(const void *nodep, VISIT which, void *ctx)
+{
+	struct gather *g = ctx;
+	struct py_code *c = *(struct py_code *const *)nodep;
+
+	if ((which == postorder || which == leaf) && c->pid == g->pid &&
+	    !array__grow((void **)&g->v, &g->cap, g->n + 1, sizeof(*g->v)))
+		g->v[g->n++] = c;
+}
+
+void sites_python_forget(struct sites *s, uint32_t pid)
+{
+	struct gather g = { .pid = pid };
+	size_t i;
+
+	twalk_r(s->py_codes, gather_code, &g);
+	for (i = 0; i < g.n; i++) {
+		tdelete(g.v[i], &s->py_codes, py_code_cmp);
+		py_code_free(g.v[i]);
+	}
+	free(g.v);
+}
+
+static void no_free(void *p)
+{
+	(void)p;
+}
+
+void sites_python_destroy(struct sites *s)
+{
+	size_t i;
+
+	tdestroy(s->py_codes, py_code_free);
+	tdestroy(s->py_index, no_free);
+	for (i = 0; i < s->n_py; i++) {
+		free(s->py[i]->function);
+		free(s->py[i]->file);
+		free(s->py[i]);
+	}
+	free(s->py);
+}
