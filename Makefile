@@ -58,7 +58,7 @@ COMPAT_SKEL := $(OUT)/memtrail_compat.skel.h
 
 # unit tests: pure user-space modules, built again with sanitizers
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/unit/%,$(wildcard tests/unit/test_*.c))
-UNIT_MODULES := user/engine/devspecs.c user/engine/gate.c user/engine/kfeatures.c user/cmd/opts.c user/trail/trail.c user/trail/trail_json.c user/trail/trail_write.c user/trail/trail_read.c user/trail/trail_check.c user/trail/trail_sites.c user/util/pidmap.c user/trail/trailstream.c user/util/outfile.c user/trail/phase.c user/trail/verdict.c user/trail/attribution.c user/util/container.c user/trail/kinds.c user/util/format.c user/util/cgroup.c user/util/proc.c \
+UNIT_MODULES := user/engine/devspecs.c user/engine/pyline.c user/engine/gate.c user/engine/kfeatures.c user/cmd/opts.c user/trail/trail.c user/trail/trail_json.c user/trail/trail_write.c user/trail/trail_read.c user/trail/trail_check.c user/trail/trail_sites.c user/util/pidmap.c user/trail/trailstream.c user/util/outfile.c user/trail/phase.c user/trail/verdict.c user/trail/attribution.c user/util/container.c user/trail/kinds.c user/util/format.c user/util/cgroup.c user/util/proc.c \
 	user/util/sanitize.c user/trail/schema.c user/util/demangle.c \
 	user/render/table.c user/util/log.c user/render/topview.c user/render/html.c user/render/perfetto.c user/render/pprof.c \
 	$(OUT)/profile.pb-c.c

@@ -218,7 +218,11 @@ static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t
 		}
 		account(t, tgid, MEMTRAIL_KIND_HEAP, a->size);
 	}
-	event_submit(e, false);
+	/*
+	 * Python frames name code objects user space reads from the process:
+	 * read at once, before it can end (one wake-up a sample with them)
+	 */
+	event_submit(e, e->n_py > 0);
 	return true;
 }
 

@@ -124,3 +124,85 @@ def test_deep_pytorch_reaches_the_interpreter():
     r = run([MEMTRAIL, "report", "--top", "3", out])
     check_eq(r.returncode, 0, f"report ({r.stderr.strip()})")
     no_programs_left()
+
+
+PY_LINES = os.path.join(WORKLOADS, "..", "..", "tests", "workloads", "py_lines.py")
+
+
+def check_python_lines(data, t):
+    """Each allocation py_lines.py made is a heap site whose first Python
+    frame is the function and line it says, holding its bytes (a bytearray
+    asks one more for its terminating NUL); the re-entry's chain has the
+    key function, then sorted()'s own C frames, then by_size."""
+    heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
+    for a in data["allocs"]:
+        def first_py(s):
+            return next((f for f in s["frames"] if (f.get("source") or "").endswith(".py")
+                         or ".py:" in (f.get("source") or "")), None)
+        rows = [s for s in heap if a["size"] <= s["alloc_bytes"] <= a["size"] + 64]
+        check_eq(len(rows), 1, f"one site of {a['where']}'s {a['size']} bytes: "
+                 f"{sorted(s['alloc_bytes'] for s in heap)[-8:]}")
+        f = first_py(rows[0])
+        check(f is not None, f"{a['where']}: a Python frame: {rows[0]['frames']}")
+        check_eq((f["function"], f["source"].rsplit("/", 1)[-1]),
+                 (a["function"], f"py_lines.py:{a['line']}"), f"{a['where']}: its line")
+        check("address" not in f, f"{a['where']}: a Python frame has no native address")
+        names = [x.get("function") for x in rows[0]["frames"]]
+        check("_PyEval_EvalFrameDefault" not in names[:names.index(a["function"]) + 1],
+              f"{a['where']}: Python frames stand in place of the eval loop: {names}")
+    key = next(s for s in heap if s["alloc_bytes"] > data["allocs"][4]["size"] - 1 and
+               s["alloc_bytes"] <= data["allocs"][4]["size"] + 64)["frames"]
+    names = [x.get("function") for x in key]
+    at, up = names.index("by_size.<locals>.key"), names.index("by_size")
+    check(up > at + 1 and all(x.get("address") for x in key[at + 1:up]),
+          f"C frames of sorted() between the key function and its caller: {names}")
+
+
+def test_python_lines():
+    """Debian's python3.11 (no frame pointers) under --unwind dwarf: five
+    bytearrays made in a function, a method, a generator, a thread and a
+    key function sorted() calls back are at sites naming the function and
+    line that made them (the workload's own account of its lines)."""
+    out = os.path.join(tmpdir(), "py.json")
+    p = subprocess.Popen([MEMTRAIL, "record", "-q", "--unwind", "dwarf", "-o", out, "--",
+                          "/usr/bin/python3", PY_LINES],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    line = p.stdout.readline()
+    _, stderr = p.communicate("\n", timeout=120)
+    check_eq(p.returncode, 0, f"record exit status ({stderr.strip()})")
+    data = json.loads(line)
+    with open(out) as f:
+        trail = json.load(f)
+    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]))
+    no_programs_left()
+
+
+def test_python_lines_attached():
+    """The same on a python3.11 process started before memtrail and
+    attached with -p: its interpreter is found in its mappings and its
+    threads' frames are read from then on."""
+    py = subprocess.Popen(["/usr/bin/python3", PY_LINES, "wait"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True)
+    out = os.path.join(tmpdir(), "pyp.json")
+    rec = subprocess.Popen([MEMTRAIL, "record", "--unwind", "dwarf", "-o", out, "-p",
+                            str(py.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        # memtrail says it traces once its probes are on
+        for err in rec.stderr:
+            if "Ctrl-C to stop" in err:
+                break
+        py.stdin.write("\n")
+        py.stdin.flush()
+        data = json.loads(py.stdout.readline())
+        py.communicate("\n", timeout=60)
+        rest = rec.communicate(timeout=120)[1]
+    finally:
+        py.kill()
+        rec.kill()
+    check_eq(rec.returncode, 0, f"record exit status ({rest.strip()})")
+    with open(out) as f:
+        trail = json.load(f)
+    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]))
+    no_programs_left()

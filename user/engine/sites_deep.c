@@ -423,12 +423,13 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 	s->deep.samples++;
 	n = unwind(s, pm, e, pcs, DEEP_DEPTH, &stop);
 	if (n && stop == UW_CUT_CODE) {
-		/* code in no mapping read yet (mapped since): read them again, once */
+		/*
+		 * code in no mapping read before the sample (mapped since): read
+		 * them again; maps read after it have all its code already
+		 */
 		sites_frame_resolve(pm, pcs[n - 1], &fr);
-		if (fr.module == -2 && (!pm || pm->reread != s->gen + 1)) {
+		if (fr.module == -2 && (!pm || pm->read_ns < e->hdr.ts_ns)) {
 			pm = deep_maps(s, pid, true);
-			if (pm)
-				pm->reread = s->gen + 1;
 			n = unwind(s, pm, e, pcs, DEEP_DEPTH, &stop);
 		}
 	}

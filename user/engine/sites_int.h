@@ -105,7 +105,7 @@ struct pid_maps {
 	uint32_t pid;
 	uint64_t gen;	/* the harvest that read them last */
 	bool py_set;	/* its interpreter told to BPF (or none found) */
-	uint64_t reread;	/* 1 + the harvest a deep sample last read them again in */
+	uint64_t read_ns;	/* CLOCK_MONOTONIC when they were last read from /proc */
 	struct map {
 		unsigned long long start, end, pgoff;
 		int32_t module;	/* -1: anonymous */
@@ -187,9 +187,10 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 			     int max);
 void sites_python_forget(struct sites *s, uint32_t pid);
 void sites_python_destroy(struct sites *s);
-/* The line of the instruction at byte OFFSET of a CPython 3.11+ co_linetable; 0: none. */
-int sites_py_line(const unsigned char *lt, size_t len, int firstlineno, uint64_t offset);
 
+
+/* CLOCK_MONOTONIC in ns, the clock of BPF's event times. */
+uint64_t sites_now_ns(void);
 /* PID's mappings as kept (sites_maps.c); with CREATE, made empty where none are. NULL: none. */
 struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create);
 /* The stack ID of PID as resolved, or NULL. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/sysmacros.h>
 
@@ -70,6 +71,14 @@ static int32_t module_add(struct sites *s, const char *name, const char *open_pa
 			snprintf(m->build_id + 2 * i, 3, "%02x", bits[i]);
 	}
 	return s->n_modules++;
+}
+
+uint64_t sites_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create)
@@ -141,6 +150,7 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 	}
 	/* read after the mappings kept: a zombie's maps read empty, and those stay */
 	old = p->n;
+	p->read_ns = sites_now_ns();
 	while (fgets(line, sizeof(line), f)) {
 		struct map *m;
 

@@ -19,6 +19,7 @@
 
 #include "array.h"
 #include "log.h"
+#include "pyline.h"
 #include "sites_int.h"
 
 /*
@@ -236,52 +237,6 @@ static char *py_str(uint32_t pid, const struct py_layout *l, uint64_t addr)
 	return out;
 }
 
-static uint32_t lt_varint(const unsigned char *lt, size_t len, size_t *i)
-{
-	uint32_t v, shift = 0;
-	unsigned char b;
-
-	if (*i >= len)
-		return 0;
-	b = lt[(*i)++];
-	v = b & 63;
-	while ((b & 64) && *i < len && shift < 26) {
-		b = lt[(*i)++];
-		shift += 6;
-		v |= (uint32_t)(b & 63) << shift;
-	}
-	return v;
-}
-
-int sites_py_line(const unsigned char *lt, size_t len, int firstlineno, uint64_t offset)
-{
-	uint64_t end = 0;
-	int line = firstlineno;
-	size_t i = 0;
-
-	while (i < len) {
-		unsigned char b = lt[i++];
-		int code = (b >> 3) & 15, delta = 0;
-		uint32_t u;
-
-		if (!(b & 0x80))
-			return 0;	/* not an entry's first byte: not a 3.11 line table */
-		if (code == 14 || code == 13) {
-			u = lt_varint(lt, len, &i);
-			delta = u & 1 ? -(int)(u >> 1) : (int)(u >> 1);
-		} else if (code >= 10 && code <= 12) {
-			delta = code - 10;
-		}
-		line += delta;
-		end += ((b & 7) + 1) * 2;	/* code units of two bytes */
-		if (offset < end)
-			return code == 15 ? 0 : line;
-		while (i < len && !(lt[i] & 0x80))
-			i++;
-	}
-	return 0;
-}
-
 static int py_code_cmp(const void *a, const void *b)
 {
 	const struct py_code *x = a, *y = b;
@@ -453,7 +408,7 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 			if (c) {
 				p.function = c->qualname_s;
 				p.file = c->filename_s;
-				p.line = sites_py_line(c->lt, c->lt_len, c->firstlineno,
+				p.line = pyline__line(c->lt, c->lt_len, c->firstlineno,
 						       pf->instr - (pf->code + l->code_adaptive));
 			} else {
 				p.why = why;
