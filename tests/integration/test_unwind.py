@@ -40,7 +40,8 @@ def check_chains(data, t, allocator, n):
     check_eq(len(data["allocs"]), n, f"the workload made its {n} allocations")
     for a in data["allocs"]:
         rows = [s for s in heap if s["alloc_bytes"] == a["size"]]
-        check_eq(len(rows), 1, f"one site of {a['where']}'s {a['size']} bytes")
+        check_eq(len(rows), 1, f"one site of {a['where']}'s {a['size']} bytes: "
+                 f"{[(s['alloc_bytes'], [f.get('function') for f in s['frames'][:3]]) for s in heap]}")
         # its free told back: the freed one holds nothing, the others all they got
         check_eq(rows[0]["inuse_bytes"], 0 if a["where"] == "freed" else a["size"],
                  f"{a['where']}: bytes in use")
