@@ -101,7 +101,8 @@ def test_deep_pytorch_reaches_the_interpreter():
     with --unwind dwarf (sampled, its default) the weights' sites go from
     c10::alloc_cpu through libtorch_cpu and libtorch_python into python3.11
     and on to its main; at least 95% of the weights' bytes are under such
-    chains."""
+    chains, and under sites naming the script's line that builds the layers
+    and torch's Linear.__init__ (Python frames in place of the eval loop)."""
     out = os.path.join(tmpdir(), "torch.json")
     p = subprocess.run([MEMTRAIL, "record", "-q", "--unwind", "dwarf", "-o", out, "--", TORCH,
                         "2", "2048", "2"], capture_output=True, text=True, timeout=600)
@@ -122,6 +123,15 @@ def test_deep_pytorch_reaches_the_interpreter():
             whole += s["alloc_bytes"]
     want = data["weight_bytes"]
     check(whole >= 0.95 * want, f"{whole} of the weights' {want} bytes under whole chains")
+    # the script's own line that builds the layers, and Linear's line that makes a weight
+    with open(TORCH) as f:
+        line = next(n for n, text in enumerate(f, 1) if "torch.nn.Linear(size, size)" in text)
+    named = sum(s["alloc_bytes"] for s in t["sites"]["list"]
+                if s["kind"] == "heap" and f"torch_linear.py:{line}" in
+                [(x.get("source") or "").rsplit("/", 1)[-1] for x in s["frames"]] and
+                any(x.get("function") == "Linear.__init__" for x in s["frames"]))
+    check(named >= 0.95 * want, f"{named} of the weights' {want} bytes at sites naming "
+          f"torch_linear.py:{line} and Linear.__init__")
     r = run([MEMTRAIL, "report", "--top", "3", out])
     check_eq(r.returncode, 0, f"report ({r.stderr.strip()})")
     no_programs_left()

@@ -372,30 +372,46 @@ static bool allocator_frame(const struct trail_frame *fr)
 	return false;
 }
 
+static bool python_frame(const struct trail_frame *fr)
+{
+	return !fr->has_address && fr->source;
+}
+
 size_t table__site_frame(const struct trail_site *site)
 {
 	size_t i;
 
+	/* a Python frame (no address, a source): the user's own code */
+	for (i = 0; i < site->n_frames; i++)
+		if (python_frame(&site->frames[i]))
+			return i;
 	for (i = 0; i < site->n_frames; i++)
 		if (!allocator_frame(&site->frames[i]))
 			return i;
 	return 0;
 }
 
-/* "fn (file:line) < caller": the first frame outside the allocator, and its caller. */
+/*
+ * "fn (file:line) < caller": the first frame outside the allocator, and its
+ * caller; a Python frame's caller is the Python frame that called it.
+ */
 static void site_text(const struct trail_site *site, char *buf, size_t len)
 {
-	size_t i, n = site->n_frames, first = table__site_frame(site), used;
+	size_t i, n = site->n_frames, first = table__site_frame(site), used, shown = 0;
+	bool py = first < n && python_frame(&site->frames[first]);
 	char name[NAME_LEN];
 
 	buf[0] = '\0';
 	used = 0;
-	for (i = first; i < n && i < first + 2 && used < len; i++) {
+	for (i = first; i < n && shown < 2 && used < len; i++) {
 		const char *fn = site->frames[i].function, *src = site->frames[i].source;
 
+		if (py && !python_frame(&site->frames[i]))
+			continue;
+		shown++;
 		used += snprintf(buf + used, len - used, "%s%s", i > first ? " < " : "",
 				 fn ? sanitize__str(name, sizeof(name), fn) : "[unknown]");
-		if (src && i == first && used < len) {
+		if (src && (i == first || py) && used < len) {
 			const char *slash = strrchr(src, '/');
 
 			used += snprintf(buf + used, len - used, " (%s)",

@@ -17,7 +17,10 @@ void table__print_device_failures(FILE *f, const struct trail *t);
 /* Per target and phase: its TOP allocation sites by bytes allocated, and how they were taken. */
 void table__print_sites(FILE *f, const struct trail *t, size_t top);
 
-/* The frame a site is named after: the first outside the allocator (libc, jemalloc, ...). */
+/*
+ * The frame a site is named after: its first Python frame (the user's code),
+ * else the first outside the allocator (libc, jemalloc, ...).
+ */
 size_t table__site_frame(const struct trail_site *site);
 
 #endif
