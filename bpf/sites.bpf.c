@@ -219,10 +219,11 @@ static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t
 		account(t, tgid, MEMTRAIL_KIND_HEAP, a->size);
 	}
 	/*
-	 * Python frames name code objects user space reads from the process:
-	 * read at once, before it can end (one wake-up a sample with them)
+	 * User space reads what names a deep sample from the process (its
+	 * mappings, its Python code objects): at once, before it can end, so
+	 * each sample wakes it (bounded by the sampling rate)
 	 */
-	event_submit(e, e->n_py > 0);
+	event_submit(e, true);
 	return true;
 }
 
