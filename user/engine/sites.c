@@ -19,7 +19,7 @@ int sites__open(struct sites **out, struct tracer *t, struct trail *trail)
 	return 0;
 }
 
-static int stack_cmp(const void *a, const void *b)
+int sites_stack_cmp(const void *a, const void *b)
 {
 	const struct stack *x = a, *y = b;
 
@@ -37,7 +37,7 @@ static int site_cmp(const void *a, const void *b)
 struct stack *sites_stack_find(struct sites *s, uint32_t pid, int32_t id)
 {
 	struct stack probe = { .pid = pid, .id = id };
-	void *found = tfind(&probe, &s->stack_index, stack_cmp);
+	void *found = tfind(&probe, &s->stack_index, sites_stack_cmp);
 
 	return found ? *(struct stack **)found : NULL;
 }
@@ -147,7 +147,7 @@ static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
 			break;
 		}
 	}
-	if (!tsearch(st, &s->stack_index, stack_cmp)) {
+	if (!tsearch(st, &s->stack_index, sites_stack_cmp)) {
 		free(st->frames);
 		free(st);
 		return;
@@ -317,7 +317,7 @@ static void forget(struct sites *s, uint32_t pid)
 	}
 	for (i = 0; i < s->n_stacks;) {
 		if (s->stacks[i]->pid == pid) {
-			tdelete(s->stacks[i], &s->stack_index, stack_cmp);
+			tdelete(s->stacks[i], &s->stack_index, sites_stack_cmp);
 			free(s->stacks[i]->frames);
 			free(s->stacks[i]);
 			s->stacks[i] = s->stacks[--s->n_stacks];

@@ -342,15 +342,6 @@ static int deep_alloc_cmp(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static int stack_cmp(const void *a, const void *b)
-{
-	const struct stack *x = a, *y = b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
 /* The id of PID's chain FRAMES (N), made if new; MEMTRAIL_STACK_NONE: out of memory. */
 static int32_t deep_stack_id(struct sites *s, uint32_t pid, const struct frame *frames, int n,
 			     bool truncated)
@@ -381,7 +372,7 @@ static int32_t deep_stack_id(struct sites *s, uint32_t pid, const struct frame *
 		free(st);
 		return MEMTRAIL_STACK_NONE;
 	}
-	if (!tsearch(st, &s->stack_index, stack_cmp)) {
+	if (!tsearch(st, &s->stack_index, sites_stack_cmp)) {
 		tdelete(st, &s->deep_index, deep_stack_cmp);
 		free(st->frames);
 		free(st);

@@ -159,6 +159,8 @@ struct sites {
 
 /* The module address (libdw's) of file offset OFF of M: false where no segment holds it. */
 bool sites_module_addr(const struct module *m, uint64_t off, GElf_Addr *addr);
+/* stack_index's order: by (pid, id). */
+int sites_stack_cmp(const void *a, const void *b);
 /* The user-space entry of site key K, made if new (sites.c); NULL: out of memory. */
 struct site *sites_entry(struct sites *s, const struct memtrail_site_key *k);
 /* Drop entry E (sites.c). */
