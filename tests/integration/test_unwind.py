@@ -6,24 +6,46 @@ come from the programs themselves (glibc's backtrace(), which unwinds by
 
 import json
 import os
+import signal
 import subprocess
 
 from harness import MEMTRAIL, WORKLOADS, check, check_eq, no_programs_left, run, tmpdir, workload
 from test_sites import TORCH
 
 
+def record_alive(cmd, out, extra=()):
+    """record --unwind dwarf of CMD, which prints one line and then runs on (a
+    server) until it reads one: stopped with Ctrl-C while CMD still runs, so
+    that the trail is written while everything naming its samples (its
+    mappings, its code objects) can be read, then CMD let go. Its line, and
+    record's stderr."""
+    with open(os.path.join(tmpdir(), "record.err"), "w+") as err:
+        p = subprocess.Popen([MEMTRAIL, "record", "-q", "--unwind", "dwarf", *extra, "-o", out,
+                              "--", *cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=err, text=True)
+        try:
+            line = p.stdout.readline()
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=120)
+        finally:
+            try:
+                p.stdin.write("\n")  # the command, still running, ends
+                p.stdin.close()
+            except OSError:
+                pass
+            p.kill()
+        err.seek(0)
+        stderr = err.read()
+    check_eq(p.returncode, 128 + signal.SIGINT, f"record stopped by Ctrl-C ({stderr.strip()})")
+    check("trail written" in stderr, f"the trail is written: {stderr.strip()[-500:]}")
+    return line, stderr
+
+
 def deep_record(cmd, comm):
-    """record --unwind dwarf of every allocation of CMD, which prints its
-    chains and then runs on (a server) until it reads a line: its output,
-    its target and the trail."""
+    """record --unwind dwarf of every allocation of CMD (record_alive): its
+    output, its target and the trail."""
     out = os.path.join(tmpdir(), comm + ".json")
-    p = subprocess.Popen([MEMTRAIL, "record", "-q", "--unwind", "dwarf", "--heap-sample", "0",
-                          "-o", out, "--", *cmd],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    line = p.stdout.readline()
-    _, stderr = p.communicate("\n", timeout=120)
-    check_eq(p.returncode, 0, f"record exit status ({stderr.strip()})")
+    line, stderr = record_alive(cmd, out, ["--heap-sample", "0"])
     with open(out) as f:
         trail = json.load(f)
     check(not any(trail["lost"].values()), f"nothing lost: {trail['lost']}")
@@ -175,13 +197,7 @@ def test_python_lines():
     key function sorted() calls back are at sites naming the function and
     line that made them (the workload's own account of its lines)."""
     out = os.path.join(tmpdir(), "py.json")
-    p = subprocess.Popen([MEMTRAIL, "record", "-q", "--unwind", "dwarf", "-o", out, "--",
-                          "/usr/bin/python3", PY_LINES],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    line = p.stdout.readline()
-    _, stderr = p.communicate("\n", timeout=120)
-    check_eq(p.returncode, 0, f"record exit status ({stderr.strip()})")
+    line, _ = record_alive(["/usr/bin/python3", PY_LINES], out)
     data = json.loads(line)
     with open(out) as f:
         trail = json.load(f)
@@ -207,8 +223,10 @@ def test_python_lines_attached():
         py.stdin.write("\n")
         py.stdin.flush()
         data = json.loads(py.stdout.readline())
-        py.communicate("\n", timeout=60)
+        # stopped while the process runs on: its code objects can be read
+        rec.send_signal(signal.SIGINT)
         rest = rec.communicate(timeout=120)[1]
+        py.communicate("\n", timeout=60)
     finally:
         py.kill()
         rec.kill()
