@@ -160,7 +160,9 @@ static uint64_t location(struct builder *b, uint32_t pid, const struct trail_fra
 
 	if (fr->has_address)
 		snprintf(addr, sizeof(addr), "0x%" PRIx64, fr->address);
-	snprintf(key, sizeof(key), "%u %s %s", pid, fr->has_address ? addr : "?", fn ? fn : "?");
+	/* a frame without an address (Python's) is its function at its line */
+	snprintf(key, sizeof(key), "%u %s %s %s", pid, fr->has_address ? addr : "?", fn ? fn : "?",
+		 !fr->has_address && src ? src : "");
 	id = intern(b, &b->locations_index, key, b->p.n_location + 1, &fresh);
 	if (!fresh)
 		return id;
