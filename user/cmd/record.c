@@ -408,7 +408,9 @@ static const struct opt site_rows[] = {
 		   "default) or dwarf (implies --heap: the binaries' call-frame information, "
 		   "through code built without frame pointers: BPF copies each sampled "
 		   "allocation's registers and the top 16 KiB of its stack, memtrail unwinds "
-		   "them; --heap-sample defaults to " OPT_XSTR(DEEP_SAMPLE_DEFAULT) " then)"),
+		   "them, and CPython 3.11's frames, function and line, stand in for the "
+		   "interpreter's; --heap-sample defaults to " OPT_XSTR(DEEP_SAMPLE_DEFAULT)
+		   " then)"),
 	OPT_ROW_FN("overhead-budget", 0, "PCT", opt_overhead_budget,
 		   "implies --heap: attach the heap probes in windows so that their measured "
 		   "cost stays within PCT% of each target's CPU time, 0.1..100; a window opens "
