@@ -142,7 +142,9 @@ def libc_of(path):
 def heap_pairs(pairs=300000, budget_pairs=300000000):
     """Heap probes per malloc/free pair: untraced, the floor (counting uprobes
     on malloc entry and return and free entry, nothing else: the traps alone),
-    memtrail --heap at full coverage; then a 3-second loop untraced and under
+    memtrail --heap --unwind fp at full coverage (a frame-pointer stack for
+    every allocation) and --heap (its default: deep stacks, one per 256 KiB
+    allocated); then a 3-second loop untraced and under
     --heap --overhead-budget 2. Medians of interleaved runs."""
     wl = os.path.join(WL, "bench_malloc")
     floor = os.path.join(ROOT, "build", "bench", "floor")
@@ -151,11 +153,13 @@ def heap_pairs(pairs=300000, budget_pairs=300000000):
     def per_pair(cmd, n):
         return elapsed([*cmd, wl, str(n)]) / n * 1e9
     peer = HEAPTRACK and [HEAPTRACK, "-o", out[:-len(".json")]]
-    base, bare, full, ubase, budget, ht = [], [], [], [], [], []
+    base, bare, full, ubase, budget, ht, deep = [], [], [], [], [], [], []
     for _ in range(RUNS):
         base.append(per_pair([], budget_pairs // 10))
         bare.append(per_pair([floor, libc_of(wl), "--"], pairs))
-        full.append(per_pair([MEMTRAIL, "record", "-q", "-o", out, "--heap", "--"], pairs))
+        full.append(per_pair([MEMTRAIL, "record", "-q", "-o", out, "--heap", "--unwind", "fp",
+                              "--"], pairs))
+        deep.append(per_pair([MEMTRAIL, "record", "-q", "-o", out, "--heap", "--"], pairs))
         if peer:
             ht.append(per_pair(peer, pairs))
         ubase.append(elapsed([wl, str(budget_pairs)]))
@@ -164,7 +168,86 @@ def heap_pairs(pairs=300000, budget_pairs=300000000):
     for f in (out, out[:-len(".json")] + ".zst"):
         if os.path.exists(f):
             os.unlink(f)
-    return [statistics.median(x) if x else None for x in (base, bare, full, ubase, budget, ht)]
+    return [statistics.median(x) if x else None
+            for x in (base, bare, full, ubase, budget, ht, deep)]
+
+
+def deep_costs(pairs=20000):
+    """What a deep stack costs (record --heap's default, --unwind dwarf): the
+    malloc/free loop with every allocation sampled (--heap-sample 0), against
+    the same loop under --unwind fp (every allocation's frame-pointer stack).
+    BPF: ns per run of the malloc return program (bpf_stats), whose every
+    run copies a sample; user space: memtrail's own CPU time per sample, less
+    the fp run's. Then Debian's PyTorch script wall time: untraced, --heap
+    --unwind fp, --heap. Medians of interleaved runs."""
+    wl = os.path.join(WL, "bench_malloc")
+    torch = os.path.join(ROOT, "tests", "workloads", "torch_linear.py")
+    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
+
+    def traced(extra, cmd):
+        """memtrail's malloc return program's ns a run, and the deep samples it
+        says it unwound."""
+        with bpf_stats():
+            p = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--heap", *extra, "--",
+                                  "sh", "-c", f"{' '.join(cmd)} > /dev/null && "
+                                  "bpftool prog show -j"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            stdout, stderr = p.communicate()
+        progs = json.loads([l for l in stdout.splitlines() if l.startswith("[")][-1])
+        ret = [x for x in progs if x.get("name", "").startswith("mt_heap_return") and x.get("run_cnt")]
+        ns = sum(x["run_time_ns"] for x in ret) / max(1, sum(x["run_cnt"] for x in ret))
+        said = [l for l in stderr.splitlines() if "deep stacks:" in l]
+        samples = int(said[0].split("deep stacks: ")[1].split()[0]) if said else 0
+        return ns, samples
+
+    def cpu_of(extra, cmd):
+        before = os.times()
+        ns, samples = traced(extra, cmd)
+        after = os.times()
+        return (after.children_user + after.children_system -
+                before.children_user - before.children_system), ns, samples
+
+    fp_cpu, deep_cpu, fp_ns, deep_ns, samples = [], [], [], [], []
+    for _ in range(RUNS):
+        c, n, _ = cpu_of(["--unwind", "fp"], [wl, str(pairs)])
+        fp_cpu.append(c)
+        fp_ns.append(n)
+        c, n, k = cpu_of(["--heap-sample", "0"], [wl, str(pairs)])
+        deep_cpu.append(c)
+        deep_ns.append(n)
+        samples.append(k)
+    base, fp, deep = [], [], []
+    args = [torch, "2", "2048", "2"]
+    for _ in range(min(RUNS, 3)):
+        t0 = time.monotonic()
+        subprocess.run(args, capture_output=True, check=True)
+        base.append(time.monotonic() - t0)
+        for runs, extra in ((fp, ["--unwind", "fp"]), (deep, [])):
+            t0 = time.monotonic()
+            subprocess.run([MEMTRAIL, "record", "-q", "-o", out, "--heap", *extra, "--", *args],
+                           capture_output=True, check=True)
+            runs.append(time.monotonic() - t0)
+    if os.path.exists(out):
+        os.unlink(out)
+    med = statistics.median
+    k = med(samples)
+    # the children's CPU includes the workload's and bpftool's: the same in both runs
+    user_us = (med(deep_cpu) - med(fp_cpu)) / k * 1e6 if k else None
+    return {"samples": k, "bpf_fp_ns": med(fp_ns), "bpf_deep_ns": med(deep_ns),
+            "user_us": user_us, "torch": (med(base), med(fp), med(deep))}
+
+
+def print_deep_costs(d):
+    print(f"deep stacks, malloc/free loop with every allocation sampled ({d['samples']} "
+          f"samples): the malloc return program {d['bpf_deep_ns']:.0f} ns a run against "
+          f"{d['bpf_fp_ns']:.0f} ns under --unwind fp (+{d['bpf_deep_ns'] - d['bpf_fp_ns']:.0f} "
+          f"ns a deep sample in BPF); memtrail's CPU "
+          + (f"{d['user_us']:.1f} us a sample more than under --unwind fp"
+             if d["user_us"] is not None else "not measured (no samples said)"), flush=True)
+    b, fp, deep = d["torch"]
+    print(f"PyTorch script (2 layers of 2048x2048, 2 inferences), wall: untraced {b:.2f} s, "
+          f"--heap --unwind fp {fp:.2f} s ({fp / b:.1f}x), --heap {deep:.2f} s "
+          f"({deep / b:.1f}x)", flush=True)
 
 
 def cpu_seconds(pid):
@@ -615,6 +698,9 @@ def main():
     if "--stop" in sys.argv:
         print_stop_latency()
         return 0
+    if "--deep" in sys.argv:
+        print_deep_costs(deep_costs())
+        return 0
     out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
     print(f"memtrail overhead: median of {RUNS} interleaved runs each, workload time only")
     print(f"{'workload':18} {'untraced':>10} {'--all':>10} {'ratio':>7} "
@@ -639,13 +725,15 @@ def main():
                  ("", "`watch`", f"{w:.3f} s", f"{w / b:.2f}x", "", f"<= 1.03x `--all`")]
     touch = prog_costs()
     print_prog_costs(touch)
-    base, bare, full, ubase, budget, ht = heap_pairs()
+    base, bare, full, ubase, budget, ht, deep = heap_pairs()
     print(f"heap probes per malloc/free pair: untraced {base:.0f} ns, floor (3 counting "
-          f"uprobes) {bare / 1000:.2f} us, memtrail --heap {full / 1000:.2f} us "
-          f"({full / bare:.3f}x the floor, target <= 1.10x)", flush=True)
+          f"uprobes) {bare / 1000:.2f} us, memtrail --heap --unwind fp {full / 1000:.2f} us "
+          f"({full / bare:.3f}x the floor, target <= 1.10x), --heap {deep / 1000:.2f} us "
+          f"({deep / bare:.3f}x)", flush=True)
     if ht:
         print(f"  heaptrack (LD_PRELOAD; the program started under it) {ht / 1000:.2f} us a pair "
               f"({ht / base:.0f}x untraced)", flush=True)
+    print_deep_costs(deep_costs())
     heap = prog_costs(heap=True)
     print_prog_costs(heap, "'record --heap' on the malloc/free loop")
     print(f"malloc/free loop, 3 s: untraced {ubase:.3f}s, --heap --overhead-budget 2 "
@@ -653,8 +741,10 @@ def main():
     rows += [("malloc/free pairs (300,000)", "untraced", f"{base:.0f} ns a pair", "", "", ""),
              ("", "floor: 3 counting uprobes", f"{bare / 1000:.2f} us", f"{bare / base:.0f}x",
               "1.00x", ""),
-             ("", "`record --heap`", f"{full / 1000:.2f} us", f"{full / base:.0f}x",
-              f"{full / bare:.2f}x", "<= 1.10x the floor")]
+             ("", "`record --heap --unwind fp`", f"{full / 1000:.2f} us",
+              f"{full / base:.0f}x", f"{full / bare:.2f}x", "<= 1.10x the floor"),
+             ("", "`record --heap`", f"{deep / 1000:.2f} us", f"{deep / base:.0f}x",
+              f"{deep / bare:.2f}x", "<= 1.10x the floor")]
     if ht:
         rows.append(("", "heaptrack (LD_PRELOAD)", f"{ht / 1000:.2f} us", f"{ht / base:.0f}x",
                      f"{ht / bare:.2f}x", ""))

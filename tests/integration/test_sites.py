@@ -148,7 +148,7 @@ def test_blinking_children_named_under_load():
 
 
 def test_heap_sites_exact():
-    p, trail, data, _ = recorded(["--heap"])
+    p, trail, data, _ = recorded(["--heap", "--unwind", "fp"])
     t = trail["targets"][0]
     check_eq(t["sites"]["heap"]["mode"], "full", "heap mode")
     # map_cache's mapping where the kernel has mapping sites ('memtrail features')
@@ -168,7 +168,7 @@ def test_heap_sites_exact():
 
 
 def test_heap_sites_sampled():
-    p, trail, data, _ = recorded(["--heap", "--heap-sample", "8192"])
+    p, trail, data, _ = recorded(["--heap", "--unwind", "fp", "--heap-sample", "8192"])
     t = trail["targets"][0]
     check_eq(t["sites"]["heap"]["sample_bytes"], 8192, "sampling rate in the trail")
     want = data["load_weights"]
@@ -204,7 +204,7 @@ def test_pprof_read_by_go_pprof():
     use, never heap and mapped added together, and each kind's total is the
     trail's bytes of that kind."""
     check(shutil.which("go"), "go (golang-go) is installed")
-    p, trail, data, out = recorded(["--heap"])
+    p, trail, data, out = recorded(["--heap", "--unwind", "fp"])
     prof = os.path.join(tmpdir(), "sites.pb.gz")
     r = run([MEMTRAIL, "report", "--pprof", prof, out])
     check_eq(r.returncode, 0, f"report --pprof ({r.stderr.strip()})")
@@ -237,7 +237,8 @@ def test_cxx_and_rust_names_read_as_written():
     it), and --phase takes those names: with or without parameters, and an
     overloaded name is refused with the candidates."""
     binary = workload("mangled")
-    p, trail, data, out = recorded(["--heap", "-P", f"forward={binary}:model::forward()",
+    p, trail, data, out = recorded(["--heap", "--unwind", "fp",
+                                    "-P", f"forward={binary}:model::forward()",
                                     "-P", f"stepped={binary}:model::step",
                                     "-P", f"long={binary}:model::step(long)",
                                     "-P", f"handled={binary}:serve::handle"], cmd=[binary])
@@ -272,7 +273,8 @@ def test_stacks_lost_said_and_sized():
     under -q; the bytes stay exact (a lost stack's bytes are a '[no stack]'
     site's). The default table with --heap (131,072) keeps every one."""
     for stacks in (["--stacks", "1024"], []):
-        p, trail, data, _ = recorded(["--heap", *stacks], cmd=[workload("stacks"), "4096"])
+        p, trail, data, _ = recorded(["--heap", "--unwind", "fp", *stacks],
+                                     cmd=[workload("stacks"), "4096"])
         t = trail["targets"][0]
         heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
         check_eq(sum(s["alloc_bytes"] for s in heap), data["heap_bytes"], "heap bytes in sites")
@@ -298,7 +300,7 @@ def test_stacks_lost_said_and_sized():
 def preloaded(lib):
     check(os.path.exists(lib), f"{lib} is installed")
     env = dict(os.environ, LD_PRELOAD=lib)
-    p, trail, data, _ = recorded(["--heap"], env=env)
+    p, trail, data, _ = recorded(["--heap", "--unwind", "fp"], env=env)
     t = trail["targets"][0]
     check(any(os.path.basename(lib) in line for line in p.stderr.splitlines()
               if "heap: probing" in line), f"{lib} probed: {p.stderr}")
@@ -316,7 +318,7 @@ def test_tcmalloc_preloaded():
 
 
 def test_stripped_binary_unknown_frames():
-    p, trail, data, _ = recorded(["--heap"], cmd=[workload("sites_stripped")])
+    p, trail, data, _ = recorded(["--heap", "--unwind", "fp"], cmd=[workload("sites_stripped")])
     t = trail["targets"][0]
     rows = [s for s in t["sites"]["list"] if s["kind"] == "heap" and s["phase"] == "load"
             and s["alloc_bytes"] == 4000000]
@@ -333,7 +335,7 @@ def test_unloaded_library_unknown_frames():
     with its address), the frames around it keep their names, and the
     report and the pprof export take it."""
     plugin = os.path.join(WORKLOADS, "lib", "libplugin.so")
-    p, trail, data, out = recorded(["--heap"], cmd=[workload("unload"), plugin])
+    p, trail, data, out = recorded(["--heap", "--unwind", "fp"], cmd=[workload("unload"), plugin])
     check(data["unmapped"], "the workload saw its plugin unmapped")
     t = target(trail, data["pid"])
     rows = [s for s in t["sites"]["list"] if s["kind"] == "mapped" and s["phase"] == "start"
@@ -414,7 +416,8 @@ TORCH = os.path.join(ROOT, "tests", "workloads", "torch_linear.py")
 
 def test_pytorch_weights_named():
     """Debian's PyTorch, as a user runs it: import torch, four 4096x4096
-    Linear layers, ten inferences, teardown, under record --heap. Every
+    Linear layers, ten inferences, teardown, under record --heap --unwind fp
+    (frame pointers: every allocation, exact). Every
     stack is kept (import torch alone has tens of thousands), and the
     weights' bytes (the script's own arithmetic) are at sites naming the
     function that allocated them, c10::alloc_cpu, demangled; no '[no stack]'
@@ -422,7 +425,8 @@ def test_pytorch_weights_named():
     check(subprocess.run(["/usr/bin/python3", "-c", "import torch"]).returncode == 0,
           "Debian's python3-torch is installed ('make deps')")
     out = os.path.join(tmpdir(), "torch.json")
-    p = subprocess.run([MEMTRAIL, "record", "-q", "--heap", "-o", out, "--", TORCH],
+    p = subprocess.run([MEMTRAIL, "record", "-q", "--heap", "--unwind", "fp", "-o", out,
+                        "--", TORCH],
                        capture_output=True, text=True, timeout=600)
     check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()[-2000:]})")
     data = next(json.loads(line) for line in p.stdout.splitlines() if line.startswith("{"))
@@ -487,7 +491,8 @@ def test_pid_reuse_keeps_sites_apart():
     with open(script, "w") as f:
         f.write(REUSE)
     tries = 6
-    p, trail, _, _ = recorded(["--heap"], cmd=["python3", script, workload("sites"), str(tries)])
+    p, trail, _, _ = recorded(["--heap", "--unwind", "fp"],
+                              cmd=["python3", script, workload("sites"), str(tries)])
     runs = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     check_eq(len(runs), tries, "tries that ran")
     names = ["load_weights", "serve_requests", "grow_buffer", "aligned_blocks"]

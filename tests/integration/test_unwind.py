@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""--unwind dwarf: heap sites' chains unwound by the binaries' call-frame
-information, through code built without frame pointers. Expected chains
+"""Deep stacks (record --heap's default, --unwind dwarf): heap sites'
+chains unwound by the binaries' call-frame information, through code built without frame pointers. Expected chains
 come from the programs themselves (glibc's backtrace(), which unwinds by
 .eh_frame too) and expected bytes from their own arithmetic."""
 
@@ -14,13 +14,13 @@ from test_sites import TORCH
 
 
 def record_alive(cmd, out, extra=()):
-    """record --unwind dwarf of CMD, which prints one line and then runs on (a
+    """record --heap (deep stacks) of CMD, which prints one line and then runs on (a
     server) until it reads one: stopped with Ctrl-C while CMD still runs, so
     that the trail is written while everything naming its samples (its
     mappings, its code objects) can be read, then CMD let go. Its line, and
     record's stderr."""
     with open(os.path.join(tmpdir(), "record.err"), "w+") as err:
-        p = subprocess.Popen([MEMTRAIL, "record", "-q", "--unwind", "dwarf", *extra, "-o", out,
+        p = subprocess.Popen([MEMTRAIL, "record", "-q", "--heap", *extra, "-o", out,
                               "--", *cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=err, text=True)
         try:
@@ -42,7 +42,7 @@ def record_alive(cmd, out, extra=()):
 
 
 def deep_record(cmd, comm):
-    """record --unwind dwarf of every allocation of CMD (record_alive): its
+    """record --heap --heap-sample 0 (deep stacks) of every allocation of CMD (record_alive): its
     output, its target and the trail."""
     out = os.path.join(tmpdir(), comm + ".json")
     line, stderr = record_alive(cmd, out, ["--heap-sample", "0"])
@@ -120,20 +120,20 @@ def test_deep_cxx_chains_equal_backtrace():
 
 def test_deep_pytorch_reaches_the_interpreter():
     """Debian's PyTorch and Python 3.11 are built without frame pointers:
-    with --unwind dwarf (sampled, its default) the weights' sites go from
+    under record --heap (deep stacks, sampled: the default) the weights' sites go from
     c10::alloc_cpu through libtorch_cpu and libtorch_python into python3.11
     and on to its main; at least 95% of the weights' bytes are under such
     chains, and under sites naming the script's line that builds the layers
     and torch's Linear.__init__ (Python frames in place of the eval loop)."""
     out = os.path.join(tmpdir(), "torch.json")
-    p = subprocess.run([MEMTRAIL, "record", "-q", "--unwind", "dwarf", "-o", out, "--", TORCH,
+    p = subprocess.run([MEMTRAIL, "record", "-q", "--heap", "-o", out, "--", TORCH,
                         "2", "2048", "2"], capture_output=True, text=True, timeout=600)
     check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()[-2000:]})")
     data = next(json.loads(line) for line in p.stdout.splitlines() if line.startswith("{"))
     with open(out) as f:
         trail = json.load(f)
     t = next(x for x in trail["targets"] if "torch_linear.py" in (x["cmdline"] or ""))
-    check_eq(t["sites"]["heap"]["mode"], "sampled", "sampled by default under --unwind dwarf")
+    check_eq(t["sites"]["heap"]["mode"], "sampled", "sampled by default")
     whole = 0
     for s in t["sites"]["list"]:
         names = [f.get("function") or "" for f in s["frames"]]
@@ -192,7 +192,7 @@ def check_python_lines(data, t):
 
 
 def test_python_lines():
-    """Debian's python3.11 (no frame pointers) under --unwind dwarf: five
+    """Debian's python3.11 (no frame pointers) under record --heap: five
     bytearrays made in a function, a method, a generator, a thread and a
     key function sorted() calls back are at sites naming the function and
     line that made them (the workload's own account of its lines)."""

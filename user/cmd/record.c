@@ -231,7 +231,8 @@ struct record_opts {
 	bool no_sites;
 	bool heap;
 	bool heap_sample_given;
-	bool deep;
+	bool unwind_fp;		/* --unwind fp: heap sites by frame pointers */
+	bool deep;		/* heap sites by call-frame information (--heap's default) */
 	bool faults;
 	uint32_t fault_sample;
 	uint32_t stacks;
@@ -314,7 +315,7 @@ static int opt_heap_sample(void *base, const char *arg)
 	return 0;
 }
 
-/* --unwind dwarf's sampling unless --heap-sample says: a stack copy costs about 16 KiB */
+/* deep stacks' sampling unless --heap-sample says: a stack copy costs about 16 KiB */
 #define DEEP_SAMPLE_DEFAULT 262144
 
 static int opt_unwind(void *base, const char *arg)
@@ -322,10 +323,10 @@ static int opt_unwind(void *base, const char *arg)
 	struct record_opts *o = base;
 
 	if (!strcmp(arg, "dwarf")) {
-		o->deep = true;
+		o->unwind_fp = false;
 		o->heap = true;
 	} else if (!strcmp(arg, "fp")) {
-		o->deep = false;
+		o->unwind_fp = true;
 	} else {
 		log__error("invalid --unwind '%s': give dwarf or fp", arg);
 		return -EINVAL;
@@ -398,19 +399,19 @@ static const struct opt site_rows[] = {
 	OPT_ROW_FLAG("heap", 0, struct record_opts, heap,
 		     "heap sites: probe the malloc family (glibc, jemalloc, tcmalloc, mimalloc) "
 		     "of each target; every call traps (several microseconds): costly for "
-		     "malloc-heavy code"),
+		     "malloc-heavy code; heap levels are exact, sites sampled (see --unwind)"),
 	OPT_ROW_FN("heap-sample", 0, "BYTES", opt_heap_sample,
 		   "implies --heap: take a stack for about one allocation per BYTES allocated, "
-		   "weighted, 0..2^40 (default 0: every allocation); every call still traps: it "
-		   "saves the stack only"),
+		   "weighted, 0..2^40 (0: every allocation; default " OPT_XSTR(DEEP_SAMPLE_DEFAULT)
+		   ", or 0 with --unwind fp); every call still traps: it saves the stack only"),
 	OPT_ROW_FN("unwind", 0, "MODE", opt_unwind,
-		   "how heap sites' stacks are walked: fp (frame pointers, in the kernel; the "
-		   "default) or dwarf (implies --heap: the binaries' call-frame information, "
-		   "through code built without frame pointers: BPF copies each sampled "
-		   "allocation's registers and the top 16 KiB of its stack, memtrail unwinds "
-		   "them, and CPython 3.11's frames, function and line, stand in for the "
-		   "interpreter's; --heap-sample defaults to " OPT_XSTR(DEEP_SAMPLE_DEFAULT)
-		   " then)"),
+		   "how heap sites' stacks are walked: dwarf (the default: the binaries' "
+		   "call-frame information, through code built without frame pointers: BPF "
+		   "copies each sampled allocation's registers and the top 16 KiB of its stack, "
+		   "memtrail unwinds them, and CPython 3.11's frames, function and line, stand "
+		   "in for the interpreter's) or fp (frame pointers, walked in the kernel: "
+		   "stops at the first function built without them; with --heap-sample 0, its "
+		   "default then, every allocation's site is exact); dwarf implies --heap"),
 	OPT_ROW_FN("overhead-budget", 0, "PCT", opt_overhead_budget,
 		   "implies --heap: attach the heap probes in windows so that their measured "
 		   "cost stays within PCT% of each target's CPU time, 0.1..100; a window opens "
@@ -485,6 +486,7 @@ static int parse_opts(int argc, char **argv, struct record_opts *o)
 		return err;
 	if (first < argc)
 		o->cmd = &argv[first];
+	o->deep = o->heap && !o->unwind_fp;
 	if (o->deep && !o->heap_sample_given)
 		o->heap_cfg.sample_bytes = DEEP_SAMPLE_DEFAULT;
 	modes = cmdopts__target_modes(&o->t) + !!o->cmd;
@@ -607,7 +609,7 @@ static int record_turn(void *ctx, uint64_t now)
 	return now >= r->grace_end;
 }
 
-/* What --unwind dwarf's samples gave: how many chains reached their thread's first frame. */
+/* What deep stacks' samples gave: how many chains reached their thread's first frame. */
 static void say_deep(const struct sites_deep_stats *d)
 {
 	if (!d->samples)
