@@ -5,16 +5,19 @@ set -e
 
 # libclang-rt-dev: clang's runtime, with libFuzzer (libclang_rt.fuzzer-*.a) for make fuzz
 # python3-torch: the PyTorch example and its test (Debian's 1.13, CPU only)
+# python3-dbg: the interpreter's debug file (its stripped functions named in deep stacks)
+# debuginfod, libdebuginfod1: a local debuginfod server, and libdw's client of it
 PKGS="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev libiberty-dev zlib1g-dev libjansson-dev libyajl-dev
 libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linux mount procps gdb
 golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd-dev prometheus
-python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev python3-torch"
+python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev python3-torch
+python3-dbg debuginfod libdebuginfod1"
 
 if [ ! -r /etc/debian_version ] || ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "memtrail: 'make deps' knows Debian and its derivatives only; install by hand:" \
 	     "make, gcc, g++ (a test workload), clang, llvm, libbpf >= 1.1 headers, bpftool, libelf, libdw, libiberty (the demangler), zlib," \
 	     "jansson, yajl, protobuf-c (and protoc-c), cmocka, python3; for the tests: go (pprof)," \
-	     "jemalloc, tcmalloc, tmux, chromium, PyTorch for /usr/bin/python3; for the kernel matrix: qemu-system-x86, busybox," \
+	     "jemalloc, tcmalloc, tmux, chromium, PyTorch for /usr/bin/python3 and its debug symbols, debuginfod; for the kernel matrix: qemu-system-x86, busybox," \
 	     "cpio, xz, zstd; for make fuzz: clang's libFuzzer (compiler-rt)" >&2
 	exit 1
 fi

@@ -317,18 +317,6 @@ def test_tcmalloc_preloaded():
     preloaded(TCMALLOC)
 
 
-def test_stripped_binary_unknown_frames():
-    p, trail, data, _ = recorded(["--heap", "--unwind", "fp"], cmd=[workload("sites_stripped")])
-    t = trail["targets"][0]
-    rows = [s for s in t["sites"]["list"] if s["kind"] == "heap" and s["phase"] == "load"
-            and s["alloc_bytes"] == 4000000]
-    check_eq(len(rows), 1, "the load_weights site, unnamed")
-    f0 = rows[0]["frames"][0]
-    check_eq(f0["function"], "[unknown]", "a stripped function is [unknown]")
-    check(f0["module"].endswith("sites_stripped") and f0["offset"].startswith("0x"),
-          f"its file and offset stay: {f0}")
-
-
 def test_unloaded_library_unknown_frames():
     """A library that mapped 8 MiB is unloaded before memtrail resolves the
     stack: its frame is honest (named while it was mapped, else [unknown]

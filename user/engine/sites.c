@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "array.h"
+#include "roots.h"
 #include "sites_int.h"
 
 int sites__open(struct sites **out, struct tracer *t, struct trail *trail)
@@ -16,6 +17,9 @@ int sites__open(struct sites **out, struct tracer *t, struct trail *trail)
 		return -ENOMEM;
 	s->tracer = t;
 	s->trail = trail;
+	/* a process in another root (a container's) has its debug files looked for there */
+	if (roots__id(0, &s->root_dev, &s->root_ino))
+		s->root_dev = (dev_t)-1;
 	return 0;
 }
 
@@ -377,6 +381,7 @@ void sites__destroy(struct sites *s)
 		free(m->name);
 		if (m->dwfl)
 			dwfl_end(m->dwfl);
+		sites_module_debug_free(m->debug);
 	}
 	sites_deep_destroy(s);
 	sites_python_destroy(s);

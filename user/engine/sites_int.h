@@ -39,6 +39,7 @@ struct module {
 	uint64_t real_dev, real_ino;
 	Dwfl *dwfl;		/* NULL: could not be opened */
 	Dwfl_Module *mod;
+	struct module_debug *debug;	/* where its debug file is looked for */
 	char build_id[41];
 	/*
 	 * Its symbols sorted by address, read once: libdw's own lookup walks
@@ -113,8 +114,23 @@ struct pid_maps {
 	size_t n, cap;
 };
 
+/*
+ * Where a module's separate debug file is looked for (libdw's standard
+ * search, by build ID then .gnu_debuglink): FILE is the module's path as
+ * memtrail reaches it (through its process's root), PATH libdw's
+ * debuginfo_path with the root's /usr/lib/debug first. One per module:
+ * libdw keeps a pointer to the callbacks.
+ */
+struct module_debug {
+	Dwfl_Callbacks cb;
+	char *file;
+	char *path;
+};
+
 struct sites {
 	struct tracer *tracer;
+	dev_t root_dev;		/* memtrail's own root directory */
+	ino_t root_ino;
 	struct module *modules;
 	size_t n_modules, cap_modules;
 	struct stack **stacks;
@@ -193,6 +209,7 @@ void sites_python_destroy(struct sites *s);
 
 /* CLOCK_MONOTONIC in ns, the clock of BPF's event times. */
 uint64_t sites_now_ns(void);
+void sites_module_debug_free(struct module_debug *d);
 /* PID's mappings as kept (sites_maps.c); with CREATE, made empty where none are. NULL: none. */
 struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create);
 /* The stack ID of PID as resolved, or NULL. */

@@ -13,13 +13,88 @@
 
 #include "array.h"
 #include "proc.h"
+#include "roots.h"
 #include "sites_int.h"
+
+/*
+ * libdw's standard search for a debug file (the build ID's file under each
+ * directory of the path, the .gnu_debuglink file beside the module, in its
+ * .debug and under those directories; debuginfod where DEBUGINFOD_URLS is
+ * set), from the module's own path in its process's root: libdw opened it
+ * as /proc/PID/map_files/..., where no debug link is.
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
+			  const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			  char **debuginfo_file_name)
+{
+	const struct module_debug *d = *userdata;
+
+	return dwfl_standard_find_debuginfo(mod, userdata, modname, base,
+					    d && d->file ? d->file : file_name, debuglink_file,
+					    debuglink_crc, debuginfo_file_name);
+}
 
 static const Dwfl_Callbacks offline_callbacks = {
 	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_debuginfo = find_debuginfo,
 	.section_address = dwfl_offline_section_address,
 };
+
+void sites_module_debug_free(struct module_debug *d)
+{
+	if (!d)
+		return;
+	free(d->file);
+	free(d->path);
+	free(d);
+}
+
+/*
+ * Where NAME, mapped by PID, has its debug file: on memtrail's own root,
+ * the file itself and libdw's default directories; in another root (a
+ * container's), the file through /proc/PID/root and that root's
+ * /usr/lib/debug before the host's. NULL when memory runs out.
+ */
+static struct module_debug *module_debug(const struct sites *s, uint32_t pid, const char *name,
+					 bool *other_root)
+{
+	struct module_debug *d = calloc(1, sizeof(*d));
+	dev_t dev;
+	ino_t ino;
+
+	*other_root = false;
+	if (!d)
+		return NULL;
+	d->cb = offline_callbacks;
+	if (pid && !roots__id(pid, &dev, &ino) && (dev != s->root_dev || ino != s->root_ino)) {
+		*other_root = true;
+		if (asprintf(&d->file, "/proc/%u/root%s", pid, name) < 0)
+			d->file = NULL;
+		if (asprintf(&d->path, ":.debug:/proc/%u/root/usr/lib/debug:/usr/lib/debug",
+			     pid) < 0)
+			d->path = NULL;
+		d->cb.debuginfo_path = d->path ? &d->path : NULL;
+	} else {
+		d->file = strdup(name);
+	}
+	return d;
+}
+
+/* Whether M's own file has a symbol table (else its names come from a debug file). */
+static bool module_has_symtab(struct module *m)
+{
+	GElf_Addr bias;
+	Elf *e = dwfl_module_getelf(m->mod, &bias);
+	Elf_Scn *scn = NULL;
+
+	while (e && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+			return true;
+	}
+	return false;
+}
 
 /* A module's device as maps shows it, major:minor */
 #define DEV_KEY(maj, min) (((uint64_t)(maj) << 32) | (min))
@@ -35,13 +110,15 @@ static int32_t module_find(const struct sites *s, const char *name, uint64_t dev
 	return -1;
 }
 
-/* A new module NAME, its symbols read from OPEN_PATH ("": none). */
-static int32_t module_add(struct sites *s, const char *name, const char *open_path, uint64_t dev,
-			  uint64_t ino)
+/* A new module NAME that PID maps, its symbols read from OPEN_PATH ("": none). */
+static int32_t module_add(struct sites *s, uint32_t pid, const char *name, const char *open_path,
+			  uint64_t dev, uint64_t ino)
 {
 	const unsigned char *bits;
 	struct module *m;
 	GElf_Addr vaddr;
+	bool other_root;
+	void **userdata;
 	size_t i;
 	int n;
 
@@ -55,8 +132,9 @@ static int32_t module_add(struct sites *s, const char *name, const char *open_pa
 		return -2;
 	m->dev = dev;
 	m->ino = ino;
+	m->debug = module_debug(s, pid, name, &other_root);
 	/* opened now, through the target's root: it may be gone when the trail is written */
-	m->dwfl = dwfl_begin(&offline_callbacks);
+	m->dwfl = m->debug ? dwfl_begin(&m->debug->cb) : NULL;
 	if (m->dwfl) {
 		m->mod = dwfl_report_offline(m->dwfl, name, open_path, -1);
 		dwfl_report_end(m->dwfl, NULL, NULL);
@@ -66,9 +144,14 @@ static int32_t module_add(struct sites *s, const char *name, const char *open_pa
 		}
 	}
 	if (m->mod) {
+		dwfl_module_info(m->mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+		*userdata = m->debug;
 		n = dwfl_module_build_id(m->mod, &bits, &vaddr);
 		for (i = 0; n > 0 && i < (size_t)n && i < 20; i++)
 			snprintf(m->build_id + 2 * i, 3, "%02x", bits[i]);
+		/* a container's debug file: found while its root can be reached */
+		if (other_root && !module_has_symtab(m))
+			dwfl_module_getsymtab(m->mod);
 	}
 	return s->n_modules++;
 }
@@ -172,7 +255,7 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		pm = (struct proc_map_line){ .start = start, .end = end, .dev = makedev(maj, min),
 					     .ino = inode, .path = line + pos };
 		fd = proc__open_mapped(pid, &pm, full, sizeof(full));
-		m->module = module_add(s, line + pos, fd >= 0 ? full : "",
+		m->module = module_add(s, pid, line + pos, fd >= 0 ? full : "",
 				       DEV_KEY(maj, min), inode);
 		if (fd >= 0)
 			close(fd);	/* libdw opened its own */

@@ -301,12 +301,14 @@ static json_t *sites_json(const struct trail_target *tt)
 	for (i = 0; tt->sites && i < tt->sites->n && i < SITES_SHOWN; i++) {
 		const struct trail_site *s = &tt->sites->list[i];
 		const struct trail_frame *f = s->n_frames ? &s->frames[table__site_frame(s)] : NULL;
+		char unnamed[512];
 
 		json_array_append_new(arr, json_pack("{s:s, s:o, s:I, s:I, s:o, s:o}",
 			"kind", trail_site__kind_name(s->kind), "phase", sanitize__json(s->phase),
 			"alloc_bytes", (json_int_t)s->alloc_bytes,
 			"inuse_bytes", (json_int_t)s->inuse_bytes,
-			"function", sanitize__json(f ? f->function : NULL),
+			"function", sanitize__json(f ? trail_frame__name(f, unnamed, sizeof(unnamed))
+						     : NULL),
 			"source", sanitize__json(f ? f->source : NULL)));
 	}
 	return arr;

@@ -150,7 +150,7 @@ static uint64_t function(struct builder *b, const char *name, const char *system
 static uint64_t location(struct builder *b, uint32_t pid, const struct trail_frame *fr)
 {
 	const char *fn = fr->function, *src = fr->source;
-	char key[512], addr[32], file[4096];
+	char key[512], addr[32], file[4096], unnamed[512];
 	long line_no = 0;
 	bool fresh;
 	size_t id;
@@ -195,7 +195,8 @@ static uint64_t location(struct builder *b, uint32_t pid, const struct trail_fra
 			line_no = strtol(colon + 1, NULL, 10);
 		}
 	}
-	line->function_id = function(b, fn ? fn : "[unknown]", fr->symbol, file[0] ? file : NULL);
+	line->function_id = function(b, trail_frame__name(fr, unnamed, sizeof(unnamed)), fr->symbol,
+				     file[0] ? file : NULL);
 	line->line = line_no;
 	l->line[0] = line;
 	l->n_line = 1;

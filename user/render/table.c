@@ -404,13 +404,16 @@ static void site_text(const struct trail_site *site, char *buf, size_t len)
 	buf[0] = '\0';
 	used = 0;
 	for (i = first; i < n && shown < 2 && used < len; i++) {
-		const char *fn = site->frames[i].function, *src = site->frames[i].source;
+		const char *src = site->frames[i].source;
+		char unnamed[NAME_LEN];
 
 		if (py && !python_frame(&site->frames[i]))
 			continue;
 		shown++;
 		used += snprintf(buf + used, len - used, "%s%s", i > first ? " < " : "",
-				 fn ? sanitize__str(name, sizeof(name), fn) : "[unknown]");
+				 sanitize__str(name, sizeof(name),
+					       trail_frame__name(&site->frames[i], unnamed,
+								 sizeof(unnamed))));
 		if (src && (i == first || py) && used < len) {
 			const char *slash = strrchr(src, '/');
 

@@ -95,6 +95,19 @@ const char *trail_site__kind_name(int kind)
 	return kind == TRAIL_SITE_FAULTS ? "faults" : kind__name(kind);
 }
 
+const char *trail_frame__name(const struct trail_frame *fr, char *buf, size_t len)
+{
+	const char *base;
+
+	if (fr->function && strcmp(fr->function, "[unknown]"))
+		return fr->function;
+	if (!fr->module)
+		return fr->function ? fr->function : "[unknown]";
+	base = strrchr(fr->module, '/');
+	snprintf(buf, len, "%s+0x%" PRIx64, base ? base + 1 : fr->module, fr->offset);
+	return buf;
+}
+
 const char *trail_heap__mode_name(enum trail_heap_mode mode)
 {
 	return (unsigned)mode < sizeof(heap_modes) / sizeof(heap_modes[0]) ? heap_modes[mode] : "?";

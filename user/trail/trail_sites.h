@@ -87,6 +87,12 @@ const char *trail_heap__mode_name(enum trail_heap_mode mode);
 /* Whether in-use figures of TS are measured (heap sites under a budget are not). */
 bool trail_sites__inuse(const struct trail_sites *ts);
 
+/*
+ * FR's function as reports name it, into BUF: its function, or where a file
+ * does not name it ("[unknown]"), "FILE+0xOFFSET" (the file's base name).
+ */
+const char *trail_frame__name(const struct trail_frame *fr, char *buf, size_t len);
+
 /* TS as the trail writes it; NULL when out of memory. */
 json_t *trail_sites__json(const struct trail_sites *ts);
 /* V read into *OUT (a trail is anyone's file): 0, or -1 with S's error set. */
