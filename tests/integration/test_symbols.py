@@ -160,3 +160,31 @@ def test_stripped_named_by_debuginfod():
         srv.terminate()
         srv.wait(timeout=30)
     no_programs_left()
+
+
+def test_unnamed_share_said_with_package():
+    """A Debian program without its debug symbols (coreutils' sort, its
+    buffer sized by -S): record says the share of heap bytes at sites no
+    symbol names, the file, and the package that owns it (dpkg's own
+    answer), with the debug package that would name them."""
+    sort = shutil.which("sort")
+    real = os.path.realpath(sort)
+    owner = run(["dpkg-query", "-S", real]).stdout or run(["dpkg-query", "-S", sort]).stdout
+    owner = owner.split(":")[0]
+    check(owner, f"dpkg owns {real}")
+    d = tmpdir()
+    nums = os.path.join(d, "nums")
+    with open(nums, "w") as f:
+        f.write("\n".join(str((i * 7919) % 200003) for i in range(200000)))
+    out = os.path.join(d, "sort.json")
+    p = run([MEMTRAIL, "record", "-q", "--heap", "--unwind", "fp", "-o", out, "--", sort,
+             "-S", "32M", nums, "-o", os.path.join(d, "sorted")])
+    check_eq(p.returncode, 0, f"record ({p.stderr.strip()})")
+    said = [line for line in p.stderr.splitlines() if " at sites no symbol names" in line]
+    check_eq(len(said), 1, f"the unnamed heap bytes said once: {p.stderr!r}")
+    m = re.match(r"memtrail: heap: ([\d.]+) MiB of [\d.]+ \w+ allocated \(([\d.]+)%\) at sites "
+                 r"no symbol names: [\d.]+ MiB in (\S+); (.*)", said[0])
+    check(m and float(m.group(1)) >= 32 and float(m.group(2)) >= 90 and m.group(3) == real,
+          f"sort's 32 MiB buffer, most of the heap, in {real}: {said[0]}")
+    check(f"package {owner}" in m.group(4), f"the package that owns it, {owner}: {said[0]}")
+    no_programs_left()

@@ -124,7 +124,9 @@ def test_deep_pytorch_reaches_the_interpreter():
     c10::alloc_cpu through libtorch_cpu and libtorch_python into python3.11
     and on to its main; at least 95% of the weights' bytes are under such
     chains, and under sites naming the script's line that builds the layers
-    and torch's Linear.__init__ (Python frames in place of the eval loop)."""
+    and torch's Linear.__init__ (Python frames in place of the eval loop);
+    with python3.11's debug file (python3-dbg), no site whose first frame is
+    unnamed holds 1% of the heap bytes."""
     out = os.path.join(tmpdir(), "torch.json")
     p = subprocess.run([MEMTRAIL, "record", "-q", "--heap", "-o", out, "--", TORCH,
                         "2", "2048", "2"], capture_output=True, text=True, timeout=600)
@@ -154,6 +156,16 @@ def test_deep_pytorch_reaches_the_interpreter():
                 any(x.get("function") == "Linear.__init__" for x in s["frames"]))
     check(named >= 0.95 * want, f"{named} of the weights' {want} bytes at sites naming "
           f"torch_linear.py:{line} and Linear.__init__")
+    # python3.11's debug file installed (python3-dbg): no unnamed site holds 1% of the heap
+    heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
+    total = sum(s["alloc_bytes"] for s in heap)
+    unnamed = [(s["alloc_bytes"], s["frames"][0]) for s in heap
+               if s["frames"][0].get("function") in ("[unknown]", "[no stack]")
+               and s["alloc_bytes"] > total / 100]
+    check(not unnamed, f"no '[unknown]' or '[no stack]' site over 1% of {total}: {unnamed}")
+    said = [x for x in p.stderr.splitlines()
+            if x.startswith("memtrail: heap: ") and " at sites no symbol names" in x]
+    check(not said, f"no unnamed share said for the heap: {said}")
     r = run([MEMTRAIL, "report", "--top", "3", out])
     check_eq(r.returncode, 0, f"report ({r.stderr.strip()})")
     no_programs_left()

@@ -36,6 +36,7 @@
 #include "tracer.h"
 #include "kfeatures.h"
 #include "trail.h"
+#include "unnamed.h"
 
 #define DEFAULT_INTERVAL_MS 100
 #define SCAN_PERIOD_MS 1000
@@ -651,6 +652,8 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 	}
 	if (o->deep && r->s.sites)
 		say_deep(sites__deep_stats(r->s.sites));
+	if (!session__stop_again)
+		unnamed__say(t);
 	if (!o->quiet && !session__stop_again) {
 		table__print_summary(stdout, t);
 		table__print_phases(stdout, t);

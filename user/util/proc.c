@@ -2,11 +2,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -426,4 +430,59 @@ int proc__stat_mapped(uint32_t pid, const struct proc_map_line *m, struct stat *
 	if (stat(name, st))
 		return -errno;
 	return st->st_dev == m->dev && st->st_ino == m->ino ? 0 : -ENOENT;
+}
+
+int proc__run_line(char *const argv[], char *out, size_t len)
+{
+	extern char **environ;
+	posix_spawn_file_actions_t fa;
+	struct pollfd pfd;
+	size_t used = 0;
+	int fds[2], status, err = 0;
+	pid_t pid;
+	ssize_t n;
+
+	out[0] = '\0';
+	if (pipe2(fds, O_CLOEXEC))
+		return -errno;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	if (err) {
+		close(fds[0]);
+		return -err;
+	}
+	pfd = (struct pollfd){ .fd = fds[0], .events = POLLIN };
+	/* read to its end (the line, then the rest discarded) or for 10 s at most */
+	for (;;) {
+		char buf[4096];
+
+		if (poll(&pfd, 1, 10000) <= 0) {
+			kill(pid, SIGKILL);
+			err = -ETIMEDOUT;
+			break;
+		}
+		n = read(fds[0], buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (used + 1 < len) {
+			size_t take = (size_t)n < len - 1 - used ? (size_t)n : len - 1 - used;
+
+			memcpy(out + used, buf, take);
+			used += take;
+			out[used] = '\0';
+		}
+	}
+	close(fds[0]);
+	out[strcspn(out, "\n")] = '\0';
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (err)
+		return err;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -ECHILD;
 }

@@ -20,6 +20,12 @@ char *proc__which(const char *name);
  * folders; else a program in PATH. malloc'ed; NULL if none.
  */
 char *proc__find_file(const char *name);
+/*
+ * ARGV run (its program found in PATH, stderr discarded; killed after 10 s
+ * without output), the first line of its output into OUT (LEN >= 1): its
+ * exit status, or -errno.
+ */
+int proc__run_line(char *const argv[], char *out, size_t len);
 /* Parent's PID, or 0 when unknown. */
 uint32_t proc__ppid(uint32_t pid);
 /* 0 and the comm in buf, or -errno. */
