@@ -360,9 +360,40 @@ void sites__retire(struct sites *s, const uint32_t *pids, size_t n, sites_retire
 	tracer__sites_forget(s->tracer, pids, n);
 }
 
-static void no_free(void *p)
+void sites_no_free(void *p)
 {
 	(void)p;
+}
+
+/* twalk_r's context: the nodes of one pid, gathered to be deleted after the walk. */
+struct take {
+	uint32_t pid;
+	uint32_t (*pid_of)(const void *node);
+	void **v;
+	size_t n, cap;
+};
+
+static void take_one(const void *nodep, VISIT which, void *ctx)
+{
+	struct take *t = ctx;
+	void *p = *(void *const *)nodep;
+
+	if ((which == postorder || which == leaf) && t->pid_of(p) == t->pid &&
+	    !array__grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)))
+		t->v[t->n++] = p;
+}
+
+size_t sites_tree_take(void **root, int (*cmp)(const void *, const void *), uint32_t pid,
+		       uint32_t (*pid_of)(const void *node), void ***out)
+{
+	struct take t = { .pid = pid, .pid_of = pid_of };
+	size_t i;
+
+	twalk_r(*root, take_one, &t);
+	for (i = 0; i < t.n; i++)
+		tdelete(t.v[i], root, cmp);
+	*out = t.v;
+	return t.n;
 }
 
 void sites__destroy(struct sites *s)
@@ -386,8 +417,8 @@ void sites__destroy(struct sites *s)
 	sites_deep_destroy(s);
 	sites_python_destroy(s);
 	free(s->modules);
-	tdestroy(s->stack_index, no_free);
-	tdestroy(s->site_index, no_free);
+	tdestroy(s->stack_index, sites_no_free);
+	tdestroy(s->site_index, sites_no_free);
 	for (i = 0; i < s->n_stacks; i++) {
 		free(s->stacks[i]->frames);
 		free(s->stacks[i]);

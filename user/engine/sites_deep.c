@@ -517,52 +517,31 @@ void sites_deep_fold(struct sites *s)
 	}
 }
 
-/* twalk_r's context: the nodes of one pid, gathered to be deleted after the walk. */
-struct gather {
-	uint32_t pid;
-	bool allocs;		/* nodes are deep_alloc, else stacks */
-	void **v;
-	size_t n, cap;
-};
-
-static void gather_one(const void *nodep, VISIT which, void *ctx)
+static uint32_t deep_alloc_pid(const void *node)
 {
-	struct gather *g = ctx;
-	void *p = *(void *const *)nodep;
-	uint32_t pid;
+	return ((const struct deep_alloc *)node)->tgid;
+}
 
-	if (which != postorder && which != leaf)
-		return;
-	pid = g->allocs ? ((const struct deep_alloc *)p)->tgid : ((const struct stack *)p)->pid;
-	if (pid == g->pid && !array__grow((void **)&g->v, &g->cap, g->n + 1, sizeof(*g->v)))
-		g->v[g->n++] = p;
+static uint32_t stack_pid(const void *node)
+{
+	return ((const struct stack *)node)->pid;
 }
 
 void sites_deep_forget(struct sites *s, uint32_t pid)
 {
-	struct gather g = { .pid = pid, .allocs = true };
-	size_t i;
+	void **v;
+	size_t i, n = sites_tree_take(&s->deep_allocs, deep_alloc_cmp, pid, deep_alloc_pid, &v);
 
-	twalk_r(s->deep_allocs, gather_one, &g);
-	for (i = 0; i < g.n; i++) {
-		tdelete(g.v[i], &s->deep_allocs, deep_alloc_cmp);
-		free(g.v[i]);
-	}
-	g.n = 0;
-	g.allocs = false;
-	twalk_r(s->deep_index, gather_one, &g);
-	for (i = 0; i < g.n; i++)
-		tdelete(g.v[i], &s->deep_index, deep_stack_cmp);	/* the stack is sites.c's */
-	free(g.v);
-}
-
-static void no_free(void *p)
-{
-	(void)p;
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+	/* the stacks are sites.c's */
+	sites_tree_take(&s->deep_index, deep_stack_cmp, pid, stack_pid, &v);
+	free(v);
 }
 
 void sites_deep_destroy(struct sites *s)
 {
 	tdestroy(s->deep_allocs, free);
-	tdestroy(s->deep_index, no_free);
+	tdestroy(s->deep_index, sites_no_free);
 }

@@ -72,6 +72,7 @@ struct py_frame {
 	char *file;		/* co_filename */
 	int line;		/* 0: unknown */
 	const char *why;	/* a frame that could not be read: why */
+	size_t id;		/* its index in the sites' py */
 };
 
 /*
@@ -210,6 +211,15 @@ void sites_python_destroy(struct sites *s);
 /* CLOCK_MONOTONIC in ns, the clock of BPF's event times. */
 uint64_t sites_now_ns(void);
 void sites_module_debug_free(struct module_debug *d);
+/* tdestroy's free for trees whose nodes another owns. */
+void sites_no_free(void *p);
+/*
+ * The nodes of ROOT (a tsearch tree ordered by CMP) whose PID_OF is PID,
+ * deleted from it and given in *OUT (free()d by the caller, and the nodes as
+ * their owner does): how many.
+ */
+size_t sites_tree_take(void **root, int (*cmp)(const void *, const void *), uint32_t pid,
+		       uint32_t (*pid_of)(const void *node), void ***out);
 /* PID's mappings as kept (sites_maps.c); with CREATE, made empty where none are. NULL: none. */
 struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create);
 /* The stack ID of PID as resolved, or NULL. */

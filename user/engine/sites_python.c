@@ -334,19 +334,14 @@ static int64_t py_frame_id(struct sites *s, const struct py_frame *p)
 {
 	struct py_frame *f;
 	void *found = tfind(p, &s->py_index, py_frame_cmp);
-	size_t i;
 
-	if (found) {
-		f = *(struct py_frame **)found;
-		for (i = s->n_py; i--;)	/* newest first: a chain's frames repeat */
-			if (s->py[i] == f)
-				return (int64_t)i;
-		return -1;
-	}
+	if (found)
+		return (int64_t)(*(struct py_frame **)found)->id;
 	if (array__grow((void **)&s->py, &s->cap_py, s->n_py + 1, sizeof(*s->py)) ||
 	    !(f = calloc(1, sizeof(*f))))
 		return -1;
 	*f = *p;
+	f->id = s->n_py;
 	f->function = p->function ? strdup(p->function) : NULL;
 	f->file = p->file ? strdup(p->file) : NULL;
 	if ((p->function && !f->function) || (p->file && !f->file) ||
@@ -425,38 +420,19 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 	*n = o;
 }
 
-struct gather {
-	uint32_t pid;
-	void **v;
-	size_t n, cap;
-};
-
-static void gather_code(const void *nodep, VISIT which, void *ctx)
+static uint32_t py_code_pid(const void *node)
 {
-	struct gather *g = ctx;
-	struct py_code *c = *(struct py_code *const *)nodep;
-
-	if ((which == postorder || which == leaf) && c->pid == g->pid &&
-	    !array__grow((void **)&g->v, &g->cap, g->n + 1, sizeof(*g->v)))
-		g->v[g->n++] = c;
+	return ((const struct py_code *)node)->pid;
 }
 
 void sites_python_forget(struct sites *s, uint32_t pid)
 {
-	struct gather g = { .pid = pid };
-	size_t i;
+	void **v;
+	size_t i, n = sites_tree_take(&s->py_codes, py_code_cmp, pid, py_code_pid, &v);
 
-	twalk_r(s->py_codes, gather_code, &g);
-	for (i = 0; i < g.n; i++) {
-		tdelete(g.v[i], &s->py_codes, py_code_cmp);
-		py_code_free(g.v[i]);
-	}
-	free(g.v);
-}
-
-static void no_free(void *p)
-{
-	(void)p;
+	for (i = 0; i < n; i++)
+		py_code_free(v[i]);
+	free(v);
 }
 
 void sites_python_destroy(struct sites *s)
@@ -464,7 +440,7 @@ void sites_python_destroy(struct sites *s)
 	size_t i;
 
 	tdestroy(s->py_codes, py_code_free);
-	tdestroy(s->py_index, no_free);
+	tdestroy(s->py_index, sites_no_free);
 	for (i = 0; i < s->n_py; i++) {
 		free(s->py[i]->function);
 		free(s->py[i]->file);
