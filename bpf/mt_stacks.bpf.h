@@ -168,6 +168,70 @@ static __always_inline void deep_fill(struct memtrail_event_deep *e, struct pt_r
 	}
 }
 
+/* The kernel's own structures a deep sample reads its pending uretprobe returns from. */
+struct return_instance___mt {
+	unsigned long stack;
+	unsigned long orig_ret_vaddr;
+	struct return_instance___mt *next;
+} __attribute__((preserve_access_index));
+
+struct uprobe_task___mt {
+	struct return_instance___mt *return_instances;
+} __attribute__((preserve_access_index));
+
+struct xol_area___mt {
+	unsigned long vaddr;
+} __attribute__((preserve_access_index));
+
+struct uprobes_state___mt {
+	struct xol_area___mt *xol_area;
+} __attribute__((preserve_access_index));
+
+struct mm_struct___mt {
+	struct uprobes_state___mt uprobes_state;
+} __attribute__((preserve_access_index));
+
+struct task_struct___mt {
+	struct uprobe_task___mt *utask;
+	struct mm_struct___mt *mm;
+} __attribute__((preserve_access_index));
+
+/*
+ * The thread's pending uretprobe returns into E: a frame whose function is
+ * probed at its return reads the trampoline's address as its return
+ * address, and user space puts the real one in its place. The one
+ * returning now may still be listed first (before 6.14): user space keeps
+ * those whose slot is on the stack above the stack pointer.
+ */
+static __always_inline void deep_uret(struct memtrail_event_deep *e)
+{
+	struct task_struct___mt *task = (void *)bpf_get_current_task();
+	struct return_instance___mt *ri = NULL;
+	struct uprobe_task___mt *ut;
+	int i;
+
+	e->n_uret = 0;
+	e->uret_tramp = 0;
+	if (!bpf_core_field_exists(task->utask) || !bpf_core_field_exists(ri->orig_ret_vaddr))
+		return;
+	ut = BPF_CORE_READ(task, utask);
+	if (!ut)
+		return;
+	ri = BPF_CORE_READ(ut, return_instances);
+	if (!ri)
+		return;
+	e->uret_tramp = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+#pragma clang loop unroll(disable)
+	for (i = 0; i < MEMTRAIL_DEEP_URET; i++) {
+		if (!ri)
+			break;
+		e->uret[i].stack = BPF_CORE_READ(ri, stack);
+		e->uret[i].ret = BPF_CORE_READ(ri, orig_ret_vaddr);
+		ri = BPF_CORE_READ(ri, next);
+	}
+	e->n_uret = i;
+}
+
 /* Add an allocation (BYTES > 0) or the free of one (BYTES < 0) to a site. */
 static __always_inline void site_add_at(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
 					__u64 caller, __s64 bytes, __u64 objects, bool sampled)

@@ -208,6 +208,7 @@ static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t
 	e->weight = a->weight;
 	e->tracked = heap_track;
 	deep_fill(e, ctx);
+	deep_uret(e);
 	py_walk(e, tgid, e->tid);
 	a->stack = MEMTRAIL_STACK_DEEP;
 	if (heap_track) {

@@ -521,6 +521,7 @@ struct memtrail_map_range {
  * Python frames, as byte offsets of the interpreter's own structures.
  */
 #define MEMTRAIL_PY_FRAMES 48		/* Python frames read per deep sample */
+#define MEMTRAIL_DEEP_URET 32		/* pending uretprobe returns read per deep sample */
 #define MEMTRAIL_PY_THREADS 64		/* thread states searched for the caller's */
 
 struct memtrail_py_proc {
@@ -566,6 +567,19 @@ struct memtrail_event_deep {
 	__u32 tracked;	/* its free will be told (live allocations are kept) */
 	__u32 py_status;	/* enum memtrail_py_status */
 	__u32 n_py;
+	/*
+	 * The thread's pending uretprobe returns, newest first: a function
+	 * probed at its return (a --scope rule's, a device call, an allocator
+	 * around this one) returns to the trampoline at URET_TRAMP until it
+	 * does; each gives the stack slot (x86-64; arm64: the stack pointer)
+	 * at its entry and its real return address
+	 */
+	__u64 uret_tramp;	/* 0: none known */
+	__u32 n_uret;
+	__u32 uret_pad;
+	struct {
+		__u64 stack, ret;
+	} uret[MEMTRAIL_DEEP_URET];
 	struct memtrail_py_frame py[MEMTRAIL_PY_FRAMES];
 	__u8 stack[MEMTRAIL_DEEP_STACK_BYTES];
 };

@@ -54,10 +54,11 @@ def deep_record(cmd, comm):
     return json.loads(line), t, stderr
 
 
-def check_chains(data, t, allocator, n):
+def check_chains(data, t, allocator, n, expect=None):
     """Each of the N allocations the workload printed is one heap site of its
     size whose chain past ALLOCATOR (the workload's allocating function) is
-    exactly backtrace()'s, not cut, ending at the thread's first frame."""
+    exactly backtrace()'s (or EXPECT's, by where), not cut, ending at the
+    thread's first frame."""
     heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
     check_eq(len(data["allocs"]), n, f"the workload made its {n} allocations")
     for a in data["allocs"]:
@@ -72,7 +73,8 @@ def check_chains(data, t, allocator, n):
         at = [i for i, x in enumerate(names) if x.startswith(allocator)]
         check(at and at[0] <= 1, f"{a['where']}: {allocator} allocates: {names[:3]}")
         got = [f.get("address") for f in frames[at[0] + 1:]]
-        check_eq(got, a["frames"], f"{a['where']}: the chain is backtrace()'s ({names})")
+        want = expect[a["where"]] if expect else a["frames"]
+        check_eq(got, want, f"{a['where']}: the chain is backtrace()'s ({names})")
         check(not rows[0].get("frames_truncated"), f"{a['where']}: the chain is whole")
         check(names[-1] in ("_start", "__clone3", "clone3", "clone"),
               f"{a['where']}: it ends at the thread's first frame: {names[-1]}")
@@ -100,6 +102,41 @@ def test_deep_chains_equal_backtrace():
              "the dlopen()ed library's own frames")
     check("deep stacks:" in stderr and " to the thread's first frame" in stderr,
           f"what the unwinding gave is said: {stderr.strip()[-500:]}")
+    no_programs_left()
+
+
+def test_deep_chains_through_uretprobes():
+    """The same C program with a --scope rule on its chain function: every
+    call of it is probed at its return, so while it runs its frames' return
+    addresses on the stack are the kernel's uretprobe trampoline (glibc's
+    backtrace() reads the first and stops there). Run twice without address
+    space randomization (setarch -R), unprobed then probed: each probed
+    chain past deep_alloc is the unprobed run's backtrace() exactly, the
+    real return addresses in place of the trampoline, whole to the thread's
+    first frame; the probed run's own backtrace() agrees up to the
+    trampoline it read."""
+    binary, lib = workload("deep"), os.path.join(WORKLOADS, "lib")
+    line, _ = record_alive(["setarch", "-R", binary, lib], os.path.join(tmpdir(), "plain.json"),
+                           ["--heap-sample", "0"])
+    plain = {a["where"]: a["frames"] for a in json.loads(line)["allocs"]}
+    out = os.path.join(tmpdir(), "scoped.json")
+    line, _ = record_alive(["setarch", "-R", binary, lib], out,
+                           ["--heap-sample", "0", "--scope", f"scoped={binary}:chain"])
+    data = json.loads(line)
+    check(data.get("uprobes"), f"the workload has a uretprobe trampoline mapped: {data}")
+    lo, hi = (int(x, 16) for x in data["uprobes"])
+    with open(out) as f:
+        trail = json.load(f)
+    check(not any(trail["lost"].values()), f"nothing lost: {trail['lost']}")
+    t = next(x for x in trail["targets"] if x["comm"] == "deep")
+    data["allocs"] = [a for a in data["allocs"] if a["where"] != "dlopen"]	# no chain() there
+    for a in data["allocs"]:
+        read = a["frames"]
+        check(read and lo <= int(read[-1], 16) < hi and
+              read[:-1] == plain[a["where"]][:len(read) - 1],
+              f"{a['where']}: the probed run's backtrace() ends at the trampoline, the same "
+              f"before it: {read} / {plain[a['where']]}")
+    check_chains(data, t, "deep_alloc", 4, expect=plain)
     no_programs_left()
 
 

@@ -61,6 +61,7 @@ CHECKS = [
                    "test_sites.test_blinking_children_named_under_load"], "map_sites"),
     ("heap sites", ["test_sites.test_heap_sites_exact"], "heap"),
     ("deep stacks", ["test_unwind.test_deep_chains_equal_backtrace",
+                     "test_unwind.test_deep_chains_through_uretprobes",
                      "test_unwind.test_python_lines"], "heap"),
     ("oom v2", ["test_verdicts.test_oom_cgroup_c_workload",
                 "test_verdicts.test_oom_cgroup_systemd_driver"], None),

@@ -9,9 +9,11 @@
  * once ("freed"); the others are kept. deep_alloc mallocs
  * and then asks glibc's backtrace() (which unwinds by .eh_frame) for its
  * own chain. Prints, once the allocations are made and kept:
- *   {"allocs": [{"where": W, "size": N, "frames": ["0x...", ...]}, ...]}
+ *   {"allocs": [{"where": W, "size": N, "frames": ["0x...", ...]}, ...],
+ *    "uprobes": ["0xSTART", "0xEND"]}
  * where frames are backtrace()'s return addresses above deep_alloc itself,
- * the callers' chain its malloc call has too. Then waits for a line (or the
+ * the callers' chain its malloc call has too, and "uprobes" the kernel's
+ * uretprobe trampoline mapping where it has one. Then waits for a line (or the
  * end) of its input, as a server goes on running, and exits.
  */
 #include <dlfcn.h>
@@ -80,8 +82,10 @@ NOINLINE static void *thread_main(void *arg)
 int main(int argc, char **argv)
 {
 	void (*entry)(void (*)(size_t, const char *), size_t);
-	char path[4096];
+	char path[4096], line[512];
+	unsigned long lo, hi;
 	pthread_t th;
+	FILE *f;
 	void *lib;
 	int i, j;
 
@@ -112,7 +116,18 @@ int main(int argc, char **argv)
 			printf("%s\"%p\"", j > 1 ? ", " : "", seen[i].frames[j]);
 		printf("]}");
 	}
-	printf("]}\n");
+	printf("]");
+	/*
+	 * where the kernel's uretprobe trampoline is ([uprobes]): backtrace()
+	 * reads it as the return address of a function probed at its return
+	 */
+	f = fopen("/proc/self/maps", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "[uprobes]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+			printf(", \"uprobes\": [\"0x%lx\", \"0x%lx\"]", lo, hi);
+	if (f)
+		fclose(f);
+	printf("}\n");
 	fflush(stdout);
 	while ((i = getchar()) != EOF && i != '\n')
 		;

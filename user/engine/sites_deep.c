@@ -22,16 +22,21 @@
 #define UW_FP 6
 #define UW_PC 16	/* also the return-address column */
 #define UW_NREGS 17
+/* a pending return's stack value is its return address's slot, at or above the pointer */
+#define UW_SLOT_ABOVE 0
 #elif defined(__aarch64__)
 #define UW_SP 31
 #define UW_FP 29
 #define UW_PC 32
 #define UW_NREGS 33
+/* a pending return's stack value is its function's entry stack pointer, above ours */
+#define UW_SLOT_ABOVE 1
 #else
 #define UW_SP 0
 #define UW_FP 0
 #define UW_PC 0
 #define UW_NREGS 0
+#define UW_SLOT_ABOVE 0
 #endif
 
 #define DEEP_DEPTH 128	/* frames kept per chain */
@@ -41,6 +46,7 @@ struct uw {
 	const struct memtrail_event_deep *e;
 	uint64_t r[MEMTRAIL_DEEP_REGS];
 	uint64_t valid;		/* bit per register */
+	uint32_t uret;		/* the next of e's pending uretprobe returns */
 };
 
 /* A live allocation of a deep sample, by (tgid, addr). */
@@ -55,6 +61,20 @@ struct deep_alloc {
 static bool uw_has(const struct uw *u, int reg)
 {
 	return reg >= 0 && reg < UW_NREGS && (u->valid >> reg & 1);
+}
+
+/*
+ * A return address *PC that is the uretprobe trampoline: the real one, the
+ * next pending return's (they are listed newest first, as frames unwind).
+ */
+static void uw_uret(struct uw *u, uint64_t *pc)
+{
+	const struct memtrail_event_deep *e = u->e;
+
+	if (!e->uret_tramp || *pc != e->uret_tramp)
+		return;
+	if (u->uret < e->n_uret && u->uret < MEMTRAIL_DEEP_URET)
+		*pc = e->uret[u->uret++].ret;
 }
 
 /* The word at ADDR of the copied stack: false outside it. */
@@ -253,6 +273,7 @@ static enum uw_step uw_step(struct sites *s, const struct pid_maps *pm, struct u
 #endif
 	if (!(nvalid >> UW_PC & 1) || !nr[UW_PC])
 		return UW_END;	/* the outermost frame: its return address is undefined */
+	uw_uret(u, &nr[UW_PC]);
 	/* the stack grows down: a caller's frame lies above (a signal's may not) */
 	if (!*signal && nr[UW_SP] <= u->r[UW_SP])
 		return UW_CUT_STACK;
@@ -274,6 +295,7 @@ static enum uw_step uw_step_fp(struct sites *s, const struct pid_maps *pm, struc
 	if (!uw_has(u, UW_FP) || fp <= u->r[UW_SP] || !uw_read(u, fp, &next_fp) ||
 	    !uw_read(u, fp + 8, &ret))
 		return UW_CUT_CODE;
+	uw_uret(u, &ret);
 	sites_frame_resolve(pm, ret, &fr);
 	if (fr.module < 0 || !sites_return_address_ok(&s->modules[fr.module], fr.offset))
 		return UW_CUT_CODE;
@@ -299,6 +321,10 @@ static int unwind(struct sites *s, const struct pid_maps *pm, const struct memtr
 	}
 	memcpy(u.r, e->regs, sizeof(u.r));
 	u.valid = UW_NREGS == 64 ? ~0ull : (1ull << UW_NREGS) - 1;
+	/* a return in progress (the sample's own uretprobe) may still be listed: not on the stack */
+	while (u.uret < e->n_uret && u.uret < MEMTRAIL_DEEP_URET &&
+	       e->uret[u.uret].stack < e->regs[UW_SP] + UW_SLOT_ABOVE)
+		u.uret++;
 	while (n < max) {
 		pcs[n++] = u.r[UW_PC];
 		r = uw_step(s, pm, &u, activation, &signal);
