@@ -140,7 +140,10 @@ static __always_inline void py_walk(struct memtrail_event_deep *e, __u32 tgid, _
 	}
 	if (!ts || i == MEMTRAIL_PY_THREADS)
 		return;
-	frame = read_ptr(read_ptr(ts + p->tstate_cframe) + p->cframe_current);
+	if (p->tstate_cframe == MEMTRAIL_PY_NO_CFRAME)
+		frame = read_ptr(ts + p->cframe_current);
+	else
+		frame = read_ptr(read_ptr(ts + p->tstate_cframe) + p->cframe_current);
 	e->py_status = MEMTRAIL_PY_OK;
 	for (i = 0; i < MEMTRAIL_PY_FRAMES && frame; i++) {
 		struct memtrail_py_frame *f = &e->py[i];

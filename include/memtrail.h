@@ -530,13 +530,16 @@ struct memtrail_py_proc {
 	__u32 interp_threads;	/* PyInterpreterState: threads.head */
 	__u32 tstate_next;	/* PyThreadState: next */
 	__u32 tstate_tid;	/* PyThreadState: native_thread_id */
-	__u32 tstate_cframe;	/* PyThreadState: cframe (3.11, 3.12) */
-	__u32 cframe_current;	/* _PyCFrame: current_frame */
-	__u32 frame_code;	/* _PyInterpreterFrame: f_code */
+	__u32 tstate_cframe;	/* PyThreadState: cframe (3.11, 3.12); MEMTRAIL_PY_NO_CFRAME */
+	__u32 cframe_current;	/* _PyCFrame (or, without one, PyThreadState): current_frame */
+	__u32 frame_code;	/* _PyInterpreterFrame: f_code (3.13: f_executable) */
 	__u32 frame_previous;	/* _PyInterpreterFrame: previous */
-	__u32 frame_instr;	/* _PyInterpreterFrame: prev_instr */
-	__u32 frame_entry;	/* _PyInterpreterFrame: is_entry (3.11) */
+	__u32 frame_instr;	/* _PyInterpreterFrame: prev_instr (3.13: instr_ptr) */
+	__u32 frame_entry;	/* _PyInterpreterFrame: is_entry (3.11; 3.13: owner), a byte */
 };
+
+/* tstate_cframe of an interpreter whose thread state holds current_frame itself (3.13) */
+#define MEMTRAIL_PY_NO_CFRAME 0xffffffffu
 
 /* Python frames of a deep sample, as BPF found them (py_status). */
 enum memtrail_py_status {
@@ -549,8 +552,8 @@ enum memtrail_py_status {
 
 struct memtrail_py_frame {
 	__u64 code;	/* PyCodeObject * */
-	__u64 instr;	/* its last instruction's address (prev_instr) */
-	__u32 entry;	/* the first frame its _PyEval_EvalFrameDefault call ran */
+	__u64 instr;	/* its last instruction's address (prev_instr, instr_ptr) */
+	__u32 entry;	/* frame_entry's byte: is_entry, or the frame's owner */
 	__u32 pad;
 };
 

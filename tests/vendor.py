@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""Fetch NVIDIA's real CUDA libraries from Debian's non-free section for the
-tests: the driver's libcuda.so.1 (libcuda1, bookworm) and the runtimes
-libcudart.so.11.0 (libcudart11.0, bookworm) and libcudart.so.12 (libcudart12,
-trixie). Downloaded once into a cache with a private apt state (the
-machine's own apt sources are not touched), unpacked with dpkg-deb into
-build/vendor/, and named in build/vendor/manifest.json:
-  {"libcuda": PATH, "cudart": {"11": PATH, "12": PATH}, "versions": {...}}
+"""Fetch what the tests run that this machine's Debian does not have: NVIDIA's
+real CUDA libraries from Debian's non-free section, the driver's libcuda.so.1
+(libcuda1, bookworm) and the runtimes libcudart.so.11.0 (libcudart11.0,
+bookworm) and libcudart.so.12 (libcudart12, trixie); and trixie's CPython
+3.13 with its C library, unpacked together as a root directory that chroot
+runs (a container's, in effect). Downloaded once into a cache with a private
+apt state (the machine's own apt sources are not touched), unpacked with
+dpkg-deb into build/vendor/, and named in build/vendor/manifest.json:
+  {"libcuda": PATH, "cudart": {"11": PATH, "12": PATH},
+   "python313": {"root": DIR, "python": "/usr/bin/python3.13"}, "versions": {...}}
 No GPU is needed: without one every call fails, and that is what is tested.
 
     vendor.py [--cache DIR]
@@ -31,6 +34,10 @@ PACKAGES = [
     ("libcudart11.0", "bookworm", "cudart 11"),
     ("libcudart12", "trixie", "cudart 12"),
 ]
+# trixie's CPython 3.13 and what it loads, unpacked into one root
+PYTHON_ROOT = ["libc6", "python3.13-minimal", "libpython3.13-minimal", "libpython3.13-stdlib",
+               "libexpat1", "zlib1g", "libffi8"]
+PACKAGES += [(p, "trixie", "python 3.13 root") for p in PYTHON_ROOT]
 
 
 def fail(msg):
@@ -91,10 +98,19 @@ def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     versions = {}
+    pyroot = os.path.join(OUT, "python3.13")
     for pkg, deb in debs.items():
-        subprocess.run(["dpkg-deb", "-x", deb, os.path.join(OUT, pkg)], check=True)
+        subprocess.run(["dpkg-deb", "-x", deb,
+                        pyroot if pkg in PYTHON_ROOT else os.path.join(OUT, pkg)], check=True)
         versions[pkg] = subprocess.run(["dpkg-deb", "-f", deb, "Version"], check=True,
                                        capture_output=True, text=True).stdout.strip()
+    # a merged-/usr root, as Debian's: the loader is /lib64/ld-linux-*.so.2
+    for link in ("bin", "sbin", "lib", "lib64"):
+        if os.path.isdir(os.path.join(pyroot, "usr", link)):
+            os.symlink(os.path.join("usr", link), os.path.join(pyroot, link))
+    for d in ("tmp", "proc", "dev"):
+        os.makedirs(os.path.join(pyroot, d))
+    os.chmod(os.path.join(pyroot, "tmp"), 0o1777)
     # the driver under its soname, alone in a directory: LD_LIBRARY_PATH finds it there
     libdir = os.path.join(OUT, "driver")
     os.makedirs(libdir)
@@ -106,13 +122,14 @@ def main():
             "11": find(os.path.join(OUT, "libcudart11.0"), r"libcudart\.so\.11\.\d+\.\d+"),
             "12": find(os.path.join(OUT, "libcudart12"), r"libcudart\.so\.12\.\d+\.\d+"),
         },
+        "python313": {"root": pyroot, "python": "/usr/bin/python3.13"},
         "versions": versions,
         "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     with open(manifest + ".tmp", "w") as f:
         json.dump(data, f, indent=1)
     os.rename(manifest + ".tmp", manifest)
-    print(f"vendor: NVIDIA libraries in {OUT}: "
+    print(f"vendor: NVIDIA libraries and a Python 3.13 root in {OUT}: "
           + ", ".join(f"{p} {v}" for p, v in sorted(versions.items())))
 
 

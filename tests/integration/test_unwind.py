@@ -6,10 +6,12 @@ come from the programs themselves (glibc's backtrace(), which unwinds by
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 
-from harness import MEMTRAIL, WORKLOADS, check, check_eq, no_programs_left, run, tmpdir, workload
+from harness import (MEMTRAIL, ROOT, WORKLOADS, check, check_eq, no_programs_left, run, tmpdir,
+                     workload)
 from test_sites import TORCH
 
 
@@ -280,6 +282,31 @@ def test_python_lines_attached():
         py.kill()
         rec.kill()
     check_eq(rec.returncode, 0, f"record exit status ({rest.strip()})")
+    with open(out) as f:
+        trail = json.load(f)
+    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]))
+    no_programs_left()
+
+
+def test_python313_lines():
+    """Debian trixie's CPython 3.13 (tests/vendor.py: with its own C library,
+    in a root directory chroot runs, as a container's) under record --heap:
+    its structures are found by the _Py_DebugOffsets at the head of its
+    _PyRuntime, each frame's owner marks where an eval loop call's frames
+    end, and the same five allocations name the same functions and lines."""
+    manifest = os.path.join(ROOT, "build", "vendor", "manifest.json")
+    check(os.path.exists(manifest), f"{manifest} is missing: python3 tests/vendor.py fetches "
+          "it (make test runs it)")
+    with open(manifest) as f:
+        py = json.load(f).get("python313")
+    check(py, f"{manifest} names a Python 3.13 root (python3 tests/vendor.py)")
+    shutil.copy(PY_LINES, os.path.join(py["root"], "tmp", "py_lines.py"))
+    out = os.path.join(tmpdir(), "py313.json")
+    line, stderr = record_alive(["chroot", py["root"], py["python"], "/tmp/py_lines.py"], out,
+                                ["-v"])
+    data = json.loads(line)
+    check(f"pid {data['pid']} runs Python 3.13" in stderr and "its frames are read" in stderr,
+          f"the 3.13 interpreter is known: {stderr[-1500:]}")
     with open(out) as f:
         trail = json.load(f)
     check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]))

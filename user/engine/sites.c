@@ -413,6 +413,7 @@ void sites__destroy(struct sites *s)
 		if (m->dwfl)
 			dwfl_end(m->dwfl);
 		sites_module_debug_free(m->debug);
+		free(m->py_layout_own);
 	}
 	sites_deep_destroy(s);
 	sites_python_destroy(s);

@@ -29,6 +29,10 @@ struct modsym {
 };
 
 /* A file some target mapped code from, opened once for its symbols. */
+struct py_layout;
+
+struct py_layout;
+
 struct module {
 	char *name;		/* as the kernel names it in the target's maps */
 	uint64_t dev, ino;
@@ -52,6 +56,9 @@ struct module {
 	/* a CPython interpreter (sites_python.c): its version, 0 if none known */
 	bool py_checked;
 	uint32_t py_version;		/* Py_Version: 0x030b02f0 is 3.11.2 */
+	bool py_layout_read;
+	const struct py_layout *py_layout;	/* what its structures are, NULL: unknown */
+	struct py_layout *py_layout_own;	/* py_layout where read from the file */
 	GElf_Addr py_runtime;		/* _PyRuntime, module address */
 	GElf_Addr py_code_type;		/* PyCode_Type, module address */
 	GElf_Addr py_eval_lo, py_eval_hi;	/* _PyEval_EvalFrameDefault, module addresses */

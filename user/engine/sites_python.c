@@ -23,17 +23,27 @@
 #include "sites_int.h"
 
 /*
- * Layouts by minor version (LP64: x86-64 and arm64 alike), read from
- * Debian's python3.11 with its debug file (python3.11-dbg).
+ * What memtrail reads of an interpreter's structures: offsets (LP64: x86-64
+ * and arm64 alike), from a fixed table (3.11, read from Debian's python3.11
+ * with its debug file) or from the interpreter's own _Py_DebugOffsets (3.13).
  */
 struct py_layout {
 	uint32_t minor;
 	struct memtrail_py_proc o;	/* runtime: 0 */
 	uint32_t code_firstlineno, code_filename, code_name, code_qualname, code_linetable;
 	uint32_t code_adaptive;		/* co_code_adaptive: the instructions */
+	uint32_t str_length, str_state;	/* PyASCIIObject: length, state */
 	uint32_t ascii_data;		/* sizeof(PyASCIIObject) */
 	uint32_t compact_data;		/* sizeof(PyCompactUnicodeObject) */
+	/*
+	 * frame_entry is the frame's owner (3.12 on): a frame the C stack owns
+	 * is the shim each _PyEval_EvalFrameDefault call puts below its
+	 * frames; else it is is_entry, set on the first frame of the call
+	 */
+	bool owner_entry;
 };
+
+#define PY_OWNED_BY_CSTACK 3
 
 static const struct py_layout layouts[] = {
 	{ .minor = 11,
@@ -41,7 +51,41 @@ static const struct py_layout layouts[] = {
 		 .tstate_cframe = 56, .cframe_current = 8, .frame_code = 32,
 		 .frame_previous = 48, .frame_instr = 56, .frame_entry = 68 },
 	  .code_firstlineno = 72, .code_filename = 112, .code_name = 120, .code_qualname = 128,
-	  .code_linetable = 136, .code_adaptive = 184, .ascii_data = 48, .compact_data = 72 },
+	  .code_linetable = 136, .code_adaptive = 184, .str_length = 16, .str_state = 32,
+	  .ascii_data = 48, .compact_data = 72 },
+};
+
+/*
+ * CPython 3.13's _Py_DebugOffsets, the head of _PyRuntime (its
+ * Include/internal/pycore_runtime.h), up to the part memtrail reads. Other
+ * minor versions lay it out otherwise (3.14 added fields inside it).
+ */
+struct py_debug_offsets_313 {
+	char cookie[8];		/* "xdebugpy" */
+	uint64_t version;	/* Py_Version */
+	uint64_t free_threaded;
+	struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
+	struct {
+		uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins,
+			 ceval_gil, gil_runtime_state, gil_enabled, gil_locked, gil_holder;
+	} interpreter_state;
+	struct {
+		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+			 datastack_chunk, status;
+	} thread_state;
+	struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } frame;
+	struct {
+		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+			 localsplusnames, localspluskinds, co_code_adaptive;
+	} code_object;
+	struct { uint64_t size, ob_type; } pyobject;
+	struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
+	struct { uint64_t size, ob_item, ob_size; } tuple_object, list_object;
+	struct { uint64_t size, ma_keys, ma_values; } dict_object;
+	struct { uint64_t size, ob_fval; } float_object;
+	struct { uint64_t size, lv_tag, ob_digit; } long_object;
+	struct { uint64_t size, ob_size, ob_sval; } bytes_object;
+	struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
 };
 
 #define PY_STR_MAX 4096
@@ -58,20 +102,8 @@ struct py_code {
 	size_t lt_len;
 };
 
-static const struct py_layout *layout_of(uint32_t version)
-{
-	size_t i;
-
-	if ((version >> 24) != 3)
-		return NULL;
-	for (i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
-		if (layouts[i].minor == ((version >> 16) & 0xff))
-			return &layouts[i];
-	return NULL;
-}
-
-/* The 8 bytes at module address ADDR of M's file, little-endian; false: not in the file. */
-static bool module_word(struct module *m, GElf_Addr addr, uint64_t *v)
+/* LEN bytes at module address ADDR of M's file; false: not all in the file's data. */
+static bool module_bytes(struct module *m, GElf_Addr addr, void *buf, size_t len)
 {
 	GElf_Addr bias;
 	Elf *e = dwfl_module_getelf(m->mod, &bias);
@@ -83,15 +115,101 @@ static bool module_word(struct module *m, GElf_Addr addr, uint64_t *v)
 		GElf_Addr va = addr - bias;
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || va < sh.sh_addr ||
-		    va + 8 > sh.sh_addr + sh.sh_size)
+		    va + len > sh.sh_addr + sh.sh_size)
 			continue;
 		d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf || va - sh.sh_addr + 8 > d->d_size)
+		if (!d || !d->d_buf || va - sh.sh_addr + len > d->d_size)
 			return false;
-		memcpy(v, (const char *)d->d_buf + (va - sh.sh_addr), 8);
+		memcpy(buf, (const char *)d->d_buf + (va - sh.sh_addr), len);
 		return true;
 	}
 	return false;
+}
+
+/* Whether each of N OFFSETS lies inside a structure of SIZE (at most 1 MiB). */
+static bool within(uint64_t size, const uint64_t *offsets, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (offsets[i] + 8 > size || size > (1u << 20))
+			return false;
+	return true;
+}
+
+/*
+ * 3.13's layout, from the _Py_DebugOffsets at the head of M's _PyRuntime,
+ * as the file holds it (initialized data): NULL where the cookie, the
+ * version or an offset is not what a 3.13 interpreter of the default
+ * (GIL) build writes.
+ */
+static struct py_layout *layout_313(struct module *m)
+{
+	struct py_debug_offsets_313 d;
+	struct py_layout *l;
+
+	if (!module_bytes(m, m->py_runtime, &d, sizeof(d)) || memcmp(d.cookie, "xdebugpy", 8) ||
+	    d.version != m->py_version || d.free_threaded ||
+	    !within(d.thread_state.size, (uint64_t[]){ d.thread_state.next,
+			d.thread_state.current_frame, d.thread_state.native_thread_id }, 3) ||
+	    !within(d.interpreter_state.size, (uint64_t[]){ d.interpreter_state.threads_head },
+		    1) ||
+	    !within(d.runtime_state.size, (uint64_t[]){ d.runtime_state.interpreters_head }, 1) ||
+	    !within(d.frame.size, (uint64_t[]){ d.frame.previous, d.frame.executable,
+			d.frame.instr_ptr }, 3) || d.frame.owner >= d.frame.size ||
+	    !within(d.code_object.size, (uint64_t[]){ d.code_object.filename,
+			d.code_object.name, d.code_object.qualname, d.code_object.linetable },
+		    4) || d.code_object.firstlineno + 4 > d.code_object.size ||
+	    d.code_object.co_code_adaptive > d.code_object.size ||
+	    !within(d.unicode_object.size, (uint64_t[]){ d.unicode_object.length }, 1) ||
+	    d.unicode_object.state + 4 > d.unicode_object.size ||
+	    d.unicode_object.asciiobject_size > d.unicode_object.size)
+		return NULL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	*l = (struct py_layout){
+		.minor = 13,
+		.o = { .runtime_main = d.runtime_state.interpreters_head,
+		       .interp_threads = d.interpreter_state.threads_head,
+		       .tstate_next = d.thread_state.next,
+		       .tstate_tid = d.thread_state.native_thread_id,
+		       .tstate_cframe = MEMTRAIL_PY_NO_CFRAME,
+		       .cframe_current = d.thread_state.current_frame,
+		       .frame_code = d.frame.executable, .frame_previous = d.frame.previous,
+		       .frame_instr = d.frame.instr_ptr, .frame_entry = d.frame.owner },
+		.code_firstlineno = d.code_object.firstlineno,
+		.code_filename = d.code_object.filename, .code_name = d.code_object.name,
+		.code_qualname = d.code_object.qualname,
+		.code_linetable = d.code_object.linetable,
+		.code_adaptive = d.code_object.co_code_adaptive,
+		.str_length = d.unicode_object.length, .str_state = d.unicode_object.state,
+		.ascii_data = d.unicode_object.asciiobject_size,
+		/* PyCompactUnicodeObject: utf8_length and utf8 after the ASCII header */
+		.compact_data = d.unicode_object.asciiobject_size + 16,
+		.owner_entry = true,
+	};
+	return l;
+}
+
+/* M's layout (M an interpreter of version m->py_version), found once; NULL: none known. */
+static const struct py_layout *module_layout(struct module *m)
+{
+	size_t i;
+
+	if (m->py_layout_read)
+		return m->py_layout;
+	m->py_layout_read = true;
+	if ((m->py_version >> 24) != 3)
+		return NULL;
+	for (i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+		if (layouts[i].minor == ((m->py_version >> 16) & 0xff)) {
+			m->py_layout = &layouts[i];
+			return m->py_layout;
+		}
+	if (((m->py_version >> 16) & 0xff) == 13)
+		m->py_layout = m->py_layout_own = layout_313(m);
+	return m->py_layout;
 }
 
 /* Whether M is a CPython interpreter (executable or libpython): its symbols, once. */
@@ -119,7 +237,7 @@ static void module_python(struct module *m)
 			m->py_runtime = addr;
 		else if (!strcmp(name, "PyCode_Type"))
 			m->py_code_type = addr;
-		else if (!strcmp(name, "Py_Version") && !module_word(m, addr, &version))
+		else if (!strcmp(name, "Py_Version") && !module_bytes(m, addr, &version, 4))
 			version = 0;
 		else if (!strcmp(name, "_PyEval_EvalFrameDefault")) {
 			m->py_eval_lo = addr;
@@ -164,11 +282,11 @@ void sites_python_note(struct sites *s, struct pid_maps *pm)
 		if (!m->py_version)
 			continue;
 		pm->py_set = true;
-		l = layout_of(m->py_version);
+		l = module_layout(m);
 		if (!l) {
 			log__debug("pid %u runs Python %u.%u (%s): its frames are not read (no "
-				   "layout known for it)", pm->pid, m->py_version >> 24,
-				   (m->py_version >> 16) & 0xff, m->name);
+				   "layout known for it: 3.11 and 3.13 are)", pm->pid,
+				   m->py_version >> 24, (m->py_version >> 16) & 0xff, m->name);
 			return;
 		}
 		p = l->o;
@@ -189,15 +307,16 @@ static bool pid_read(uint32_t pid, uint64_t addr, void *buf, size_t len)
 /* The str object at ADDR of PID as UTF-8 (malloc'd), or NULL. */
 static char *py_str(uint32_t pid, const struct py_layout *l, uint64_t addr)
 {
-	unsigned char hdr[48], *raw;
+	unsigned char hdr[64], *raw;
 	uint64_t len;
 	uint32_t state, kind, i, o = 0;
 	char *out;
 
-	if (!pid_read(pid, addr, hdr, sizeof(hdr)))
+	if (l->str_length + 8 > sizeof(hdr) || l->str_state + 4 > sizeof(hdr) ||
+	    !pid_read(pid, addr, hdr, sizeof(hdr)))
 		return NULL;
-	memcpy(&len, hdr + 16, 8);
-	memcpy(&state, hdr + 32, 4);
+	memcpy(&len, hdr + l->str_length, 8);
+	memcpy(&state, hdr + l->str_state, 4);
 	kind = (state >> 2) & 7;
 	if (!((state >> 5) & 1) || len > PY_STR_MAX || (kind != 1 && kind != 2 && kind != 4))
 		return NULL;	/* not compact: not a code object's name */
@@ -263,7 +382,7 @@ static void py_code_free(void *p)
 static struct py_code *py_code(struct sites *s, const struct py_layout *l, uint32_t pid,
 			       uint64_t addr, uint64_t code_type, const char **why)
 {
-	unsigned char hdr[192];
+	unsigned char hdr[512];
 	struct py_code probe = { .pid = pid, .addr = addr }, *c = NULL, fresh = { 0 };
 	void *found = tfind(&probe, &s->py_codes, py_code_cmp);
 	uint64_t type, size;
@@ -385,7 +504,7 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 		return;
 	for (i = 0; i < *n && o < max && o < (int)(sizeof(out) / sizeof(out[0])); i++) {
 		struct module *m = next < n_py ? eval_frame(s, &frames[i]) : NULL;
-		const struct py_layout *l = m ? layout_of(m->py_version) : NULL;
+		const struct py_layout *l = m ? module_layout(m) : NULL;
 		uint64_t code_type = l ? module_in_pid(s, pm, frames[i].module, m->py_code_type) : 0;
 
 		if (!code_type) {
@@ -397,8 +516,13 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 			const struct memtrail_py_frame *pf = &e->py[next++];
 			struct py_frame p = { 0 };
 			const char *why = NULL;
-			struct py_code *c = py_code(s, l, pm->pid, pf->code, code_type, &why);
+			struct py_code *c;
 			int64_t id;
+
+			/* the shim below this call's frames: the caller's are the next call's */
+			if (l->owner_entry && pf->entry == PY_OWNED_BY_CSTACK)
+				break;
+			c = py_code(s, l, pm->pid, pf->code, code_type, &why);
 
 			if (c) {
 				p.function = c->qualname_s;
@@ -412,7 +536,7 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 			if (id >= 0)
 				out[o++] = (struct frame){ .addr = (uint64_t)id,
 							   .module = SITE_FRAME_PY };
-			if (pf->entry)
+			if (!l->owner_entry && pf->entry)
 				break;
 		}
 	}
