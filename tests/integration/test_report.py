@@ -66,8 +66,8 @@ def test_report_malformed_sites():
 def test_report_many_folded_sites():
     """5,000 sites of folded phases over 2,500 names (each twice, far apart) and
     200 of ten listed phases: report groups them in time, in a few seconds (the
-    grouping was cubic: 92 s for 1,200), each group's rows and totals as the
-    trail has them."""
+    grouping was cubic: 92 s for 1,200), each group's rows (heaviest first) and
+    totals as the trail has them."""
     d = tmpdir()
     out = os.path.join(d, "trail.json")
     rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
@@ -89,7 +89,7 @@ def test_report_many_folded_sites():
         json.dump(trail, f)
 
     # the groups as report must print them: listed phases by sequence, then
-    # folded names by first appearance; in each, the list's order
+    # folded names by first appearance; in each, heaviest first (ties by name)
     want = {}
     for s in sorted((s for s in sites if not s.get("folded")), key=lambda s: s["phase_seq"]):
         want.setdefault(s["phase"], [])
@@ -111,11 +111,52 @@ def test_report_many_folded_sites():
             group.append((kind, int(alloc), int(inuse), fn))
     check_eq(list(got), list(want), "groups in order")
     for name, rows in want.items():
+        rows = sorted(rows, key=lambda s: (-s["alloc_bytes"], s["frames"][0]["function"]))
         check_eq(got[name], [(s["kind"], s["alloc_bytes"], s["inuse_bytes"],
                               s["frames"][0]["function"]) for s in rows], f"rows of {name}")
     for field, i in (("alloc_bytes", 1), ("inuse_bytes", 2)):
         check_eq(sum(r[i] for rows in got.values() for r in rows), sum(s[field] for s in sites),
                  f"total {field}")
+
+
+def test_report_one_line_per_label():
+    """Sites are whole chains; report lists a phase's sites by what people
+    read (the first Python frame, or the first frame outside the allocator,
+    and its caller): chains that read the same, of one kind, are one line,
+    their bytes summed and their number said; another kind stays apart."""
+    d = tmpdir()
+    out = os.path.join(d, "trail.json")
+    rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
+    check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
+    with open(out) as f:
+        trail = json.load(f)
+    py = [{"function": "Linear.__init__", "source": "torch/nn/modules/linear.py:96"},
+          {"function": "<listcomp>", "source": "/srv/model.py:36"}]
+
+    def site(kind, alloc, inuse, native):
+        return {"kind": kind, "phase": "init", "phase_seq": 0, "alloc_bytes": alloc,
+                "inuse_bytes": inuse,
+                "frames": [{"function": "malloc", "address": "0x10"},
+                           {"function": native, "address": "0x20"}, *(dict(f) for f in py)]}
+    t = trail["targets"][0]
+    t["sites"] = {"list": [site("heap", 300, 100, "c10::alloc_cpu(unsigned long)"),
+                           site("heap", 50, 50, "operator new(unsigned long)"),
+                           site("mapped", 70, 0, "c10::alloc_cpu(unsigned long)"),
+                           site("heap", 4, 0, "PyMem_Malloc")]}
+    t["sites"]["list"][3]["frames"][3]["source"] = "/srv/model.py:37"
+    path = os.path.join(d, "labels.json")
+    with open(path, "w") as f:
+        json.dump(trail, f)
+    p = run([MEMTRAIL, "report", path])
+    check_eq(p.returncode, 0, f"report status ({p.stderr!r})")
+    rows = [l.split() for l in p.stdout.splitlines()
+            if "Linear.__init__ (linear.py:96) < <listcomp>" in l]
+    check_eq([(r[0], r[1], r[3], " ".join(r[5:])) for r in rows],
+             [("heap", "350", "150", "Linear.__init__ (linear.py:96) < <listcomp> "
+               "(model.py:36) [2 chains]"),
+              ("mapped", "70", "0", "Linear.__init__ (linear.py:96) < <listcomp> (model.py:36)"),
+              ("heap", "4", "0", "Linear.__init__ (linear.py:96) < <listcomp> (model.py:37)")],
+             f"one line per kind and label: {p.stdout[-1500:]}")
 
 
 # memtrail report ARGS in a python3 of its own, whose only child it is: its

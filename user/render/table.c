@@ -481,9 +481,93 @@ static struct site_ref *site_groups(const struct trail_sites *ts)
 	return r;
 }
 
+/* One line of a phase's sites: the sites whose kind and label are the same. */
+struct site_row {
+	int kind;
+	char *text;
+	uint64_t alloc, inuse;
+	size_t sites;
+};
+
+static int row_by_label(const void *a, const void *b)
+{
+	const struct site_row *x = a, *y = b;
+
+	return x->kind != y->kind ? (x->kind < y->kind ? -1 : 1) : strcmp(x->text, y->text);
+}
+
+static int row_by_alloc(const void *a, const void *b)
+{
+	const struct site_row *x = a, *y = b;
+
+	if (x->alloc != y->alloc)
+		return x->alloc > y->alloc ? -1 : 1;
+	return row_by_label(a, b);
+}
+
+/*
+ * The sites REFS[0..N) of one phase, as lines: sites whose label (the
+ * user's own frames, site_text) and kind are the same are one line, their
+ * bytes summed; heaviest first, TOP of them, then how many more.
+ */
+static void print_site_rows(FILE *f, const struct trail_sites *ts, const struct site_ref *refs,
+			    size_t n, size_t top, bool inuse)
+{
+	struct site_row *rows = calloc(n ? n : 1, sizeof(*rows));
+	size_t i, m = 0;
+
+	if (!rows) {
+		fprintf(f, "    (out of memory)\n");
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		const struct trail_site *site = &ts->list[refs[i].idx];
+		char text[512];
+
+		site_text(site, text, sizeof(text));
+		rows[m] = (struct site_row){ .kind = site->kind, .text = strdup(text),
+					     .alloc = site->alloc_bytes, .inuse = site->inuse_bytes,
+					     .sites = 1 };
+		if (rows[m].text)
+			m++;
+	}
+	qsort(rows, m, sizeof(*rows), row_by_label);
+	for (i = 1, n = m ? 1 : 0; i < m; i++) {
+		if (!row_by_label(&rows[n - 1], &rows[i])) {
+			rows[n - 1].alloc += rows[i].alloc;
+			rows[n - 1].inuse += rows[i].inuse;
+			rows[n - 1].sites++;
+			free(rows[i].text);
+		} else {
+			rows[n++] = rows[i];
+		}
+	}
+	qsort(rows, n, sizeof(*rows), row_by_alloc);
+	for (i = 0; i < n && i < top; i++) {
+		char a[32], u[32], more[32] = "";
+
+		format__bytes(a, sizeof(a), (int64_t)rows[i].alloc);
+		if (!inuse && rows[i].kind == MEMTRAIL_KIND_HEAP)
+			snprintf(u, sizeof(u), "-");
+		else if (rows[i].kind == TRAIL_SITE_FAULTS)
+			u[0] = '\0';
+		else
+			format__bytes(u, sizeof(u), (int64_t)rows[i].inuse);
+		if (rows[i].sites > 1)
+			snprintf(more, sizeof(more), " [%zu chains]", rows[i].sites);
+		fprintf(f, "    %-8s %12s %12s  %s%s\n", trail_site__kind_name(rows[i].kind), a, u,
+			rows[i].text, more);
+	}
+	if (n > top)
+		fprintf(f, "    (%zu more)\n", n - top);
+	for (i = 0; i < n; i++)
+		free(rows[i].text);
+	free(rows);
+}
+
 void table__print_sites(FILE *f, const struct trail *t, size_t top)
 {
-	size_t i, j, shown = 0;
+	size_t i, j, k;
 
 	for (i = 0; top && i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
@@ -507,38 +591,22 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 					100 * heap->coverage);
 		}
 		fputc('\n', f);
-		/* phases in order; within each, the list's order (heaviest first) */
+		/* phases in order; within each, heaviest first */
 		refs = site_groups(ts);
 		if (!refs) {
 			fprintf(f, "  (out of memory)\n");
 			continue;
 		}
-		for (j = 0; j < ts->n; j++) {
+		for (j = 0; j < ts->n; j = k) {
 			const struct trail_site *site = &ts->list[refs[j].idx];
-			char a[32], u[32], text[512];
 
-			if (!j || refs[j].group != refs[j - 1].group) {
-				fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
-					sanitize__str(name, sizeof(name), site_phase(site)),
-					refs[j].name ? " (folded: phases beyond the listed ones)" : "",
-					"KIND", "ALLOC", "IN_USE", "SITE");
-				shown = 0;
-			}
-			if (shown++ < top) {
-				format__bytes(a, sizeof(a), (int64_t)site->alloc_bytes);
-				if (!inuse && site->kind == MEMTRAIL_KIND_HEAP)
-					snprintf(u, sizeof(u), "-");
-				else if (site->kind == TRAIL_SITE_FAULTS)
-					u[0] = '\0';
-				else
-					format__bytes(u, sizeof(u), (int64_t)site->inuse_bytes);
-				site_text(site, text, sizeof(text));
-				fprintf(f, "    %-8s %12s %12s  %s\n",
-					trail_site__kind_name(site->kind), a, u, text);
-			}
-			if (shown > top && (j + 1 == ts->n ||
-					    refs[j + 1].group != refs[j].group))
-				fprintf(f, "    (%zu more)\n", shown - top);
+			for (k = j + 1; k < ts->n && refs[k].group == refs[j].group; k++)
+				;
+			fprintf(f, "  %s%s\n    %-8s %12s %12s  %s\n",
+				sanitize__str(name, sizeof(name), site_phase(site)),
+				refs[j].name ? " (folded: phases beyond the listed ones)" : "",
+				"KIND", "ALLOC", "IN_USE", "SITE");
+			print_site_rows(f, ts, refs + j, k - j, top, inuse);
 		}
 		free(refs);
 	}
