@@ -307,14 +307,71 @@ static __always_inline __u64 range_free(__u32 tgid, __u64 start, __u64 len)
 	rest = *r;
 	bpf_map_delete_elem(&map_ranges, &key);
 	n = len < rest.len ? len : rest.len;
-	site_add_at(tgid, rest.phase, MEMTRAIL_KIND_MAPPED, rest.stack, rest.caller, -(__s64)n,
-		    n == rest.len ? MEMTRAIL_OBJ_ONE : 0, false);
+	if (rest.stack == MEMTRAIL_STACK_DEEP) {
+		struct memtrail_event_deep_free *e;
+
+		/* the site is user space's: told, with where what stays starts */
+		e = event_reserve(sizeof(*e), MEMTRAIL_EV_DEEP_FREE, tgid);
+		if (e) {
+			e->addr = start;
+			e->kind = MEMTRAIL_KIND_MAPPED;
+			e->bytes = n;
+			e->rest = n < rest.len ? start + n : 0;
+			event_submit(e, false);
+		}
+	} else {
+		site_add_at(tgid, rest.phase, MEMTRAIL_KIND_MAPPED, rest.stack, rest.caller,
+			    -(__s64)n, n == rest.len ? MEMTRAIL_OBJ_ONE : 0, false);
+	}
 	if (n < rest.len) {
 		key.addr = start + n;
 		rest.len -= n;
 		bpf_map_update_elem(&map_ranges, &key, &rest, BPF_ANY);
 	}
 	return n;
+}
+
+/*
+ * A section that grew mapped memory by BYTES, its range at START (0: none
+ * known), as a deep sample: the user registers and stack of the thread (a
+ * tracepoint's context holds the kernel's; the task's saved ones are the
+ * user's, 5.15). Sent before its range is kept, so that the range's free,
+ * told later, is read after it. False: take the frame-pointer stack (no
+ * task registers, or the ring buffer full: counted).
+ */
+static __always_inline bool mapping_deep(struct memtrail_target *t, __u32 tgid, __u32 phase,
+					 __u64 start, __u64 bytes)
+{
+#ifdef MEMTRAIL_COMPAT
+	return false;
+#else
+	struct memtrail_event_deep *e;
+	struct pt_regs *regs;
+
+	if (!has_task_regs || (MT_READ(t->flags) & MEMTRAIL_TARGET_CALIBRATION))
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(MEMTRAIL_LOST_DEEP);
+		return false;
+	}
+	e->hdr.type = MEMTRAIL_EV_DEEP;
+	e->hdr.tgid = tgid;
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->kind = MEMTRAIL_KIND_MAPPED;
+	e->phase = phase;
+	e->objects = MEMTRAIL_OBJ_ONE;
+	e->addr = start;
+	e->weight = bytes;
+	e->tracked = start != 0;
+	deep_fill(e, regs);
+	deep_uret(e);
+	py_walk(e, tgid, e->tid);
+	event_submit(e, true);
+	return true;
+#endif
 }
 
 /*
@@ -333,10 +390,7 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 	if (w->nr < 0)
 		return;
 	if (delta > 0) {
-		stack = site_stack(ctx);
-		caller = leaf_caller();
-		site_add_at(tgid, phase, MEMTRAIL_KIND_MAPPED, stack, caller, delta,
-			    MEMTRAIL_OBJ_ONE, true);
+		freed = 0;
 #ifdef MT_NR_MMAP
 		switch (w->nr) {
 		case MT_NR_MMAP:
@@ -348,11 +402,6 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 		case MT_NR_MREMAP:
 			/* the old range is freed at its site, the new one is this call's */
 			freed = range_free(tgid, w->arg[0], w->arg[1]);
-			if (freed) {
-				site_add_at(tgid, phase, MEMTRAIL_KIND_MAPPED, stack, caller, freed, 0,
-					    false);
-				delta += freed;
-			}
 			start = w->area ? area_start(w, w->arg[2]) : w->arg[0];
 			break;
 		case MT_NR_MPROTECT:
@@ -360,8 +409,20 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 			break;
 		}
 #endif
+		caller = 0;
+		if (map_deep && mapping_deep(t, tgid, phase, start, delta + freed)) {
+			stack = MEMTRAIL_STACK_DEEP;
+		} else {
+			stack = site_stack(ctx);
+			caller = leaf_caller();
+			site_add_at(tgid, phase, MEMTRAIL_KIND_MAPPED, stack, caller, delta,
+				    MEMTRAIL_OBJ_ONE, true);
+			if (freed)
+				site_add_at(tgid, phase, MEMTRAIL_KIND_MAPPED, stack, caller, freed,
+					    0, false);
+		}
 		if (start)
-			range_add(tgid, phase, start, delta, stack, caller);
+			range_add(tgid, phase, start, delta + freed, stack, caller);
 		return;
 	}
 	freed = -delta;

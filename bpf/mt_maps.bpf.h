@@ -100,6 +100,14 @@ struct {
 	__type(value, __u64);
 } cpu_offsets SEC(".maps") __weak;
 
+/* CPython interpreters of targets, by tgid (user space writes them as it finds them). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct memtrail_py_proc);
+} py_procs SEC(".maps") __weak;
+
 /*
  * User stacks of allocation sites. Exact: a stack is keyed by all its
  * frames, so two stacks never share a slot, and one is lost only when the

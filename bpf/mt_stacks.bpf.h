@@ -232,6 +232,70 @@ static __always_inline void deep_uret(struct memtrail_event_deep *e)
 	e->n_uret = i;
 }
 
+static __always_inline __u64 read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return 0;
+	return v;
+}
+
+/*
+ * The Python frames thread TID of TGID runs, innermost first, into E: its
+ * thread state found among the interpreter's by native thread id (a thread
+ * that let the GIL go, as libtorch's calls do, keeps its frames), then its
+ * frame chain. Each frame's code object and last instruction are sent;
+ * user space reads the code object's names and line table.
+ */
+static __always_inline void py_walk(struct memtrail_event_deep *e, __u32 tgid, __u32 tid)
+{
+	struct memtrail_py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
+	__u64 interp, ts, frame, tsid;
+	__u8 entry;
+	int i;
+
+	e->n_py = 0;
+	e->py_status = MEMTRAIL_PY_NONE;
+	if (!p)
+		return;
+	e->py_status = MEMTRAIL_PY_NO_THREAD;
+	interp = read_ptr(p->runtime + p->runtime_main);
+	ts = interp ? read_ptr(interp + p->interp_threads) : 0;
+	for (i = 0; i < MEMTRAIL_PY_THREADS && ts; i++) {
+		tsid = 0;
+		if (bpf_probe_read_user(&tsid, sizeof(tsid), (const void *)(ts + p->tstate_tid)))
+			return;
+		if (tsid == tid)
+			break;
+		ts = read_ptr(ts + p->tstate_next);
+	}
+	if (!ts || i == MEMTRAIL_PY_THREADS)
+		return;
+	if (p->tstate_cframe == MEMTRAIL_PY_NO_CFRAME)
+		frame = read_ptr(ts + p->cframe_current);
+	else
+		frame = read_ptr(read_ptr(ts + p->tstate_cframe) + p->cframe_current);
+	e->py_status = MEMTRAIL_PY_OK;
+	for (i = 0; i < MEMTRAIL_PY_FRAMES && frame; i++) {
+		struct memtrail_py_frame *f = &e->py[i];
+
+		entry = 0;
+		f->code = read_ptr(frame + p->frame_code);
+		f->instr = read_ptr(frame + p->frame_instr);
+		if (!f->code ||
+		    bpf_probe_read_user(&entry, sizeof(entry), (const void *)(frame + p->frame_entry))) {
+			e->py_status = MEMTRAIL_PY_UNREADABLE;
+			break;
+		}
+		f->entry = entry;
+		e->n_py = i + 1;
+		frame = read_ptr(frame + p->frame_previous);
+	}
+	if (i == MEMTRAIL_PY_FRAMES && frame)
+		e->py_status = MEMTRAIL_PY_TOO_DEEP;
+}
+
 /* Add an allocation (BYTES > 0) or the free of one (BYTES < 0) to a site. */
 static __always_inline void site_add_at(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
 					__u64 caller, __s64 bytes, __u64 objects, bool sampled)

@@ -14,6 +14,8 @@
 #include "memtrail.bpf.h"
 
 const volatile __u32 sites_mapping = 1;
+/* mapping sites: each section that grows mapped memory is a deep sample (needs task regs) */
+const volatile __u32 map_deep = 0;
 /* heap: keep every live allocation (exact heap levels and in-use figures) */
 const volatile __u32 heap_track = 1;
 /* heap: sampling rate in bytes, 0: every allocation has its stack taken */
@@ -91,78 +93,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } heap_allow SEC(".maps");
-
-/* CPython interpreters of targets, by tgid (user space writes them as it finds them). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct memtrail_py_proc);
-} py_procs SEC(".maps");
-
-static __always_inline __u64 read_ptr(__u64 addr)
-{
-	__u64 v = 0;
-
-	if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
-		return 0;
-	return v;
-}
-
-/*
- * The Python frames thread TID of TGID runs, innermost first, into E: its
- * thread state found among the interpreter's by native thread id (a thread
- * that let the GIL go, as libtorch's calls do, keeps its frames), then its
- * frame chain. Each frame's code object and last instruction are sent;
- * user space reads the code object's names and line table.
- */
-static __always_inline void py_walk(struct memtrail_event_deep *e, __u32 tgid, __u32 tid)
-{
-	struct memtrail_py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
-	__u64 interp, ts, frame, tsid;
-	__u8 entry;
-	int i;
-
-	e->n_py = 0;
-	e->py_status = MEMTRAIL_PY_NONE;
-	if (!p)
-		return;
-	e->py_status = MEMTRAIL_PY_NO_THREAD;
-	interp = read_ptr(p->runtime + p->runtime_main);
-	ts = interp ? read_ptr(interp + p->interp_threads) : 0;
-	for (i = 0; i < MEMTRAIL_PY_THREADS && ts; i++) {
-		tsid = 0;
-		if (bpf_probe_read_user(&tsid, sizeof(tsid), (const void *)(ts + p->tstate_tid)))
-			return;
-		if (tsid == tid)
-			break;
-		ts = read_ptr(ts + p->tstate_next);
-	}
-	if (!ts || i == MEMTRAIL_PY_THREADS)
-		return;
-	if (p->tstate_cframe == MEMTRAIL_PY_NO_CFRAME)
-		frame = read_ptr(ts + p->cframe_current);
-	else
-		frame = read_ptr(read_ptr(ts + p->tstate_cframe) + p->cframe_current);
-	e->py_status = MEMTRAIL_PY_OK;
-	for (i = 0; i < MEMTRAIL_PY_FRAMES && frame; i++) {
-		struct memtrail_py_frame *f = &e->py[i];
-
-		entry = 0;
-		f->code = read_ptr(frame + p->frame_code);
-		f->instr = read_ptr(frame + p->frame_instr);
-		if (!f->code ||
-		    bpf_probe_read_user(&entry, sizeof(entry), (const void *)(frame + p->frame_entry))) {
-			e->py_status = MEMTRAIL_PY_UNREADABLE;
-			break;
-		}
-		f->entry = entry;
-		e->n_py = i + 1;
-		frame = read_ptr(frame + p->frame_previous);
-	}
-	if (i == MEMTRAIL_PY_FRAMES && frame)
-		e->py_status = MEMTRAIL_PY_TOO_DEEP;
-}
 
 /* Count a probe hit; tell user space once the hit that spends the budget comes. */
 static __always_inline void heap_hit(struct memtrail_target *t, __u32 tgid)
@@ -287,6 +217,9 @@ static __always_inline void heap_free(struct memtrail_target *t, __u32 tgid, __u
 		e = event_reserve(sizeof(*e), MEMTRAIL_EV_DEEP_FREE, tgid);
 		if (e) {
 			e->addr = ptr;
+			e->kind = MEMTRAIL_KIND_HEAP;
+			e->bytes = 0;
+			e->rest = 0;
 			event_submit(e, false);
 		}
 	} else if (a.weight) {

@@ -511,7 +511,7 @@ struct memtrail_map_range {
  * the binaries' call-frame information, through code built without frame
  * pointers, and keeps the allocation's site itself (its free is told too).
  */
-#define MEMTRAIL_STACK_DEEP (-2)	/* heap_allocs: the site is user space's */
+#define MEMTRAIL_STACK_DEEP (-2)	/* heap_allocs, map_ranges: the site is user space's */
 #define MEMTRAIL_DEEP_STACK_BYTES 16384	/* of the user stack, from its pointer up */
 #define MEMTRAIL_DEEP_REGS 33		/* DWARF numbering (x86-64: 0-16, rip 16; arm64: x0-x30, sp, pc) */
 
@@ -590,6 +590,10 @@ struct memtrail_event_deep {
 struct memtrail_event_deep_free {
 	struct memtrail_event_hdr hdr;
 	__u64 addr;
+	__u32 kind;	/* the sample's: heap, or mapped (a range, freed in parts) */
+	__u32 pad;
+	__u64 bytes;	/* freed; 0: all of it */
+	__u64 rest;	/* where what stays of a range starts now; 0: nothing stays */
 };
 
 /* The malloc family: what each probed function does with its arguments (cookie op). */

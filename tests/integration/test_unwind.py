@@ -213,16 +213,29 @@ def test_deep_pytorch_reaches_the_interpreter():
 PY_LINES = os.path.join(WORKLOADS, "..", "..", "tests", "workloads", "py_lines.py")
 
 
-def check_python_lines(data, t):
+def first_py(s):
+    """A site's first Python frame, or None."""
+    return next((f for f in s["frames"] if (f.get("source") or "").endswith(".py")
+                 or ".py:" in (f.get("source") or "")), None)
+
+
+def deep_maps(trail):
+    """Whether mapping sites are deep stacks here: where the kernel has them
+    at all (map_sites; not in the object for kernels without atomics)."""
+    return (trail["kernel"]["features"]["map_sites"]["state"] == "yes"
+            and not os.environ.get("MEMTRAIL_COMPAT"))
+
+
+def check_python_lines(data, t, mapped=False):
     """Each allocation py_lines.py made is a heap site whose first Python
     frame is the function and line it says, holding its bytes (a bytearray
     asks one more for its terminating NUL); the re-entry's chain has the
-    key function, then sorted()'s own C frames, then by_size."""
+    key function, then sorted()'s own C frames, then by_size. MAPPED: the
+    memory glibc mapped for each (mmap, or brk growing its heap) is at
+    mapping sites naming the same line: its bytes, rounded up to pages, and
+    at most the heap's top pad more."""
     heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
     for a in data["allocs"]:
-        def first_py(s):
-            return next((f for f in s["frames"] if (f.get("source") or "").endswith(".py")
-                         or ".py:" in (f.get("source") or "")), None)
         rows = [s for s in heap if a["size"] <= s["alloc_bytes"] <= a["size"] + 64]
         check_eq(len(rows), 1, f"one site of {a['where']}'s {a['size']} bytes: "
                  f"{sorted(s['alloc_bytes'] for s in heap)[-8:]}")
@@ -234,6 +247,13 @@ def check_python_lines(data, t):
         names = [x.get("function") for x in rows[0]["frames"]]
         check("_PyEval_EvalFrameDefault" not in names[:names.index(a["function"]) + 1],
               f"{a['where']}: Python frames stand in place of the eval loop: {names}")
+        if mapped:
+            maps = [s for s in t["sites"]["list"] if s["kind"] == "mapped" and first_py(s) and
+                    (first_py(s)["function"], first_py(s)["source"].rsplit("/", 1)[-1]) ==
+                    (a["function"], f"py_lines.py:{a['line']}")]
+            got = sum(s["alloc_bytes"] for s in maps)
+            check(a["size"] <= got <= a["size"] + 2**20,
+                  f"{a['where']}: its {a['size']} bytes mapped at sites naming its line: {got}")
     key = next(s for s in heap if s["alloc_bytes"] > data["allocs"][4]["size"] - 1 and
                s["alloc_bytes"] <= data["allocs"][4]["size"] + 64)["frames"]
     names = [x.get("function") for x in key]
@@ -252,7 +272,8 @@ def test_python_lines():
     data = json.loads(line)
     with open(out) as f:
         trail = json.load(f)
-    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]))
+    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
+                       deep_maps(trail))
     no_programs_left()
 
 
@@ -284,7 +305,8 @@ def test_python_lines_attached():
     check_eq(rec.returncode, 0, f"record exit status ({rest.strip()})")
     with open(out) as f:
         trail = json.load(f)
-    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]))
+    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
+                       deep_maps(trail))
     no_programs_left()
 
 
@@ -309,5 +331,6 @@ def test_python313_lines():
           f"the 3.13 interpreter is known: {stderr[-1500:]}")
     with open(out) as f:
         trail = json.load(f)
-    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]))
+    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
+                       deep_maps(trail))
     no_programs_left()

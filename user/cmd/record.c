@@ -573,6 +573,8 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg)
 		.heap_sample = o->heap_cfg.sample_bytes,
 		.heap_budget = o->heap && o->heap_cfg.budget_pct > 0,
 		.heap_deep = o->deep,
+		/* mapping sites are deep too unless --unwind fp */
+		.map_deep = !o->no_sites && !o->unwind_fp,
 	};
 	cfg->rules = o->rules;
 	cfg->n_rules = o->n_rules;
@@ -650,7 +652,7 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 			  t->lost[MEMTRAIL_LOST_STACKS] == 1 ? "" : "s", had, (unsigned long long)more,
 			  (unsigned long long)(more * TRACER_STACK_BYTES >> 20));
 	}
-	if (o->deep && r->s.sites)
+	if (r->s.sites)
 		say_deep(sites__deep_stats(r->s.sites));
 	if (!session__stop_again)
 		unnamed__say(t);

@@ -49,9 +49,10 @@ struct uw {
 	uint32_t uret;		/* the next of e's pending uretprobe returns */
 };
 
-/* A live allocation of a deep sample, by (tgid, addr). */
+/* A live allocation (or mapped range) of a deep sample, by (tgid, kind, addr). */
 struct deep_alloc {
 	uint32_t tgid;
+	uint32_t kind;
 	uint64_t addr;
 	struct memtrail_site_key key;	/* as allocated: its phase may have folded since */
 	uint64_t weight;
@@ -365,6 +366,8 @@ static int deep_alloc_cmp(const void *a, const void *b)
 
 	if (x->tgid != y->tgid)
 		return x->tgid < y->tgid ? -1 : 1;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
@@ -474,8 +477,8 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return;
-	*a = (struct deep_alloc){ .tgid = pid, .addr = e->addr, .weight = e->weight,
-				  .objects = e->objects };
+	*a = (struct deep_alloc){ .tgid = pid, .kind = e->kind, .addr = e->addr,
+				  .weight = e->weight, .objects = e->objects };
 	a->key = key;
 	found = tsearch(a, &s->deep_allocs, deep_alloc_cmp);
 	if (!found) {
@@ -489,25 +492,43 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 
 void sites__deep_free(struct sites *s, const struct memtrail_event_deep_free *e)
 {
-	struct deep_alloc probe = { .tgid = e->hdr.tgid, .addr = e->addr }, *a;
+	struct deep_alloc probe = { .tgid = e->hdr.tgid, .kind = e->kind, .addr = e->addr }, *a;
 	struct memtrail_site_key key;
 	struct site *site;
 	void *found = tfind(&probe, &s->deep_allocs, deep_alloc_cmp);
+	uint64_t bytes;
+	bool whole;
 
 	if (!found)
 		return;
 	a = *(struct deep_alloc **)found;
 	tdelete(a, &s->deep_allocs, deep_alloc_cmp);
 	s->deep.frees++;
+	/* a mapped range can go in parts: its objects go with its last byte */
+	bytes = e->bytes && e->bytes < a->weight ? e->bytes : a->weight;
+	whole = bytes == a->weight;
 	key = a->key;
 	if (!(key.phase & SITE_FOLDED) && sites_folds(s, key.tgid, key.phase))
 		key = sites_folded_key(s, &key);
 	site = sites_entry(s, &key);
 	if (site) {
-		site->v.free_bytes += a->weight;
-		site->v.free_objects += a->objects;
+		site->v.free_bytes += bytes;
+		site->v.free_objects += whole ? a->objects : 0;
 	}
-	free(a);
+	if (whole || !e->rest) {
+		free(a);
+		return;
+	}
+	/* what stays, under the address it starts at now */
+	a->weight -= bytes;
+	a->addr = e->rest;
+	found = tsearch(a, &s->deep_allocs, deep_alloc_cmp);
+	if (!found) {
+		free(a);
+	} else if (*(struct deep_alloc **)found != a) {
+		free(*(struct deep_alloc **)found);
+		*(struct deep_alloc **)found = a;
+	}
 }
 
 const struct sites_deep_stats *sites__deep_stats(const struct sites *s)

@@ -239,7 +239,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	struct bpf_program *entries[MEMTRAIL_HEAP_OPS];
 	struct memtrail_bpf *s = t->skel;
 	uint32_t n = cfg->max_targets;
-	bool heap;
+	bool heap, map_deep;
 	int i;
 
 	s->rodata->filter_mode = cfg->mode;
@@ -271,6 +271,12 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->heap_sample = cfg->sites.heap_sample;
 	s->rodata->heap_budget = cfg->sites.heap_budget;
 	s->rodata->heap_deep = cfg->sites.heap_deep;
+	map_deep = cfg->sites.map_deep && s->rodata->sites_mapping;
+	s->rodata->map_deep = map_deep && !t->compat && t->kf.task_pt_regs;
+	if (map_deep && !s->rodata->map_deep)
+		log__info("mapping sites: frame-pointer stacks (deep ones need the task's user "
+			  "registers in BPF, bpf_task_pt_regs, and the object for kernels with BPF "
+			  "atomics; kernel %s)", t->kf.release);
 	s->rodata->fault_sample = cfg->sites.fault_sample ? cfg->sites.fault_sample : 1;
 	bpf_program__set_autoload(s->progs.mt_unmapped_area, cfg->sites.mapping);
 	bpf_program__set_autoload(s->progs.mt_fault, cfg->sites.faults);
@@ -295,7 +301,8 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	}
 	/* no heap probes, no live heap allocations: a million-bucket table is 16 MiB */
 	/* deep samples are 16 KiB each: room for a burst of them while user space unwinds */
-	if ((cfg->sites.heap_deep && bpf_map__set_max_entries(s->maps.events, TRACER_RING_DEEP)) ||
+	if (((cfg->sites.heap_deep || s->rodata->map_deep) &&
+	     bpf_map__set_max_entries(s->maps.events, TRACER_RING_DEEP)) ||
 	    (!heap && bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
 	    bpf_map__set_max_entries(s->maps.site_stacks, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.stack_ids, tracer__stacks(cfg)) ||
