@@ -406,9 +406,10 @@ static const struct opt site_rows[] = {
 		   "weighted, 0..2^40 (0: every allocation; default " OPT_XSTR(DEEP_SAMPLE_DEFAULT)
 		   ", or 0 with --unwind fp); every call still traps: it saves the stack only"),
 	OPT_ROW_FN("unwind", 0, "MODE", opt_unwind,
-		   "how heap sites' stacks are walked: dwarf (the default: the binaries' "
-		   "call-frame information, through code built without frame pointers: BPF "
-		   "copies each sampled allocation's registers and the top 16 KiB of its stack, "
+		   "how heap and mapping sites' stacks are walked: dwarf (the default: the "
+		   "binaries' call-frame information, through code built without frame "
+		   "pointers: BPF copies each sampled allocation's, and each mapping's, "
+		   "registers and the top 16 KiB of its stack, "
 		   "memtrail unwinds them, and CPython 3.11's and 3.13's frames, function and "
 		   "line, stand in for the interpreter's) or fp (frame pointers, walked in the kernel: "
 		   "stops at the first function built without them; with --heap-sample 0, its "
