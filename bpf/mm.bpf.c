@@ -335,12 +335,13 @@ static __always_inline __u64 range_free(__u32 tgid, __u64 start, __u64 len)
  * A section that grew mapped memory by BYTES, its range at START (0: none
  * known), as a deep sample: the user registers and stack of the thread (a
  * tracepoint's context holds the kernel's; the task's saved ones are the
- * user's, 5.15). Sent before its range is kept, so that the range's free,
- * told later, is read after it. False: take the frame-pointer stack (no
- * task registers, or the ring buffer full: counted).
+ * user's, 5.15), and its frame-pointer stack for a process gone before
+ * user space reads it. Sent before its range is kept, so that the range's
+ * free, told later, is read after it. False: take the frame-pointer stack
+ * alone (no task registers, or the ring buffer full: counted).
  */
-static __always_inline bool mapping_deep(struct memtrail_target *t, __u32 tgid, __u32 phase,
-					 __u64 start, __u64 bytes)
+static __always_inline bool mapping_deep(void *ctx, struct memtrail_target *t, __u32 tgid,
+					 __u32 phase, __u64 start, __u64 bytes)
 {
 #ifdef MEMTRAIL_COMPAT
 	return false;
@@ -366,6 +367,8 @@ static __always_inline bool mapping_deep(struct memtrail_target *t, __u32 tgid, 
 	e->addr = start;
 	e->weight = bytes;
 	e->tracked = start != 0;
+	e->fp_stack = site_stack(ctx);
+	e->fp_caller = leaf_caller();
 	deep_fill(e, regs);
 	deep_uret(e);
 	py_walk(e, tgid, e->tid);
@@ -410,7 +413,7 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 		}
 #endif
 		caller = 0;
-		if (map_deep && mapping_deep(t, tgid, phase, start, delta + freed)) {
+		if (map_deep && mapping_deep(ctx, t, tgid, phase, start, delta + freed)) {
 			stack = MEMTRAIL_STACK_DEEP;
 		} else {
 			stack = site_stack(ctx);

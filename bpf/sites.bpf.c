@@ -140,6 +140,8 @@ static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t
 	e->addr = key->addr;
 	e->weight = a->weight;
 	e->tracked = heap_track;
+	e->fp_stack = MEMTRAIL_STACK_NONE;
+	e->fp_caller = 0;
 	deep_fill(e, ctx);
 	deep_uret(e);
 	py_walk(e, tgid, e->tid);

@@ -577,6 +577,14 @@ struct memtrail_event_deep {
 	 * does; each gives the stack slot (x86-64; arm64: the stack pointer)
 	 * at its entry and its real return address
 	 */
+	/*
+	 * A mapping's frame-pointer stack too (a site_stacks id, or
+	 * MEMTRAIL_STACK_NONE, and the leaf's caller): where the process is
+	 * gone before its mappings are read, its chain cannot be unwound
+	 */
+	__s32 fp_stack;
+	__u32 fp_pad;
+	__u64 fp_caller;
 	__u64 uret_tramp;	/* 0: none known */
 	__u32 n_uret;
 	__u32 uret_pad;

@@ -616,13 +616,19 @@ static int record_turn(void *ctx, uint64_t now)
 /* What deep stacks' samples gave: how many chains reached their thread's first frame. */
 static void say_deep(const struct sites_deep_stats *d)
 {
+	uint64_t unwound = d->samples - d->fp_named;
+
 	if (!d->samples)
 		return;
 	log__info("deep stacks: %llu sample%s unwound, %.1f%% to the thread's first frame; "
 		  "%llu stopped at code without call-frame information (JIT code, a file not "
-		  "read), %llu at the end of the stack copy", (unsigned long long)d->samples,
-		  d->samples == 1 ? "" : "s", 100.0 * d->complete / d->samples,
+		  "read), %llu at the end of the stack copy", (unsigned long long)unwound,
+		  unwound == 1 ? "" : "s", unwound ? 100.0 * d->complete / unwound : 0.0,
 		  (unsigned long long)d->cut_code, (unsigned long long)d->cut_stack);
+	if (d->fp_named)
+		log__info("deep stacks: %llu mapping%s named by frame pointers instead: the "
+			  "process was gone before its mappings were read",
+			  (unsigned long long)d->fp_named, d->fp_named == 1 ? "" : "s");
 }
 
 static int finish(struct record *r, const struct record_opts *o, char *output)

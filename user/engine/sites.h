@@ -26,6 +26,7 @@ struct sites_deep_stats {
 	uint64_t cut_code;	/* stopped at code with no call-frame information or no file */
 	uint64_t cut_stack;	/* stopped where the stack copy ended */
 	uint64_t frees;		/* their frees told */
+	uint64_t fp_named;	/* named by their frame-pointer stack: the process was gone */
 };
 
 /* TRAIL: its targets' phases, so that sites of folded phases fold by name. */

@@ -307,6 +307,28 @@ static enum uw_step uw_step_fp(struct sites *s, const struct pid_maps *pm, struc
 	return UW_NEXT;
 }
 
+/*
+ * Whether return address PC is in the entry code of its file (the ELF entry
+ * point and the few instructions after it: the dynamic loader's _start has
+ * no call-frame information, and nothing called it).
+ */
+static bool uw_entry_code(struct sites *s, const struct pid_maps *pm, uint64_t pc)
+{
+	struct frame fr;
+	GElf_Addr addr, bias;
+	GElf_Ehdr eh;
+	Elf *elf;
+
+	sites_frame_resolve(pm, pc, &fr);
+	if (fr.module < 0 || !s->modules[fr.module].mod ||
+	    !sites_module_addr(&s->modules[fr.module], fr.offset, &addr))
+		return false;
+	elf = dwfl_module_getelf(s->modules[fr.module].mod, &bias);
+	if (!elf || !gelf_getehdr(elf, &eh) || !eh.e_entry)
+		return false;
+	return addr - 1 >= eh.e_entry + bias && addr - 1 < eh.e_entry + bias + 64;
+}
+
 /* E's chain into PCS (at most MAX, innermost first); *STOP: why it ended. */
 static int unwind(struct sites *s, const struct pid_maps *pm, const struct memtrail_event_deep *e,
 		  uint64_t *pcs, int max, enum uw_step *stop)
@@ -331,6 +353,8 @@ static int unwind(struct sites *s, const struct pid_maps *pm, const struct memtr
 		r = uw_step(s, pm, &u, activation, &signal);
 		if (r == UW_CUT_CODE)
 			r = uw_step_fp(s, pm, &u);
+		if (r == UW_CUT_CODE && !activation && uw_entry_code(s, pm, u.r[UW_PC]))
+			r = UW_END;	/* the process's first frame */
 		if (r != UW_NEXT)
 			break;
 		/* the frame a signal interrupted resumes where it was, not after a call */
@@ -453,17 +477,25 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 			n = unwind(s, pm, e, pcs, DEEP_DEPTH, &stop);
 		}
 	}
-	if (stop == UW_END)
-		s->deep.complete++;
-	else if (stop == UW_CUT_CODE)
-		s->deep.cut_code++;
-	else
-		s->deep.cut_stack++;
 	for (i = 0; i < n; i++)
 		sites_frame_resolve(pm, pcs[i], &frames[i]);
-	if (pm)
-		sites_python_interleave(s, pm, e, frames, &n, DEEP_DEPTH);
-	key.stack = deep_stack_id(s, pid, frames, n, stop != UW_END);
+	if (n && stop == UW_CUT_CODE && frames[n - 1].module == -2 &&
+	    e->fp_stack != MEMTRAIL_STACK_NONE) {
+		/* code in no mapping read, the process gone: the stack BPF walked names it */
+		s->deep.fp_named++;
+		key.stack = e->fp_stack;
+		key.caller = e->fp_caller;
+	} else {
+		if (stop == UW_END)
+			s->deep.complete++;
+		else if (stop == UW_CUT_CODE)
+			s->deep.cut_code++;
+		else
+			s->deep.cut_stack++;
+		if (pm)
+			sites_python_interleave(s, pm, e, frames, &n, DEEP_DEPTH);
+		key.stack = deep_stack_id(s, pid, frames, n, stop != UW_END);
+	}
 	if (sites_folds(s, pid, key.phase))
 		key = sites_folded_key(s, &key);
 	site = sites_entry(s, &key);
