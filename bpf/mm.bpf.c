@@ -357,15 +357,7 @@ static __always_inline bool mapping_deep(void *ctx, struct memtrail_target *t, _
 		count_lost(MEMTRAIL_LOST_DEEP);
 		return false;
 	}
-	e->hdr.type = MEMTRAIL_EV_DEEP;
-	e->hdr.tgid = tgid;
-	e->hdr.ts_ns = bpf_ktime_get_ns();
-	e->tid = (__u32)bpf_get_current_pid_tgid();
-	e->kind = MEMTRAIL_KIND_MAPPED;
-	e->phase = phase;
-	e->objects = MEMTRAIL_OBJ_ONE;
-	e->addr = start;
-	e->weight = bytes;
+	deep_head(e, tgid, MEMTRAIL_KIND_MAPPED, phase, MEMTRAIL_OBJ_ONE, start, bytes);
 	e->tracked = start != 0;
 	e->fp_stack = site_stack(ctx);
 	e->fp_caller = leaf_caller();

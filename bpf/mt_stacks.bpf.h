@@ -168,6 +168,21 @@ static __always_inline void deep_fill(struct memtrail_event_deep *e, struct pt_r
 	}
 }
 
+/* A deep sample's head: what it stands for. */
+static __always_inline void deep_head(struct memtrail_event_deep *e, __u32 tgid, __u32 kind,
+				      __u32 phase, __u32 objects, __u64 addr, __u64 weight)
+{
+	e->hdr.type = MEMTRAIL_EV_DEEP;
+	e->hdr.tgid = tgid;
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->kind = kind;
+	e->phase = phase;
+	e->objects = objects;
+	e->addr = addr;
+	e->weight = weight;
+}
+
 /* The kernel's own structures a deep sample reads its pending uretprobe returns from. */
 struct return_instance___mt {
 	unsigned long stack;

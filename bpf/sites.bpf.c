@@ -130,15 +130,7 @@ static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t
 		count_lost(MEMTRAIL_LOST_DEEP);
 		return false;
 	}
-	e->hdr.type = MEMTRAIL_EV_DEEP;
-	e->hdr.tgid = tgid;
-	e->hdr.ts_ns = bpf_ktime_get_ns();
-	e->tid = (__u32)bpf_get_current_pid_tgid();
-	e->kind = MEMTRAIL_KIND_HEAP;
-	e->phase = a->phase;
-	e->objects = a->objects;
-	e->addr = key->addr;
-	e->weight = a->weight;
+	deep_head(e, tgid, MEMTRAIL_KIND_HEAP, a->phase, a->objects, key->addr, a->weight);
 	e->tracked = heap_track;
 	e->fp_stack = MEMTRAIL_STACK_NONE;
 	e->fp_caller = 0;
