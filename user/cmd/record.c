@@ -647,6 +647,9 @@ static int finish(struct record *r, const struct record_opts *o, char *output)
 	session__close_all(&r->s, now);
 	session__finish_sites(&r->s);
 	tracer__lost(r->s.tracer, t->lost);
+	/* deep chains beyond --stacks are lost stacks too */
+	if (r->s.sites)
+		t->lost[MEMTRAIL_LOST_STACKS] += sites__deep_stats(r->s.sites)->lost;
 	t->duration_ms = now;
 	/* said whatever -q: sites without a stack are what a user looks at first */
 	if (t->lost[MEMTRAIL_LOST_STACKS]) {
@@ -768,6 +771,8 @@ static int attach(struct record *r, const struct record_opts *o, const struct tr
 	if ((!o->no_sites || o->heap || o->faults) &&
 	    session__open_sites(&r->s, o->heap ? &o->heap_cfg : NULL))
 		return -1;
+	if (r->s.sites)
+		sites__deep_cap(r->s.sites, r->stacks);
 	if (o->heap && o->heap_cfg.budget_pct <= 0)
 		r->s.trail.kinds |= 1U << MEMTRAIL_KIND_HEAP;
 	if (o->cmd && (r->s.devices || r->s.heap)) {

@@ -27,7 +27,11 @@ struct sites_deep_stats {
 	uint64_t cut_stack;	/* stopped where the stack copy ended */
 	uint64_t frees;		/* their frees told */
 	uint64_t fp_named;	/* named by their frame-pointer stack: the process was gone */
+	uint64_t lost;		/* chains not kept: CAP of them already (sites__deep_cap) */
 };
+
+/* Deep chains kept at most, as the kernel's stack table for frame-pointer stacks. */
+void sites__deep_cap(struct sites *s, uint32_t cap);
 
 /* TRAIL: its targets' phases, so that sites of folded phases fold by name. */
 int sites__open(struct sites **out, struct tracer *t, struct trail *trail);

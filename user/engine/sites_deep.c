@@ -407,6 +407,10 @@ static int32_t deep_stack_id(struct sites *s, uint32_t pid, const struct frame *
 	found = tfind(&probe, &s->deep_index, deep_stack_cmp);
 	if (found)
 		return (*(struct stack **)found)->id;
+	if (s->deep_cap && s->deep_live >= s->deep_cap) {
+		s->deep.lost++;		/* counted with the kernel's lost stacks */
+		return MEMTRAIL_STACK_NONE;
+	}
 	if (array__grow((void **)&s->stacks, &s->cap_stacks, s->n_stacks + 1,
 			sizeof(*s->stacks)))
 		return MEMTRAIL_STACK_NONE;
@@ -432,6 +436,7 @@ static int32_t deep_stack_id(struct sites *s, uint32_t pid, const struct frame *
 		return MEMTRAIL_STACK_NONE;
 	}
 	s->deep_next++;
+	s->deep_live++;
 	s->stacks[s->n_stacks++] = st;
 	return st->id;
 }
@@ -563,6 +568,11 @@ void sites__deep_free(struct sites *s, const struct memtrail_event_deep_free *e)
 	}
 }
 
+void sites__deep_cap(struct sites *s, uint32_t cap)
+{
+	s->deep_cap = cap;
+}
+
 const struct sites_deep_stats *sites__deep_stats(const struct sites *s)
 {
 	return &s->deep;
@@ -615,7 +625,8 @@ void sites_deep_forget(struct sites *s, uint32_t pid)
 		free(v[i]);
 	free(v);
 	/* the stacks are sites.c's */
-	sites_tree_take(&s->deep_index, deep_stack_cmp, pid, stack_pid, &v);
+	n = sites_tree_take(&s->deep_index, deep_stack_cmp, pid, stack_pid, &v);
+	s->deep_live -= n < s->deep_live ? (uint32_t)n : s->deep_live;
 	free(v);
 }
 

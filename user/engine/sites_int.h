@@ -170,6 +170,7 @@ struct sites {
 	void *deep_index;
 	void *deep_allocs;
 	uint32_t deep_next;		/* stacks made so far: the next one's id */
+	uint32_t deep_live, deep_cap;	/* chains of live targets, and at most (0: no cap) */
 	struct sites_deep_stats deep;
 	/* Python frames named so far, and code objects read, by target */
 	struct py_frame **py;
