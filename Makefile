@@ -226,7 +226,7 @@ $(OUT)/workloads/static_cudart: private POSTLINK = for s in cudaMalloc cudaFree 
 deps:
 	$(Q)sh tests/deps.sh
 
-# NVIDIA's real libcuda.so.1 and libcudart from Debian non-free, for the tests
+# NVIDIA's real libcuda.so.1 and libcudart from Debian non-free, and trixie's Python 3.13 root, for the tests
 vendor:
 	$(Q)$(PYTHON) tests/vendor.py
 
