@@ -68,8 +68,13 @@ static struct module_debug *module_debug(const struct sites *s, uint32_t pid, co
 	d->cb = offline_callbacks;
 	if (pid && !roots__id(pid, &dev, &ino) && (dev != s->root_dev || ino != s->root_ino)) {
 		*other_root = true;
+		/* maps names a chroot's files as memtrail sees them: those paths as they are */
 		if (asprintf(&d->file, "/proc/%u/root%s", pid, name) < 0)
 			d->file = NULL;
+		else if (access(d->file, F_OK)) {
+			free(d->file);
+			d->file = strdup(name);
+		}
 		if (asprintf(&d->path, ":.debug:/proc/%u/root/usr/lib/debug:/usr/lib/debug",
 			     pid) < 0)
 			d->path = NULL;
