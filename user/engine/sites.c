@@ -236,6 +236,21 @@ bool sites_folds(struct sites *s, uint32_t pid, uint32_t seq)
 	       tt->phase_seq - seq > l->keep_recent;
 }
 
+static void site_sum(struct memtrail_site *to, const struct memtrail_site *d)
+{
+	to->alloc_bytes += d->alloc_bytes;
+	to->alloc_objects += d->alloc_objects;
+	to->free_bytes += d->free_bytes;
+	to->free_objects += d->free_objects;
+	to->samples += d->samples;
+}
+
+void sites_site_add(struct site *e, const struct memtrail_site *d)
+{
+	site_sum(&e->v, d);
+	site_sum(&e->own, d);
+}
+
 static void on_site(void *ctx, const struct memtrail_site_key *k, const struct memtrail_site *v)
 {
 	struct sites *s = ctx;
@@ -249,8 +264,10 @@ static void on_site(void *ctx, const struct memtrail_site_key *k, const struct m
 		return;
 	}
 	e = sites_entry(s, k);
-	if (e)
+	if (e) {
 		e->v = *v;	/* the kernel's figures are cumulative */
+		site_sum(&e->v, &e->own);
+	}
 }
 
 struct memtrail_site_key sites_folded_key(struct sites *s, const struct memtrail_site_key *k)
@@ -278,14 +295,12 @@ static void fold(struct sites *s, const struct memtrail_site_key *k)
 		return;
 	fk = sites_folded_key(s, k);
 	e = sites_entry(s, &fk);
-	if (e) {
-		e->v.alloc_bytes += v.alloc_bytes;
-		e->v.alloc_objects += v.alloc_objects;
-		e->v.free_bytes += v.free_bytes;
-		e->v.free_objects += v.free_objects;
-		e->v.samples += v.samples;
-	}
 	found = tfind(&probe, &s->site_index, site_cmp);
+	if (e) {
+		site_sum(&e->v, &v);
+		if (found)
+			site_sum(&e->v, &(*(struct site **)found)->own);
+	}
 	if (found)
 		sites_remove(s, *(struct site **)found);
 }

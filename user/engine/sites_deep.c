@@ -506,9 +506,8 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 	site = sites_entry(s, &key);
 	if (!site)
 		return;
-	site->v.alloc_bytes += e->weight;
-	site->v.alloc_objects += e->objects;
-	site->v.samples++;
+	sites_site_add(site, &(struct memtrail_site){ .alloc_bytes = e->weight,
+						     .alloc_objects = e->objects, .samples = 1 });
 	if (!e->tracked)
 		return;	/* frees are not watched (an overhead budget's windows) */
 	a = calloc(1, sizeof(*a));
@@ -548,10 +547,9 @@ void sites__deep_free(struct sites *s, const struct memtrail_event_deep_free *e)
 	if (!(key.phase & SITE_FOLDED) && sites_folds(s, key.tgid, key.phase))
 		key = sites_folded_key(s, &key);
 	site = sites_entry(s, &key);
-	if (site) {
-		site->v.free_bytes += bytes;
-		site->v.free_objects += whole ? a->objects : 0;
-	}
+	if (site)
+		sites_site_add(site, &(struct memtrail_site){ .free_bytes = bytes,
+				       .free_objects = whole ? a->objects : 0 });
 	if (whole || !e->rest) {
 		free(a);
 		return;
@@ -597,11 +595,7 @@ void sites_deep_fold(struct sites *s)
 			i++;
 			continue;
 		}
-		f->v.alloc_bytes += e->v.alloc_bytes;
-		f->v.alloc_objects += e->v.alloc_objects;
-		f->v.free_bytes += e->v.free_bytes;
-		f->v.free_objects += e->v.free_objects;
-		f->v.samples += e->v.samples;
+		sites_site_add(f, &e->v);
 		sites_remove(s, e);	/* moves the last entry to I: seen next */
 	}
 }

@@ -103,6 +103,12 @@ struct stack {
 struct site {
 	struct memtrail_site_key key;
 	struct memtrail_site v;
+	/*
+	 * What user space added itself (deep samples): a key the kernel
+	 * reports too (a deep sample named by its frame-pointer stack) gets
+	 * the kernel's figures and these
+	 */
+	struct memtrail_site own;
 	struct frame caller;	/* key.caller resolved; module -2: not a call site */
 	bool resolved;
 };
@@ -219,6 +225,8 @@ void sites_python_destroy(struct sites *s);
 /* CLOCK_MONOTONIC in ns, the clock of BPF's event times. */
 uint64_t sites_now_ns(void);
 void sites_module_debug_free(struct module_debug *d);
+/* Add D to site E's figures, as user space's own (sites_site_add). */
+void sites_site_add(struct site *e, const struct memtrail_site *d);
 /* tdestroy's free for trees whose nodes another owns. */
 void sites_no_free(void *p);
 /*
