@@ -58,8 +58,9 @@ static void expect_line(const char *text, const char *line)
 	fail_msg("line '%s' not in:\n%s", line, text);
 }
 
-#define SITE(kind, phase, rest) "{\"kind\": " kind ", " phase "\"alloc_bytes\": 100, " \
-	"\"inuse_bytes\": 10, \"frames\": [{\"function\": \"f\"}]" rest "}"
+#define SITE_FN(kind, phase, fn, rest) "{\"kind\": " kind ", " phase "\"alloc_bytes\": 100, " \
+	"\"inuse_bytes\": 10, \"frames\": [{\"function\": \"" fn "\"}]" rest "}"
+#define SITE(kind, phase, rest) SITE_FN(kind, phase, "f", rest)
 
 /* Folded sites without a phase name (the writer leaves out what is not UTF-8): one group, '?' */
 static void sites_without_phase_print(void **state)
@@ -85,7 +86,10 @@ static void sites_without_phase_print(void **state)
 	trail__free(&t);
 }
 
-/* Listed phases by sequence, then folded names as they first appear; TOP per group. */
+/*
+ * Listed phases by sequence, then folded names as they first appear; TOP
+ * lines per group, sites that read the same one line.
+ */
 static void sites_grouped_in_time(void **state)
 {
 	struct trail t;
@@ -93,16 +97,17 @@ static void sites_grouped_in_time(void **state)
 
 	(void)state;
 	trail_with_sites(&t, "["
-		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") ","
+		SITE_FN("\"heap\"", "\"phase\": \"b\", ", "h", ", \"folded\": true") ","
 		SITE("\"heap\"", "\"phase\": \"late\", ", ", \"phase_seq\": 3") ","
 		SITE("\"heap\"", "\"phase\": \"a\", ", ", \"folded\": true") ","
 		SITE("\"heap\"", "\"phase\": \"early\", ", ", \"phase_seq\": 1") ","
-		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") ","
+		SITE("\"heap\"", "\"phase\": \"early\", ", ", \"phase_seq\": 1") ","
+		SITE_FN("\"heap\"", "\"phase\": \"b\", ", "g", ", \"folded\": true") ","
 		SITE("\"heap\"", "\"phase\": \"b\", ", ", \"folded\": true") "]");
 	text = sites_text(&t, 1);
 	assert_string_equal(text, "\nallocation sites of 42 (app)\n"
 		"  early\n    KIND            ALLOC       IN_USE  SITE\n"
-		"    heap            100 B         10 B  f\n"
+		"    heap            200 B         20 B  f [2 chains]\n"
 		"  late\n    KIND            ALLOC       IN_USE  SITE\n"
 		"    heap            100 B         10 B  f\n"
 		"  b (folded: phases beyond the listed ones)\n    KIND            ALLOC       IN_USE  SITE\n"
