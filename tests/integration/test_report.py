@@ -33,15 +33,20 @@ def test_report_table_and_json():
     check("events" not in doc, "report --json carries the events")
 
 
-def test_report_malformed_sites():
-    # a site's kind that is not a string: rejected, by its path; a folded site
-    # with no phase (the writer leaves out a name that is not UTF-8): shown as '?'
-    d = tmpdir()
+def forker_trail(d):
+    """A real trail to edit: record of the forker workload into D, read back."""
     out = os.path.join(d, "trail.json")
     rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
     check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
     with open(out) as f:
-        trail = json.load(f)
+        return json.load(f)
+
+
+def test_report_malformed_sites():
+    # a site's kind that is not a string: rejected, by its path; a folded site
+    # with no phase (the writer leaves out a name that is not UTF-8): shown as '?'
+    d = tmpdir()
+    trail = forker_trail(d)
     i = next(i for i, t in enumerate(trail["targets"]) if t.get("sites"))
     check(len(trail["targets"][i]["sites"]["list"]) >= 2, "the workload has two sites")
     for name, change in (("kind", lambda s: s.update(kind=5)),
@@ -69,11 +74,7 @@ def test_report_many_folded_sites():
     grouping was cubic: 92 s for 1,200), each group's rows (heaviest first) and
     totals as the trail has them."""
     d = tmpdir()
-    out = os.path.join(d, "trail.json")
-    rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
-    check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
-    with open(out) as f:
-        trail = json.load(f)
+    trail = forker_trail(d)
     names = 2500
     listed = [{"kind": "mapped", "phase": f"p{(i * 7) % 10}", "phase_seq": (i * 7) % 10,
                "alloc_bytes": (i * 37) % 1000, "inuse_bytes": (i * 11) % 1000,
@@ -125,11 +126,7 @@ def test_report_one_line_per_label():
     and its caller): chains that read the same, of one kind, are one line,
     their bytes summed and their number said; another kind stays apart."""
     d = tmpdir()
-    out = os.path.join(d, "trail.json")
-    rec = run([MEMTRAIL, "record", "-q", "-o", out, "--", workload("forker")])
-    check_eq(rec.returncode, 0, f"record status ({rec.stderr!r})")
-    with open(out) as f:
-        trail = json.load(f)
+    trail = forker_trail(d)
     py = [{"function": "Linear.__init__", "source": "torch/nn/modules/linear.py:96"},
           {"function": "<listcomp>", "source": "/srv/model.py:36"}]
 
