@@ -411,8 +411,8 @@ static const struct opt site_rows[] = {
 		   "pointers: BPF copies each sampled allocation's, and each mapping's, "
 		   "registers and the top 16 KiB of its stack, "
 		   "memtrail unwinds them, and CPython 3.11's and 3.13's frames, function and "
-		   "line, stand in for the interpreter's) or fp (frame pointers, walked in the kernel: "
-		   "stops at the first function built without them; with --heap-sample 0, its "
+		   "line, stand in for the interpreter's) or fp (frame pointers, walked in the "
+		   "kernel: stops at the first function built without them; with --heap-sample 0, its "
 		   "default then, every allocation's site is exact); dwarf implies --heap"),
 	OPT_ROW_FN("overhead-budget", 0, "PCT", opt_overhead_budget,
 		   "implies --heap: attach the heap probes in windows so that their measured "

@@ -344,7 +344,7 @@ static int unwind(struct sites *s, const struct pid_maps *pm, const struct memtr
 	}
 	memcpy(u.r, e->regs, sizeof(u.r));
 	u.valid = UW_NREGS == 64 ? ~0ull : (1ull << UW_NREGS) - 1;
-	/* a return in progress (the sample's own uretprobe) may still be listed: not on the stack */
+	/* a return in progress (the sample's own uretprobe) may be listed: not on the stack */
 	while (u.uret < e->n_uret && u.uret < MEMTRAIL_DEEP_URET &&
 	       e->uret[u.uret].stack < e->regs[UW_SP] + UW_SLOT_ABOVE)
 		u.uret++;

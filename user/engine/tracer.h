@@ -33,7 +33,7 @@ struct tracer_sites {
 	uint64_t heap_sample;	/* sampling rate in bytes, 0: every allocation */
 	bool heap_budget;	/* an overhead budget: tell user space when a window is spent */
 	bool heap_deep;		/* sampled allocations unwound in user space (sites__deep) */
-	bool map_deep;		/* mapping sites too, where the kernel lets BPF read user registers */
+	bool map_deep;		/* mapping sites too, where BPF can read user registers */
 	uint32_t stacks;	/* distinct stacks kept; 0: TRACER_STACKS (with heap _HEAP) */
 };
 
