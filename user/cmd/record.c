@@ -412,8 +412,9 @@ static const struct opt site_rows[] = {
 		   "registers and the top 16 KiB of its stack, "
 		   "memtrail unwinds them, and CPython 3.11's and 3.13's frames, function and "
 		   "line, stand in for the interpreter's) or fp (frame pointers, walked in the "
-		   "kernel: stops at the first function built without them; with --heap-sample 0, its "
-		   "default then, every allocation's site is exact); dwarf implies --heap"),
+		   "kernel: stops at the first function built without them; with "
+		   "--heap-sample 0, its default then, every allocation's site is exact); "
+		   "dwarf implies --heap"),
 	OPT_ROW_FN("overhead-budget", 0, "PCT", opt_overhead_budget,
 		   "implies --heap: attach the heap probes in windows so that their measured "
 		   "cost stays within PCT% of each target's CPU time, 0.1..100; a window opens "
