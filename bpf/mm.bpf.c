@@ -405,7 +405,8 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 		}
 #endif
 		caller = 0;
-		if (map_deep && mapping_deep(ctx, t, tgid, phase, start, delta + freed)) {
+		if (map_deep && (__u64)delta + freed >= map_deep_min &&
+		    mapping_deep(ctx, t, tgid, phase, start, delta + freed)) {
 			stack = MEMTRAIL_STACK_DEEP;
 		} else {
 			stack = site_stack(ctx);

@@ -16,6 +16,8 @@
 const volatile __u32 sites_mapping = 1;
 /* mapping sites: each section that grows mapped memory is a deep sample (needs task regs) */
 const volatile __u32 map_deep = 0;
+/* mapping sites: only sections that grow it by this many bytes or more are deep */
+const volatile __u64 map_deep_min = 0;
 /* heap: keep every live allocation (exact heap levels and in-use figures) */
 const volatile __u32 heap_track = 1;
 /* heap: sampling rate in bytes, 0: every allocation has its stack taken */

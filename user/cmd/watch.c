@@ -32,6 +32,7 @@
 #include "proc.h"
 #include "sanitize.h"
 #include "session.h"
+#include "sites.h"
 #include "statusline.h"
 #include "verdict.h"
 #include "watch_int.h"
@@ -68,8 +69,23 @@ static int by_rss_desc(const void *a, const void *b)
 	return x->rss < y->rss ? 1 : x->rss > y->rss ? -1 : 0;
 }
 
-/* The largest processes in cgroup PATH and below, by VmRSS from /proc. */
-static json_t *top_processes(const char *path)
+/* PID's top site, where it is a target with sites (null otherwise). */
+static json_t *top_site_of(struct watch *w, uint32_t pid)
+{
+	struct trail_target *tt = session__live(&w->s, pid);
+	struct trail_sites *ts;
+	size_t left_out;
+	json_t *top;
+
+	if (!tt || !(ts = watch_sites_of(w, tt, &left_out)))
+		return json_null();
+	top = watch_top_site(ts);
+	trail_sites__free(ts);
+	return top;
+}
+
+/* The largest processes in cgroup PATH and below, by VmRSS from /proc, with their top sites. */
+static json_t *top_processes(struct watch *w, const char *path)
 {
 	json_t *arr = json_array();
 	struct proc_rss *v;
@@ -93,10 +109,11 @@ static json_t *top_processes(const char *path)
 		char *cmdline = proc__cmdline(v[i].pid);
 
 		proc__comm(v[i].pid, comm, sizeof(comm));
-		json_array_append_new(arr, json_pack("{s:i, s:o, s:o, s:I}", "pid", v[i].pid,
+		json_array_append_new(arr, json_pack("{s:i, s:o, s:o, s:I, s:o}", "pid", v[i].pid,
 						     "comm", sanitize__json(comm),
 						     "cmdline", sanitize__json(cmdline),
-						     "vm_rss", (json_int_t)v[i].rss));
+						     "vm_rss", (json_int_t)v[i].rss,
+						     "top_site", top_site_of(w, v[i].pid)));
 		free(cmdline);
 	}
 	free(v);
@@ -115,28 +132,51 @@ static void set_attribution(json_t *o, const char *cgroup, const char *pods_dir)
  * A snapshot is a trail of one target (memtrail report reads it) with a
  * "snapshot" object: why and when, the target's container and pod, its
  * cgroup's figures, what /proc still shows, the largest processes there.
- * The target's phases end with the open one, marked "open".
+ * The target's phases end with the open one, marked "open"; its allocation
+ * sites are those holding the most live bytes now, the top one also named in
+ * "top_site" (and kept in w->last_top for a verdict).
  */
 json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_ms,
 			   const char *cgroup, json_t *snap)
 {
 	struct trail view = w->s.trail;
+	struct trail_sites *saved = tt->sites, *ts = NULL;
 	struct trail_phase open;
 	json_t *root, *target, *phase;
+	size_t left_out = 0;
 	char stamp[40];
 
+	json_decref(w->last_top);
+	w->last_top = NULL;
+	if (w->s.sites) {
+		sites__harvest(w->s.sites);	/* the kernel's figures as they are now */
+		ts = watch_sites_of(w, tt, &left_out);
+	}
 	view.targets = tt;
 	view.n_targets = 1;
 	view.events = json_array();
 	view.duration_ms = t_ms;
 	tracer__lost(w->s.tracer, view.lost);
+	tt->sites = ts;
 	root = trail__to_json(&view, true);
+	tt->sites = saved;
 	json_decref(view.events);
 	if (!root || !snap) {
 		json_decref(root);
 		json_decref(snap);
+		trail_sites__free(ts);
 		return NULL;
 	}
+	if (w->s.sites) {
+		w->last_top = watch_top_site(ts);
+		json_object_set(snap, "top_site", w->last_top);
+		json_object_set_new(snap, "sites", json_pack("{s:I, s:I, s:I}",
+							     "kept", (json_int_t)(ts ? ts->n : 0),
+							     "left_out", (json_int_t)left_out,
+							     "deep_from",
+							     (json_int_t)w->o->deep_from));
+	}
+	trail_sites__free(ts);
 	target = json_array_get(json_object_get(root, "targets"), 0);
 	session__open_phase(&w->s, tt, t_ms, &open);
 	phase = trail__phase_json(&w->s.trail, &open);
@@ -153,7 +193,7 @@ json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_
 	if (!json_object_get(snap, "proc"))
 		json_object_set_new(snap, "proc", status_json(tt->pid));
 	json_object_set_new(snap, "cgroup", cgroup__memory_json(cgroup ? cgroup : tt->cgroup));
-	json_object_set_new(snap, "top_processes", top_processes(cgroup ? cgroup : tt->cgroup));
+	json_object_set_new(snap, "top_processes", top_processes(w, cgroup ? cgroup : tt->cgroup));
 	json_object_set_new(root, "snapshot", snap);
 	return root;
 }
@@ -197,6 +237,8 @@ static void on_oom(struct session *s, struct trail_target *tt, const struct memt
 		metrics__snapshot(w->metrics, "oom");
 	w->oom_names[w->oom_next].pid = tt->pid;
 	snprintf(w->oom_names[w->oom_next].name, sizeof(w->oom_names[0].name), "%s", name);
+	json_decref(w->oom_names[w->oom_next].top);
+	w->oom_names[w->oom_next].top = json_incref(w->last_top);
 	w->oom_next = (w->oom_next + 1) % OOM_NAMES;
 	if (cgroup != f->oom_cgroup)
 		free(cgroup);
@@ -231,14 +273,39 @@ static void on_device_oom(struct session *s, struct trail_target *tt, json_t *ev
 
 /* ---- verdicts ---- */
 
-static const char *oom_snapshot_of(struct watch *w, uint32_t pid)
+/* The OOM snapshot of PID (NULL: none), and its top site then (*TOP, NULL: none). */
+static const char *oom_snapshot_of(struct watch *w, uint32_t pid, json_t **top)
 {
 	size_t i;
 
+	*top = NULL;
 	for (i = 0; i < OOM_NAMES; i++)
-		if (w->oom_names[i].pid == pid && w->oom_names[i].name[0])
+		if (w->oom_names[i].pid == pid && w->oom_names[i].name[0]) {
+			*top = w->oom_names[i].top;
 			return w->oom_names[i].name;
+		}
 	return NULL;
+}
+
+/*
+ * The top site a verdict names: the OOM snapshot's (the figures at the
+ * kill), else as they stand at the exit. A new reference; null for none.
+ */
+static json_t *verdict_top_site(struct watch *w, struct trail_target *tt, json_t *oom_top)
+{
+	struct trail_sites *ts;
+	size_t left_out;
+	json_t *top;
+
+	if (oom_top)
+		return json_incref(oom_top);
+	if (!w->s.sites)
+		return json_null();
+	sites__harvest(w->s.sites);
+	ts = watch_sites_of(w, tt, &left_out);
+	top = watch_top_site(ts);
+	trail_sites__free(ts);
+	return top;
 }
 
 static void on_ended(struct session *s, struct trail_target *tt)
@@ -246,10 +313,10 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	struct watch *w = s->ctx;
 	const struct trail_phase *last;
 	char name[128], stamp[40], line[1024], who[600], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)];
-	char text[sizeof(line) + sizeof(who) + sizeof(comm) + 32];
+	char text[sizeof(line) + sizeof(who) + sizeof(comm) + 600], top_text[600];
 	const char *snapshot;
 	struct container_attr attr;
-	json_t *doc, *peaks;
+	json_t *doc, *peaks, *oom_top, *top;
 	bool has_attr;
 	size_t n;
 	int k, len;
@@ -259,13 +326,16 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	has_attr = !container__attr(tt->cgroup, w->o->e.pods_dir, &attr);
 	n = phase_log__count(&tt->phases);
 	last = n ? phase_log__at(&tt->phases, n - 1) : NULL;
-	snapshot = oom_snapshot_of(w, tt->pid);
+	snapshot = oom_snapshot_of(w, tt->pid, &oom_top);
+	top = verdict_top_site(w, tt, oom_top);
+	watch_top_phrase(top, top_text, sizeof(top_text));
 	watch_utc_stamp(stamp, sizeof(stamp), false);
 	peaks = json_object();
 	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
 		if (w->s.trail.kinds & (1U << k))
 			json_object_set_new(peaks, kind__name(k), json_integer(tt->peak[k]));
-	doc = json_pack("{s:i, s:s, s:s, s:I, s:i, s:o, s:o, s:o, s:{s:i}, s:o, s:o, s:o, s:o}",
+	doc = json_pack("{s:i, s:s, s:s, s:I, s:i, s:o, s:o, s:o, s:{s:i}, s:o, s:o, s:o, s:o, "
+			"s:o}",
 			"memtrail", MEMTRAIL_TRAIL_VERSION, "type", "verdict", "time", stamp,
 			"t_ms", (json_int_t)tt->end_ms, "pid", tt->pid, "comm", sanitize__json(tt->comm),
 			"cmdline", sanitize__json(tt->cmdline),
@@ -274,7 +344,8 @@ static void on_ended(struct session *s, struct trail_target *tt)
 			"phase", sanitize__json(last ? last->name : NULL),
 			"verdict", verdict__json(tt->verdict),
 			"peaks", peaks,
-			"snapshot", sanitize__json(snapshot));
+			"snapshot", sanitize__json(snapshot),
+			"top_site", top ? top : json_null());
 	if (doc)
 		container__put(doc, has_attr ? &attr : NULL);
 	verdict__line(line, sizeof(line), tt->verdict);
@@ -285,8 +356,9 @@ static void on_ended(struct session *s, struct trail_target *tt)
 	watch_emit(w, name, doc);
 	statusline__clear();
 	/* one line whatever the names: verdict__line and container__describe sanitize theirs */
-	len = snprintf(text, sizeof(text), "verdict: %u (%s)%s%s: %s\n", tt->pid,
-		       sanitize__str(comm, sizeof(comm), tt->comm), who[0] ? " " : "", who, line);
+	len = snprintf(text, sizeof(text), "verdict: %u (%s)%s%s: %s%s%s\n", tt->pid,
+		       sanitize__str(comm, sizeof(comm), tt->comm), who[0] ? " " : "", who, line,
+		       top_text[0] ? "; " : "", top_text);
 	log__line(STDOUT_FILENO, text, len < (int)sizeof(text) ? (size_t)len : sizeof(text) - 1);
 	w->verdicts++;
 	if (w->metrics)
@@ -320,6 +392,17 @@ static double memory_bound_mib(const struct watch_opts *o)
 	return per * o->e.max_targets / (1024.0 * 1024.0);
 }
 
+static int opt_deep_from(void *base, const char *arg)
+{
+	struct watch_opts *o = base;
+
+	if (format__parse_u64(arg, 0, 1ULL << 40, &o->deep_from)) {
+		log__error("invalid --deep-from '%s': give bytes, 0 to 2^40", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static const struct opt target_rows[] = {
 	CMDOPTS_ROW_CGROUP,
 	OPT_ROW_END,
@@ -346,6 +429,12 @@ static const struct opt watch_rows[] = {
 	OPT_ROW_U32("metrics-expire", 0, "S", struct watch_opts, metrics_expire_s, 1, 86400,
 		    "an ended process's series stay S seconds, {range}; at most "
 		    OPT_XSTR(METRICS_GONE_MAX) " ended processes are kept", 0),
+	OPT_ROW_FLAG("no-sites", 0, struct watch_opts, no_sites,
+		     "no mapping sites: snapshots and verdicts name no code"),
+	OPT_ROW_FN("deep-from", 0, "BYTES", opt_deep_from,
+		   "a mapping section that grows a process's mapped memory by BYTES or more "
+		   "(default 1048576) has its stack unwound by call-frame information, with "
+		   "Python lines; smaller ones by frame pointers. 0: every section"),
 	OPT_ROW_END,
 };
 
@@ -407,6 +496,7 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 	o->pressure_every_s = DEFAULT_PRESSURE_EVERY_S;
 	o->pending = DEFAULT_PENDING;
 	o->metrics_expire_s = DEFAULT_METRICS_EXPIRE_S;
+	o->deep_from = DEFAULT_DEEP_FROM;
 	cmdopts__engine_defaults(&o->e);
 	return opts__parse(&cmd, argc, argv, &first);
 }
@@ -415,6 +505,11 @@ static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cmdopts__engine_config(&o->e, cfg);
+	cfg->sites = (struct tracer_sites){
+		.mapping = !o->no_sites,
+		.map_deep = !o->no_sites,
+		.map_deep_min = o->deep_from,
+	};
 	return cmdopts__targets(&o->t, cfg);
 }
 
@@ -449,6 +544,23 @@ static int watch_turn(void *ctx, uint64_t now)
 	return 0;
 }
 
+/* Mapping sites where the kernel has them (said once where it has not). */
+static int open_sites(struct watch *w, const struct tracer_config *cfg)
+{
+	const struct kernel_features *kf = tracer__features(w->s.tracer);
+
+	if (w->o->no_sites)
+		return 0;
+	if (kf->f[FEAT_MAP_SITES].state != FEATURE_YES) {
+		log__info("snapshots name no code: %s", kf->f[FEAT_MAP_SITES].note);
+		return 0;
+	}
+	if (session__open_sites(&w->s, NULL))
+		return -1;
+	sites__deep_cap(w->s.sites, tracer__stacks(cfg));
+	return 0;
+}
+
 static void free_watch(struct watch *w)
 {
 	size_t i;
@@ -465,6 +577,9 @@ static void free_watch(struct watch *w)
 		free(w->pend[i].name);
 		json_decref(w->pend[i].doc);
 	}
+	for (i = 0; i < OOM_NAMES; i++)
+		json_decref(w->oom_names[i].top);
+	json_decref(w->last_top);
 	free(w->cg);
 	free(w->lim);
 	free(w->pend);
@@ -526,7 +641,7 @@ int cmd_watch(int argc, char **argv)
 	if (tracer__scan(w.s.tracer))
 		goto out;
 	tracer__poll(w.s.tracer, 0);
-	if (session__open_devices(&w.s, o.e.no_devices))
+	if (session__open_devices(&w.s, o.e.no_devices) || open_sites(&w, &cfg))
 		goto out;
 	if (w.metrics)
 		metrics__update(w.metrics, &w.s.trail, NULL, 0);

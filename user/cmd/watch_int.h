@@ -21,6 +21,10 @@
 #define DEFAULT_PRESSURE_PCT 90
 #define DEFAULT_PRESSURE_EVERY_S 30
 #define DEFAULT_PENDING 64
+/* mapping sections that grow mapped memory this much get deep stacks (--deep-from) */
+#define DEFAULT_DEEP_FROM (1 << 20)
+/* a snapshot's process: its sites holding the most live bytes, this many */
+#define SNAPSHOT_SITES 64
 /* per target: phases listed (first and latest half) and phase names aggregated */
 #define WATCH_PHASE_HISTORY 8
 #define WATCH_PHASE_NAMES 8
@@ -49,6 +53,8 @@ struct watch_opts {
 	uint32_t pending;
 	const char *metrics;	/* [ADDR:]PORT, NULL: no metrics */
 	uint32_t metrics_expire_s;
+	bool no_sites;
+	uint64_t deep_from;
 };
 
 /* A memory cgroup with a limit that holds targets: watched for pressure. */
@@ -86,7 +92,12 @@ struct watch {
 	bool failing;		/* the last write failed: pending ones wait */
 	uint64_t snapshots, verdicts, dropped;
 	/* the OOM snapshot of each recent victim, for its verdict */
-	struct { uint32_t pid; char name[128]; } oom_names[OOM_NAMES];
+	struct {
+		uint32_t pid;
+		char name[128];
+		json_t *top;		/* its top site then (watch_top_site), or NULL */
+	} oom_names[OOM_NAMES];
+	json_t *last_top;	/* the top site of the last snapshot written (a reference) */
 	/* the latest device OOM snapshots: one per process per DEVICE_OOM_GAP_MS */
 	struct { uint32_t pid; uint64_t t_ms; } device_ooms[OOM_NAMES];
 	size_t device_next;
@@ -109,6 +120,16 @@ int watch_check_dir(const char *dir);
  */
 json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_ms,
 			   const char *cgroup, json_t *snap);
+/*
+ * TT's allocation sites now, the SNAPSHOT_SITES holding the most live bytes
+ * (*LEFT_OUT: how many more held some); NULL when it has none or sites are off.
+ */
+struct trail_sites *watch_sites_of(struct watch *w, const struct trail_target *tt,
+				   size_t *left_out);
+/* {kind, inuse_bytes, site}: the line of TS report would list with the most live bytes; null */
+json_t *watch_top_site(const struct trail_sites *ts);
+/* "top site: LABEL, 12.1 GiB mapped" of such an object, "" for none. */
+const char *watch_top_phrase(json_t *top, char *buf, size_t len);
 /* WHAT-PID-TIME.json */
 void watch_file_name(char *buf, size_t len, const char *what, uint32_t pid);
 /* The limited cgroups of the live targets, looked up again now and then. */

@@ -301,8 +301,10 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	 * fork, and a short program may be gone before the rescan or the next
 	 * harvest (heap probes attached a link per function take long)
 	 */
-	if (s->sites)
+	if (s->sites) {
+		sites__exec(s->sites, tt->pid);
 		sites__note_maps(s->sites, tt->pid);
+	}
 	if (s->heap && session_probing())
 		heap__scan(s->heap, tt->pid);
 	if (s->keep_events)

@@ -33,7 +33,8 @@ static void retire_sites(void *ctx, uint32_t pid)
 	struct session *s = ctx;
 	struct trail_target *tt = trail__find_target(&s->trail, pid);
 
-	if (!tt || !tt->end_ms || tt->sites_final)
+	/* watch keeps only the living: an ended one's sites are for a verdict, said already */
+	if (!tt || !tt->end_ms || tt->sites_final || s->remove_ended)
 		return;
 	trail_sites__free(tt->sites);
 	/* a second Ctrl-C gives the trail up: no more symbolizing for it */

@@ -53,6 +53,11 @@ void sites__note_maps(struct sites *s, uint32_t pid);
  */
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e);
 /*
+ * PID exec'd: the interpreter found in its mappings before (its parent's,
+ * from the fork) is forgotten, here and in BPF, until its new maps are read.
+ */
+void sites__exec(struct sites *s, uint32_t pid);
+/*
  * CHILD was forked by PARENT: its code mappings, read now; where it is gone
  * already, PARENT's (read now too), as its code lay where PARENT's does.
  */

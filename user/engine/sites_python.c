@@ -549,6 +549,18 @@ static uint32_t py_code_pid(const void *node)
 	return ((const struct py_code *)node)->pid;
 }
 
+void sites__exec(struct sites *s, uint32_t pid)
+{
+	struct pid_maps *pm = sites_pid_maps_get(s, pid, false);
+
+	/* the interpreter its parent ran (forked, then exec) is not its own */
+	if (pm && pm->py_set) {
+		pm->py_set = false;
+		tracer__py_proc(s->tracer, pid, NULL);
+	}
+	sites_python_forget(s, pid);
+}
+
 void sites_python_forget(struct sites *s, uint32_t pid)
 {
 	void **v;

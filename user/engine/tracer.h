@@ -34,6 +34,7 @@ struct tracer_sites {
 	bool heap_budget;	/* an overhead budget: tell user space when a window is spent */
 	bool heap_deep;		/* sampled allocations unwound in user space (sites__deep) */
 	bool map_deep;		/* mapping sites too, where BPF can read user registers */
+	uint64_t map_deep_min;	/* of sections growing mapped memory this much or more */
 	uint32_t stacks;	/* distinct stacks kept; 0: TRACER_STACKS (with heap _HEAP) */
 };
 
@@ -223,7 +224,10 @@ uint64_t tracer__heap_hits(struct tracer *t, uint32_t tgid);
 void tracer__heap_allow(struct tracer *t, uint32_t tgid, uint64_t allow);
 /* Make PID, a child of memtrail's, a target for heap probe calibration, or stop. */
 int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on);
-/* PID runs the CPython interpreter P: deep samples read its Python frames. 0 or -errno. */
+/*
+ * PID runs the CPython interpreter P: deep samples read its Python frames
+ * (P NULL: no longer, it exec'd). 0 or -errno.
+ */
 int tracer__py_proc(struct tracer *t, uint32_t pid, const struct memtrail_py_proc *p);
 typedef void (*tracer_site_fn)(void *ctx, const struct memtrail_site_key *k,
 			       const struct memtrail_site *v);

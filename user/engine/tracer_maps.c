@@ -405,7 +405,11 @@ void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n_tgid
 
 int tracer__py_proc(struct tracer *t, uint32_t pid, const struct memtrail_py_proc *p)
 {
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.py_procs), &pid, p, BPF_ANY))
+	int fd = bpf_map__fd(t->skel->maps.py_procs);
+
+	if (!p)
+		return bpf_map_delete_elem(fd, &pid) ? -errno : 0;
+	if (bpf_map_update_elem(fd, &pid, p, BPF_ANY))
 		return -errno;
 	return 0;
 }

@@ -506,22 +506,21 @@ static int row_by_alloc(const void *a, const void *b)
 }
 
 /*
- * The sites REFS[0..N) of one phase, as lines: sites whose label (the
- * user's own frames, site_text) and kind are the same are one line, their
- * bytes summed; heaviest first, TOP of them, then how many more.
+ * Sites as lines: those whose label (the user's own frames, site_text) and
+ * kind are the same are one line, their bytes summed. REFS[0..N) name them,
+ * or (REFS NULL) the N first of TS. Unsorted; *OUT the number of lines; NULL
+ * when out of memory.
  */
-static void print_site_rows(FILE *f, const struct trail_sites *ts, const struct site_ref *refs,
-			    size_t n, size_t top, bool inuse)
+static struct site_row *site_rows(const struct trail_sites *ts, const struct site_ref *refs,
+				  size_t n, size_t *out)
 {
 	struct site_row *rows = calloc(n ? n : 1, sizeof(*rows));
 	size_t i, m = 0;
 
-	if (!rows) {
-		fprintf(f, "    (out of memory)\n");
-		return;
-	}
+	if (!rows)
+		return NULL;
 	for (i = 0; i < n; i++) {
-		const struct trail_site *site = &ts->list[refs[i].idx];
+		const struct trail_site *site = &ts->list[refs ? refs[i].idx : i];
 		char text[512];
 
 		site_text(site, text, sizeof(text));
@@ -542,6 +541,51 @@ static void print_site_rows(FILE *f, const struct trail_sites *ts, const struct 
 			rows[n++] = rows[i];
 		}
 	}
+	*out = n;
+	return rows;
+}
+
+static void free_rows(struct site_row *rows, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(rows[i].text);
+	free(rows);
+}
+
+int table__top_site(const struct trail_sites *ts, int kind, char *label, size_t len,
+		    uint64_t *inuse)
+{
+	struct site_row *rows;
+	size_t i, n, best = SIZE_MAX;
+
+	if (!ts || !ts->n || !(rows = site_rows(ts, NULL, ts->n, &n)))
+		return -1;
+	for (i = 0; i < n; i++)
+		if ((kind < 0 || rows[i].kind == kind) && rows[i].kind != TRAIL_SITE_FAULTS &&
+		    rows[i].inuse && (best == SIZE_MAX || rows[i].inuse > rows[best].inuse))
+			best = i;
+	if (best != SIZE_MAX) {
+		snprintf(label, len, "%s", rows[best].text);
+		*inuse = rows[best].inuse;
+		kind = rows[best].kind;
+	}
+	free_rows(rows, n);
+	return best == SIZE_MAX ? -1 : kind;
+}
+
+/* The sites REFS[0..N) of one phase, as lines (site_rows): heaviest first, TOP of them. */
+static void print_site_rows(FILE *f, const struct trail_sites *ts, const struct site_ref *refs,
+			    size_t n, size_t top, bool inuse)
+{
+	struct site_row *rows = site_rows(ts, refs, n, &n);
+	size_t i;
+
+	if (!rows) {
+		fprintf(f, "    (out of memory)\n");
+		return;
+	}
 	qsort(rows, n, sizeof(*rows), row_by_alloc);
 	for (i = 0; i < n && i < top; i++) {
 		char a[32], u[32], more[32] = "";
@@ -560,9 +604,7 @@ static void print_site_rows(FILE *f, const struct trail_sites *ts, const struct 
 	}
 	if (n > top)
 		fprintf(f, "    (%zu more)\n", n - top);
-	for (i = 0; i < n; i++)
-		free(rows[i].text);
-	free(rows);
+	free_rows(rows, n);
 }
 
 void table__print_sites(FILE *f, const struct trail *t, size_t top)

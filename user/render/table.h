@@ -2,6 +2,7 @@
 #ifndef MEMTRAIL_TABLE_H
 #define MEMTRAIL_TABLE_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "trail.h"
 
@@ -22,5 +23,13 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top);
  * else the first outside the allocator (libc, jemalloc, ...).
  */
 size_t table__site_frame(const struct trail_site *site);
+/*
+ * The line of TS's sites (as report lists them: one per label and kind,
+ * every phase) holding the most live bytes, of KIND (-1: any but faults):
+ * its label into LABEL, its bytes into *INUSE. Its kind, or -1 when none
+ * holds any.
+ */
+int table__top_site(const struct trail_sites *ts, int kind, char *label, size_t len,
+		    uint64_t *inuse);
 
 #endif

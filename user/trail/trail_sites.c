@@ -90,6 +90,30 @@ void trail_sites__sort(struct trail_sites *ts)
 		qsort(ts->list, ts->n, sizeof(*ts->list), by_bytes);
 }
 
+static int by_inuse(const void *a, const void *b)
+{
+	const struct trail_site *x = a, *y = b;
+
+	if (x->inuse_bytes != y->inuse_bytes)
+		return x->inuse_bytes < y->inuse_bytes ? 1 : -1;
+	return by_bytes(a, b);
+}
+
+size_t trail_sites__keep_live(struct trail_sites *ts, size_t max)
+{
+	size_t i, n;
+
+	if (ts->n > 1)
+		qsort(ts->list, ts->n, sizeof(*ts->list), by_inuse);
+	for (n = 0; n < ts->n && n < max && ts->list[n].inuse_bytes; n++)
+		;
+	for (i = n; i < ts->n; i++)
+		site_free(&ts->list[i]);
+	i = ts->n - n;
+	ts->n = n;
+	return i;
+}
+
 const char *trail_site__kind_name(int kind)
 {
 	return kind == TRAIL_SITE_FAULTS ? "faults" : kind__name(kind);

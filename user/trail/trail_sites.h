@@ -81,6 +81,11 @@ struct trail_site *trail_sites__add(struct trail_sites *ts);
 struct trail_frame *trail_site__add_frame(struct trail_site *site);
 /* Heaviest first (alloc_bytes). */
 void trail_sites__sort(struct trail_sites *ts);
+/*
+ * Only the MAX sites holding the most live bytes (in_use), those first; sites
+ * holding none go too. Returns how many went.
+ */
+size_t trail_sites__keep_live(struct trail_sites *ts, size_t max);
 /* "heap", "mapped", ..., "faults"; "?" for no kind of site. */
 const char *trail_site__kind_name(int kind);
 const char *trail_heap__mode_name(enum trail_heap_mode mode);
