@@ -950,16 +950,21 @@ def vm_rss_kib(pid):
 
 def test_watch_memory_follows_the_files_in_use():
     """A node runs ever new programs (each image brings its own copies):
-    watch's memory follows the files in use, not every file ever run. Four
-    batches of 1,500 new programs: the first two bring its file table to its
-    bound (1,024 kept, forgotten down to that at 2,048) and the heap to where
-    it settles; its resident size after the fourth is within 512 KiB of after
-    the third and 1.5 MiB of after the second (each file kept for ever cost
-    some 700 bytes, 2 MiB here); a CUDA process that lived through them all has its runtime still probed,
-    its device OOM snapshot exact."""
+    watch's memory follows the files in use, not every file ever run. Six
+    batches of 1,500 new programs: the first bring its file tables to their
+    bounds (the device probes' 1,024 files kept, forgotten down to that at
+    2,048; the sites' files of retired processes closed 64 at a time) and the
+    heap to where it settles; its resident size after the last three is
+    within 512 KiB of the most after the first three (each file kept for
+    ever cost some 700 bytes, 1 MiB a batch, at least). Measured at rest, a
+    second and a half after each batch: while a batch runs, the files of
+    processes that ended in the last turn (at most 250 ms ago; retired at
+    watch's next turn, at least one a second) are open too, a few MiB here,
+    and that is not what this bounds. A CUDA process that lived through them all has its runtime still
+    probed, its device OOM snapshot exact."""
     d, out = tmpdir(), tmpdir()
     batches = []
-    for b in range(4):
+    for b in range(6):
         os.mkdir(os.path.join(d, str(b)))
         for i in range(1500):
             shutil.copy("/bin/true", os.path.join(d, str(b), str(i)))
@@ -973,15 +978,16 @@ def test_watch_memory_follows_the_files_in_use():
             # each process is held at its exec until watch has read its new file
             p = run(["sh", "-c", f'for f in "{b}"/*; do "$f" || exit 1; done'], timeout=600)
             check_eq(p.returncode, 0, f"batch {b} ({p.stderr[-500:]!r})")
+            time.sleep(1.5)     # at rest: see above
             rss.append(vm_rss_kib(bg.proc.pid))
         data, files = device_oom_snapshot(out, proc)
     finally:
         rc, _, err = bg.stop()
     check_eq(rc, 0, f"watch status: {err[-1000:]!r}")
-    # the file table reaches its bound in the second or third batch (when it
-    # doubles depends on how many files a tick finds): none grows after it
-    check(rss[3] - rss[2] <= 512 and rss[3] - rss[1] <= 1536,
-          f"watch's VmRSS after each batch (KiB): {rss}")
+    # the file tables reach their bounds in the first three batches (when
+    # the devices' doubles depends on how many files a tick finds): none
+    # grows after them
+    check(max(rss[3:]) - max(rss[:3]) <= 512, f"watch's VmRSS after each batch (KiB): {rss}")
     check_eq(len(files), 1, f"one device OOM snapshot in {os.listdir(out)}")
     check_oom(load_trail(files[0])["snapshot"]["device_oom"], data)
     no_programs_left()

@@ -215,5 +215,10 @@ def test_watch_verdict_line_escapes_names():
     want = (f"verdict: {v['pid']} ({HOSTILE_SHOWN}) pod ns\\x1b[2J/pod\\x0averdict: 1 (init) "
             f"forged container c\\x07: oom_cgroup: the kernel OOM killer, cgroup {rel} at its ")
     check(lines[0].startswith(want), f"{lines[0]!r} does not start {want!r}")
-    check(lines[0].endswith(f"triggered by {v['pid']} ({HOSTILE_SHOWN})"), lines[0])
+    tail = f"triggered by {v['pid']} ({HOSTILE_SHOWN})"
+    if v["top_site"]:   # the code that held the memory (mapping sites: 5.15 on)
+        tail += f"; top site: {v['top_site']['site']}, "
+        check(tail in lines[0] and lines[0].endswith(" mapped"), lines[0])
+    else:
+        check(lines[0].endswith(tail), lines[0])
     no_programs_left()

@@ -17,6 +17,7 @@ int sites__open(struct sites **out, struct tracer *t, struct trail *trail)
 		return -ENOMEM;
 	s->tracer = t;
 	s->trail = trail;
+	s->sweep_at = MODULES_SWEEP_MIN;
 	/* a process in another root (a container's) has its debug files looked for there */
 	if (roots__id(0, &s->root_dev, &s->root_ino))
 		s->root_dev = (dev_t)-1;
@@ -373,6 +374,7 @@ void sites__retire(struct sites *s, const uint32_t *pids, size_t n, sites_retire
 		forget(s, pids[i]);
 	}
 	tracer__sites_forget(s->tracer, pids, n);
+	sites_modules_sweep(s);
 }
 
 void sites_no_free(void *p)
@@ -417,19 +419,8 @@ void sites__destroy(struct sites *s)
 
 	if (!s)
 		return;
-	for (i = 0; i < s->n_modules; i++) {
-		struct module *m = &s->modules[i];
-		size_t j;
-
-		for (j = 0; j < m->n_syms; j++)
-			free(m->syms[j].readable);
-		free(m->syms);
-		free(m->name);
-		if (m->dwfl)
-			dwfl_end(m->dwfl);
-		sites_module_debug_free(m->debug);
-		free(m->py_layout_own);
-	}
+	for (i = 0; i < s->n_modules; i++)
+		sites_module_close(&s->modules[i]);
 	sites_deep_destroy(s);
 	sites_python_destroy(s);
 	free(s->modules);

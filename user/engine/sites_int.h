@@ -145,8 +145,10 @@ struct sites {
 	struct tracer *tracer;
 	dev_t root_dev;		/* memtrail's own root directory */
 	ino_t root_ino;
-	struct module *modules;
+	struct module *modules;	/* name NULL: a free slot (a file closed) */
 	size_t n_modules, cap_modules;
+	size_t free_modules;	/* free slots */
+	size_t sweep_at;	/* open modules at which unused ones are closed */
 	struct stack **stacks;
 	size_t n_stacks, cap_stacks;
 	void *stack_index;	/* tsearch tree of stacks by (pid, id) */
@@ -188,6 +190,13 @@ struct sites {
 	size_t n_only;
 };
 
+/* Open files at least before unused ones are closed (sites_modules_sweep) */
+#define MODULES_SWEEP_MIN 64
+
+/* Close M's file and free all it holds: its slot is free (name NULL). */
+void sites_module_close(struct module *m);
+/* Close the files nothing kept names any more, once enough are open. */
+void sites_modules_sweep(struct sites *s);
 /* The module address (libdw's) of file offset OFF of M: false where no segment holds it. */
 bool sites_module_addr(const struct module *m, uint64_t off, GElf_Addr *addr);
 /* stack_index's order: by (pid, id). */

@@ -4,6 +4,7 @@
  * fork's taken from its parent where it is gone), told by BPF, and the files
  * they map, each opened once as a module for its symbols.
  */
+#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,10 +110,78 @@ static int32_t module_find(const struct sites *s, const char *name, uint64_t dev
 	size_t i;
 
 	for (i = 0; i < s->n_modules; i++)
-		if (s->modules[i].dev == dev && s->modules[i].ino == ino &&
+		if (s->modules[i].name && s->modules[i].dev == dev && s->modules[i].ino == ino &&
 		    !strcmp(s->modules[i].name, name))
 			return i;
 	return -1;
+}
+
+void sites_module_close(struct module *m)
+{
+	size_t j;
+
+	for (j = 0; j < m->n_syms; j++)
+		free(m->syms[j].readable);
+	free(m->syms);
+	free(m->name);
+	if (m->dwfl)
+		dwfl_end(m->dwfl);
+	sites_module_debug_free(m->debug);
+	free(m->py_layout_own);
+	memset(m, 0, sizeof(*m));
+}
+
+static void mark_frames(bool *used, const struct frame *f, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (f[i].module >= 0)
+			used[f[i].module] = true;
+}
+
+static void mark_deep(const void *nodep, VISIT which, void *ctx)
+{
+	const struct stack *st = *(const struct stack *const *)nodep;
+
+	if (which == postorder || which == leaf)
+		mark_frames(ctx, st->frames, st->n);
+}
+
+/*
+ * Files no kept mapping, stack or call site names any more (their
+ * processes retired) are closed once MODULES_SWEEP_MIN more are open than
+ * the last sweep left: a node that runs ever new programs keeps the files in
+ * use, not every file ever run.
+ */
+void sites_modules_sweep(struct sites *s)
+{
+	size_t i, j, live = 0;
+	bool *used;
+
+	if (s->n_modules - s->free_modules < s->sweep_at || !(used = calloc(s->n_modules, 1)))
+		return;
+	for (i = 0; i < s->n_pids; i++)
+		for (j = 0; j < s->pids[i].n; j++)
+			if (s->pids[i].maps[j].module >= 0)
+				used[s->pids[i].maps[j].module] = true;
+	for (i = 0; i < s->n_stacks; i++)
+		mark_frames(used, s->stacks[i]->frames, s->stacks[i]->n);
+	for (i = 0; i < s->n_list; i++)
+		mark_frames(used, &s->list[i]->caller, 1);
+	twalk_r(s->deep_index, mark_deep, used);
+	for (i = 0; i < s->n_modules; i++) {
+		if (!s->modules[i].name)
+			continue;
+		if (used[i]) {
+			live++;
+		} else {
+			sites_module_close(&s->modules[i]);
+			s->free_modules++;
+		}
+	}
+	free(used);
+	s->sweep_at = live + MODULES_SWEEP_MIN;
 }
 
 /* A new module NAME that PID maps, its symbols read from OPEN_PATH ("": none). */
@@ -127,10 +196,19 @@ static int32_t module_add(struct sites *s, uint32_t pid, const char *name, const
 	size_t i;
 	int n;
 
-	if (array__grow((void **)&s->modules, &s->cap_modules, s->n_modules + 1,
+	int32_t at = (int32_t)s->n_modules;
+
+	/* a slot a closed file left (sites_modules_sweep), else a new one */
+	for (i = 0; s->free_modules && i < s->n_modules; i++)
+		if (!s->modules[i].name) {
+			at = (int32_t)i;
+			break;
+		}
+	if (at == (int32_t)s->n_modules &&
+	    array__grow((void **)&s->modules, &s->cap_modules, s->n_modules + 1,
 			sizeof(*s->modules)))
 		return -2;
-	m = &s->modules[s->n_modules];
+	m = &s->modules[at];
 	memset(m, 0, sizeof(*m));
 	m->name = strdup(name);
 	if (!m->name)
@@ -157,6 +235,10 @@ static int32_t module_add(struct sites *s, uint32_t pid, const char *name, const
 		/* a container's debug file: found while its root can be reached */
 		if (other_root && !module_has_symtab(m))
 			dwfl_module_getsymtab(m->mod);
+	}
+	if (at < (int32_t)s->n_modules) {
+		s->free_modules--;
+		return at;
 	}
 	return s->n_modules++;
 }
@@ -302,8 +384,9 @@ static int32_t module_of_told(const struct sites *s, uint64_t dev, uint64_t ino)
 	size_t i;
 
 	for (i = 0; i < s->n_modules; i++)
-		if ((s->modules[i].dev == dev && s->modules[i].ino == ino) ||
-		    (s->modules[i].real_dev == dev && s->modules[i].real_ino == ino))
+		if (s->modules[i].name &&
+		    ((s->modules[i].dev == dev && s->modules[i].ino == ino) ||
+		     (s->modules[i].real_dev == dev && s->modules[i].real_ino == ino)))
 			return i;
 	return -1;
 }

@@ -43,6 +43,8 @@ struct tracer_sites {
 #define TRACER_STACKS_HEAP 131072
 /* The ring buffer's size under --unwind dwarf (1 MiB otherwise) */
 #define TRACER_RING_DEEP (16 << 20)
+/* ... and where only large mapping sections are deep (watch, map_deep_min) */
+#define TRACER_RING_DEEP_LARGE (4 << 20)
 /* Kernel memory per stack kept (both tables' elements), allocated as stacks are seen */
 #define TRACER_STACK_BYTES 1024
 

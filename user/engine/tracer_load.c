@@ -301,9 +301,14 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(s->progs.mt_heap_return, false);
 	}
 	/* no heap probes, no live heap allocations: a million-bucket table is 16 MiB */
-	/* deep samples are 16 KiB each: room for a burst of them while user space unwinds */
+	/*
+	 * deep samples are 16 KiB each: room for a burst of them while user
+	 * space unwinds (fewer where only large mapping sections are deep)
+	 */
 	if (((cfg->sites.heap_deep || s->rodata->map_deep) &&
-	     bpf_map__set_max_entries(s->maps.events, TRACER_RING_DEEP)) ||
+	     bpf_map__set_max_entries(s->maps.events,
+				      cfg->sites.heap_deep || !cfg->sites.map_deep_min ?
+				      TRACER_RING_DEEP : TRACER_RING_DEEP_LARGE)) ||
 	    (!heap && bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
 	    bpf_map__set_max_entries(s->maps.site_stacks, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.stack_ids, tracer__stacks(cfg)) ||
