@@ -342,3 +342,32 @@ def free_pid():
     just reaped is the next fork's on a busy node)."""
     with open("/proc/sys/kernel/pid_max") as f:
         return int(f.read()) + 1
+
+
+def varint(buf, i):
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return n, i
+
+
+def pprof_strings(buf):
+    """A pprof Profile's string_table (field 6), read from its protobuf by hand."""
+    out, i = [], 0
+    while i < len(buf):
+        tag, i = varint(buf, i)
+        kind = tag & 7
+        if kind == 0:
+            _, i = varint(buf, i)
+        elif kind == 2:
+            n, i = varint(buf, i)
+            if tag >> 3 == 6:
+                out.append(buf[i:i + n].decode())
+            i += n
+        else:
+            check(False, f"pprof: wire type {kind} not expected at {i}")
+    return out

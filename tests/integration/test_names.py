@@ -12,8 +12,8 @@ import signal
 import subprocess
 import sys
 
-from harness import (MiB, MEMTRAIL, check, check_eq, in_cgroup, kubelet_memcg, new_pod_ids,
-                     no_programs_left, remove_tree, run, tmpdir)
+from harness import (pprof_strings, MiB, MEMTRAIL, check, check_eq, in_cgroup, kubelet_memcg,
+                     new_pod_ids, no_programs_left, remove_tree, run, tmpdir)
 from test_watch import LIMIT, Watch, pods_dir, wait_files
 
 # a title change, a bell and a screen clear: what a terminal would obey
@@ -47,35 +47,6 @@ def no_controls(text, what):
 
 def rows_of(text, pid):
     return [l for l in text.splitlines() if l.lstrip().startswith(f"{pid} ")]
-
-
-def varint(buf, i):
-    n = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7f) << shift
-        shift += 7
-        if b < 0x80:
-            return n, i
-
-
-def pprof_strings(buf):
-    """A pprof Profile's string_table (field 6), read from its protobuf by hand."""
-    out, i = [], 0
-    while i < len(buf):
-        tag, i = varint(buf, i)
-        kind = tag & 7
-        if kind == 0:
-            _, i = varint(buf, i)
-        elif kind == 2:
-            n, i = varint(buf, i)
-            if tag >> 3 == 6:
-                out.append(buf[i:i + n].decode())
-            i += n
-        else:
-            check(False, f"pprof: wire type {kind} not expected at {i}")
-    return out
 
 
 def child_pid(trail):

@@ -5,6 +5,7 @@ checked against the workloads' arithmetic and the cgroup files."""
 
 import fcntl
 import glob
+import gzip
 import json
 import os
 import re
@@ -14,8 +15,8 @@ import subprocess
 import sys
 import time
 
-from harness import (py_hog, MiB, Background, check, check_eq, in_cgroup, kubelet_memcg,
-                     new_pod_ids, no_programs_left, remove_tree, run, MEMTRAIL,
+from harness import (pprof_strings, py_hog, MiB, Background, check, check_eq, in_cgroup,
+                     kubelet_memcg, new_pod_ids, no_programs_left, remove_tree, run, MEMTRAIL,
                      one_line_error, tmpdir, workload)
 
 LIMIT = 64 * MiB
@@ -549,4 +550,13 @@ def test_oom_snapshot_names_the_growing_line():
     check_eq(r.returncode, 0, f"report of the snapshot ({r.stderr!r})")
     check(re.search(r"mapped +[\d.]+ MiB +[\d.]+ MiB  " + re.escape(want_label), r.stdout),
           f"report lists the growing line: {r.stdout[-1500:]!r}")
+    check(f"\ntop site: {want_label}" in r.stdout, f"report's head names it: {r.stdout[:800]!r}")
+    # the snapshot's sites as a profile
+    prof = os.path.join(tmpdir(), "oom.pb.gz")
+    r = run([MEMTRAIL, "report", "--pprof", prof, os.path.join(w.dir, v["snapshot"])])
+    check_eq(r.returncode, 0, f"report --pprof of the snapshot ({r.stderr!r})")
+    with gzip.open(prof) as f:
+        strings = pprof_strings(f.read())
+    check("main" in strings and any(x.endswith("py_oom_sites.py") for x in strings),
+          f"the profile has the growing line's frames: {strings[:40]}")
     no_programs_left()

@@ -123,6 +123,21 @@ static void print_cgroup(const char *what, json_t *o)
 	       u >= 0 ? format__bytes(usage, sizeof(usage), u) : "?");
 }
 
+/* A snapshot's top site (watch_top_site's object): "top site: LABEL, 1.2 GiB mapped". */
+static void print_top_site(json_t *top)
+{
+	char site[SANITIZE_LEN(512)], kind[SANITIZE_LEN(16)], size[32];
+	json_t *bytes = json_object_get(top, "inuse_bytes");
+
+	if (!json_is_string(json_object_get(top, "site")) || !json_is_integer(bytes))
+		return;
+	printf("top site: %s, %s %s\n",
+	       sanitize__str(site, sizeof(site), json_string_value(json_object_get(top, "site"))),
+	       format__bytes(size, sizeof(size), json_integer_value(bytes)),
+	       sanitize__str(kind, sizeof(kind),
+			     json_string_value(json_object_get(top, "kind")) ?: "?"));
+}
+
 /*
  * What the file is, first: a trail, a snapshot of watch's (why it was taken,
  * of which process, its pod) or a verdict file of watch's.
@@ -173,6 +188,7 @@ static void print_head(const struct trail *t, const char *file)
 		   json_is_object(json_object_get(snap, "pressure"))) {
 		print_cgroup("pressure", json_object_get(snap, "pressure"));
 	}
+	print_top_site(json_object_get(snap, "top_site"));
 }
 
 int cmd_report(int argc, char **argv)
