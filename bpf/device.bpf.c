@@ -209,36 +209,62 @@ static __always_inline void account_free(struct memtrail_target *t, __u32 tgid, 
 {
 	struct memtrail_dev_key key = { .tgid = tgid, .addr = addr };
 	struct memtrail_dev_alloc *a = bpf_map_lookup_elem(&dev_allocs, &key);
+	__u32 kind, phase;
 	__u64 size;
-	__u32 kind;
+	__s32 stack;
 
 	if (!a || a->dead)
 		return;
 	size = a->size;
 	kind = a->kind;
-	if (dev_gone(&dev_allocs, &key, &a->dead))
-		account(t, tgid, kind, -(__s64)size);
+	phase = a->phase;
+	stack = a->stack;
+	if (!dev_gone(&dev_allocs, &key, &a->dead))
+		return;
+	account(t, tgid, kind, -(__s64)size);
+	if (sites_device)
+		site_add_at(tgid, phase, kind, stack, 0, -(__s64)size, MEMTRAIL_OBJ_ONE, false);
 }
 
-static __always_inline void account_alloc(struct memtrail_target *t, __u32 tgid, __u64 cookie,
-					  __u64 addr, __u64 size, __u32 kind, __s32 device)
+/*
+ * A live allocation, and (device sites on) its site: the stack of the call
+ * that made it, at its return. A runtime's call into its driver, both
+ * probed, is seen twice, the inner call first: counted once, at the
+ * outermost call's site (NESTED: this call is inside another probed one).
+ */
+static __always_inline void account_alloc(void *ctx, struct memtrail_target *t, __u32 tgid,
+					  __u64 cookie, __u64 addr, __u64 size, __u32 kind,
+					  __s32 device, bool nested)
 {
 	struct memtrail_dev_key key = { .tgid = tgid, .addr = addr };
 	struct memtrail_dev_alloc a = {
 		.size = size, .kind = kind, .device = device, .phase = t->phase,
 		.name = MEMTRAIL_COOKIE_NAME(cookie), .born = t->dev_epoch,
+		.stack = MEMTRAIL_STACK_NONE,
 	};
 	struct memtrail_dev_alloc *old;
 	long err;
 
 	if (!addr || !size)
 		return;
+	if (sites_device)
+		a.stack = site_stack(ctx);
 	err = bpf_map_update_elem(&dev_allocs, &key, &a, BPF_NOEXIST);
 	if (err == -17 /* EEXIST */) {
 		old = bpf_map_lookup_elem(&dev_allocs, &key);
-		/* the same allocation, seen by an outer or inner layer */
-		if (!old || !old->dead)
+		if (!old)
 			return;
+		if (!old->dead) {
+			/* the same allocation, seen by an outer or inner layer */
+			if (sites_device && !nested && old->stack != a.stack &&
+			    old->kind == kind && old->size == size) {
+				site_unadd(tgid, old->phase, kind, old->stack, size);
+				old->stack = a.stack;
+				site_add_at(tgid, old->phase, kind, a.stack, 0, size,
+					    MEMTRAIL_OBJ_ONE, true);
+			}
+			return;
+		}
 		/* the address of one freed since the failure: made anew */
 		err = bpf_map_update_elem(&dev_allocs, &key, &a, BPF_EXIST);
 	}
@@ -248,6 +274,8 @@ static __always_inline void account_alloc(struct memtrail_target *t, __u32 tgid,
 	}
 	t->dev_used = 1;
 	account(t, tgid, kind, size);
+	if (sites_device)
+		site_add_at(tgid, a.phase, kind, a.stack, 0, size, MEMTRAIL_OBJ_ONE, true);
 }
 
 /* A handle loses one reference; its memory leaves with the last. */
@@ -588,11 +616,11 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 	case MEMTRAIL_OP_ALLOC:
 	case MEMTRAIL_OP_ALLOC_PITCH:
 		if (!bpf_probe_read_user(&out, sizeof(out), (void *)f->arg[0]))
-			account_alloc(t, tgid, cookie, out, size, kind, device);
+			account_alloc(ctx, t, tgid, cookie, out, size, kind, device, nested);
 		break;
 	case MEMTRAIL_OP_NRT_ALLOC:
 		if (!bpf_probe_read_user(&out, sizeof(out), (void *)f->arg[3]))
-			account_alloc(t, tgid, cookie, out, size, kind, device);
+			account_alloc(ctx, t, tgid, cookie, out, size, kind, device, nested);
 		break;
 	case MEMTRAIL_OP_VMM_CREATE: {
 		struct memtrail_vmm_handle h = {
@@ -765,8 +793,12 @@ static long forget_alloc(struct bpf_map *map, struct memtrail_dev_key *key,
 
 	if (key->tgid != c->tgid)
 		return 0;
-	if (!a->dead && kind < MEMTRAIL_KIND_MAX)
+	if (!a->dead && kind < MEMTRAIL_KIND_MAX) {
 		c->bytes[kind] += a->size;
+		if (sites_device)
+			site_add_at(c->tgid, a->phase, kind, a->stack, 0, -(__s64)a->size,
+				    MEMTRAIL_OBJ_ONE, false);
+	}
 	bpf_map_delete_elem(map, key);
 	return 0;
 }

@@ -57,6 +57,7 @@ extern const volatile __u32 has_find_vma;
 extern const volatile __u32 has_scopes;	/* --scope rules: scope_stacks in use */
 /* Allocation sites (sites.bpf.c) */
 extern const volatile __u32 sites_mapping;	/* mapping sites on */
+extern const volatile __u32 sites_device;	/* device allocations' sites */
 extern const volatile __u32 map_deep;		/* mapping sites as deep samples */
 extern const volatile __u64 map_deep_min;	/* of sections growing it this much or more */
 /* files mapped executable are tracked: one new to user space is told at once */

@@ -332,6 +332,24 @@ static __always_inline void site_add_at(__u32 tgid, __u32 phase, __u32 kind, __s
 	}
 }
 
+/*
+ * An allocation made (BYTES) at site STACK is the outer call's: taken out
+ * of STACK's figures as if never counted there.
+ */
+static __always_inline void site_unadd(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
+				       __u64 bytes)
+{
+	struct memtrail_site_key key = { .tgid = tgid, .phase = phase, .kind = kind,
+					 .stack = stack };
+	struct memtrail_site *s = bpf_map_lookup_elem(&sites, &key);
+
+	if (!s)
+		return;
+	__sync_fetch_and_add(&s->alloc_bytes, -bytes);
+	__sync_fetch_and_add(&s->alloc_objects, -(__u64)MEMTRAIL_OBJ_ONE);
+	__sync_fetch_and_add(&s->samples, -1ULL);
+}
+
 static __always_inline void site_add(__u32 tgid, __u32 phase, __u32 kind, __s32 stack,
 				     __s64 bytes, __u64 objects, bool sampled)
 {

@@ -14,6 +14,8 @@
 #include "memtrail.bpf.h"
 
 const volatile __u32 sites_mapping = 1;
+/* device sites: each live device allocation keeps the stack of the call that made it */
+const volatile __u32 sites_device = 0;
 /* mapping sites: each section that grows mapped memory is a deep sample (needs task regs) */
 const volatile __u32 map_deep = 0;
 /* mapping sites: only sections that grow it by this many bytes or more are deep */

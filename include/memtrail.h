@@ -390,6 +390,8 @@ struct memtrail_dev_alloc {
 	__u32 name;	/* the function that made it, an index in user space's table */
 	__u32 born;	/* the target's dev_epoch when it was made */
 	__u32 dead;	/* freed while a device OOM snapshot was pending: that epoch */
+	__s32 stack;	/* its site's stack (device sites on), else MEMTRAIL_STACK_NONE */
+	__u32 pad;
 };
 
 /* A cuMemCreate handle: physical memory, counted once, freed with its last reference. */

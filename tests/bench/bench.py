@@ -269,12 +269,12 @@ def idle_processes(n):
             p.wait()
 
 
-def watch_idle_cpu(n=2000, seconds=30):
+def watch_idle_cpu(n=2000, seconds=30, extra=()):
     """memtrail watch's CPU use with N idle processes on the node."""
     with idle_processes(n):
         d = tempfile.mkdtemp(prefix="memtrail-bench-")
         try:
-            m = start(["watch", "-o", d])
+            m = start(["watch", "-o", d, *extra])
             time.sleep(3)	# past the start-up scan
             c0, t0 = cpu_seconds(m.pid), time.monotonic()
             time.sleep(seconds)
@@ -316,7 +316,7 @@ def storm_floor(rate, seconds, idle):
             "bpf": floor["floor_run_ns"] / 1e9 / got["seconds"]}
 
 
-def storm(mode, rate, seconds, idle):
+def storm(mode, rate, seconds, idle, extra=()):
     """memtrail (watch, or record --all) while the storm workload starts RATE
     short-lived processes a second for SECONDS beside IDLE sleeping ones:
     memtrail's CPU (its own user+sys and its BPF programs' run time) over the
@@ -325,6 +325,7 @@ def storm(mode, rate, seconds, idle):
     d = tempfile.mkdtemp(prefix="memtrail-bench-")
     out = os.path.join(d, "trail.json") if mode == "record" else d
     args = ["record", "-q", "-o", out, "--all"] if mode == "record" else ["watch", "-o", d]
+    args += extra
     try:
         with bpf_stats(), idle_processes(idle):
             m = start(args)
@@ -350,14 +351,18 @@ def storm(mode, rate, seconds, idle):
         subprocess.run(["rm", "-rf", d])
 
 
-def print_storm(mode, rate, seconds, idle):
-    r = storm(mode, rate, seconds, idle)
+def print_storm(mode, rate, seconds, idle, floor, extra=()):
+    r = storm(mode, rate, seconds, idle, extra)
     cpu = r["user_sys"] + r["bpf"]
-    print(f"{mode} during a storm of {r['started'] / r['seconds']:.0f} execs/s for "
-          f"{r['seconds']:.0f} s beside {idle} idle processes: {cpu * 100:.2f}% of one core "
+    each = cpu * r["seconds"] / r["started"]
+    floor_each = floor["bpf"] * floor["seconds"] / floor["started"]
+    print(f"{' '.join((mode, *extra))} during a storm of {r['started'] / r['seconds']:.0f} "
+          f"execs/s for {r['seconds']:.0f} s beside {idle} idle processes: "
+          f"{cpu * 100:.2f}% of one core "
           f"(memtrail {r['user_sys'] * 100:.2f}% + BPF {r['bpf'] * 100:.2f}%; target <= 5%; "
           f"a process: {r['user_sys'] * r['seconds'] / r['started'] * 1e6:.0f} us + "
-          f"{r['bpf'] * r['seconds'] / r['started'] * 1e6:.0f} us), "
+          f"{r['bpf'] * r['seconds'] / r['started'] * 1e6:.0f} us, {each / floor_each:.1f}x "
+          f"the floor's {floor_each * 1e6:.0f} us), "
           f"VmRSS {r['rss0'] / 1024:.1f} -> {r['rss1'] / 1024:.1f} MiB, "
           f"lost {', '.join(r['lost']) or 'nothing'}, wrote {r['bytes'] / 1024:.0f} KiB",
           flush=True)
@@ -370,6 +375,23 @@ def print_storm_floor(rate, seconds, idle):
           f"count on the hooks watch takes used {f['bpf'] * 100:.2f}% of one core, "
           f"{f['bpf'] * f['seconds'] / f['started'] * 1e6:.1f} us and "
           f"{f['hits'] / f['started']:.0f} hooks a process", flush=True)
+    return f
+
+
+def print_storms():
+    """The storm (BENCH_STORM: rate, seconds, idle processes) under its floor,
+    watch with its sites and without, record --all; then watch beside idle
+    processes, with sites and without."""
+    rate, secs, idle = (int(x) for x in os.environ.get("BENCH_STORM", "2000,60,10000").split(","))
+    floor = print_storm_floor(rate, secs, idle)
+    for mode, extra in (("watch", ()), ("watch", ("--no-sites",)), ("record", ())):
+        print_storm(mode, rate, secs, idle, floor, extra)
+    for n, target in ((2000, "target < 2%"), (10000, "target <= 0.5%, 64 MiB")):
+        for extra in ((), ("--no-sites",)):
+            cpu, rss = watch_idle_cpu(n, extra=extra)
+            print(f"memtrail {' '.join(('watch', *extra))} with {n} idle processes: "
+                  f"{cpu * 100:.2f}% of one core, VmRSS {rss / 1024:.1f} MiB ({target})",
+                  flush=True)
 
 
 def metrics_scrape(n=2000, scrapes=20):
@@ -701,6 +723,9 @@ def main():
     if "--deep" in sys.argv:
         print_deep_costs(deep_costs())
         return 0
+    if "--storm" in sys.argv:
+        print_storms()
+        return 0
     out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
     print(f"memtrail overhead: median of {RUNS} interleaved runs each, workload time only")
     print(f"{'workload':18} {'untraced':>10} {'--all':>10} {'ratio':>7} "
@@ -766,16 +791,7 @@ def main():
     rss, kmem = device_live_memory()
     print(f"1M live device allocations: memtrail VmRSS {rss / 1024:.1f} MiB, kernel map "
           f"dev_allocs {kmem / 2**20:.1f} MiB (bounded: 1M entries at most)", flush=True)
-    rate, secs, idle = (int(x) for x in os.environ.get("BENCH_STORM", "2000,60,10000").split(","))
-    print_storm_floor(rate, secs, idle)
-    for mode in ("watch", "record"):
-        print_storm(mode, rate, secs, idle)
-    cpu, rss = watch_idle_cpu()
-    print(f"memtrail watch with 2000 idle processes: {cpu * 100:.2f}% of one core "
-          f"(target < 2%), VmRSS {rss / 1024:.1f} MiB", flush=True)
-    cpu, rss = watch_idle_cpu(10000)
-    print(f"memtrail watch with 10000 idle processes: {cpu * 100:.2f}% of one core "
-          f"(target <= 0.5%), VmRSS {rss / 1024:.1f} MiB (target <= 64 MiB)", flush=True)
+    print_storms()
     med, worst, size, cpu = metrics_scrape()
     print(f"GET /metrics with 2000 idle processes: median {med * 1000:.1f} ms, slowest "
           f"{worst * 1000:.1f} ms (target < 100 ms), page {size / 1024:.0f} KiB; watch with "

@@ -591,7 +591,8 @@ def mapping(pid, path):
 
 def test_watch_device_oom_snapshot():
     """watch writes a device OOM snapshot: the call, its phase, the live
-    device allocations by size and phase, the levels beside host memory. The
+    device allocations by size and phase and their sites (the top one the
+    largest's call line), the levels beside host memory. The
     model server maps its runtime before watch starts, as on a node where
     the DaemonSet comes after the pods: probed at watch's start, nothing of
     it late."""
@@ -617,7 +618,28 @@ def test_watch_device_oom_snapshot():
              [p for p in data["phases"] if p["name"] == "model_load"][0]
              ["kinds"]["cuda_device"]["allocations"], "model_load device allocations")
     check(t["kinds"]["rss_anon"]["peak"] > 0, "host memory beside device memory")
+    # the live device allocations' sites as they were at the failure (the
+    # workload frees them all after it): one per call line, the largest on top
+    device = [x for x in t["sites"]["list"] if x["kind"].startswith("cuda_")]
+    by = {}
+    for a in data["live_at_oom"]:
+        by[(a["phase"], a["kind"])] = by.get((a["phase"], a["kind"]), 0) + a["size"]
+    got = {}
+    for x in device:
+        got[(x["phase"], x["kind"])] = got.get((x["phase"], x["kind"]), 0) + x["inuse_bytes"]
+    check_eq(got, by, "device sites' live bytes by phase and kind at the failure")
+    check_eq(len(device), len(data["live_at_oom"]), "a site per live allocation's call")
+    line = source_line(os.path.join(ROOT, "tests", "workloads", "cuda_phases.c"),
+                       "cuMemAlloc_v2(&d2, 16 * MiB)")
+    check_eq(snap["top_site"], {"kind": "cuda_device", "inuse_bytes": 16 * MiB,
+                                "site": f"main (cuda_phases.c:{line})"}, "the top site")
     no_programs_left()
+
+
+def source_line(path, text):
+    """The number of the line of PATH that holds TEXT."""
+    with open(path) as f:
+        return [n for n, x in enumerate(f, 1) if text in x][0]
 
 
 VENDOR = os.path.join(ROOT, "build", "vendor", "manifest.json")

@@ -521,7 +521,8 @@ def test_oom_snapshot_names_the_growing_line():
     check_eq(v["pid"], book["pid"], "the victim")
     snap = load(os.path.join(w.dir, v["snapshot"]))
     if snap["kernel"]["features"]["map_sites"]["state"] != "yes":
-        check("snapshots name no code: mapping sites need" in err,
+        check("snapshots name no code that maps memory (only device allocations'): mapping "
+              "sites need" in err,
               f"the missing feature said once: {err!r}")
         check_eq((v["top_site"], snap["snapshot"].get("top_site")), (None, None), "no top site")
         check("top site" not in out, f"no top site on the verdict line: {out!r}")

@@ -566,6 +566,7 @@ static int build_config(const struct record_opts *o, struct tracer_config *cfg)
 	cmdopts__engine_config(&o->e, cfg);
 	cfg->sites = (struct tracer_sites){
 		.mapping = !o->no_sites,
+		.device = !o->no_sites,
 		.faults = o->faults,
 		.fault_sample = o->fault_sample ? o->fault_sample : 1,
 		.stacks = o->stacks,

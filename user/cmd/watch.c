@@ -77,9 +77,9 @@ static json_t *top_site_of(struct watch *w, uint32_t pid)
 	size_t left_out;
 	json_t *top;
 
-	if (!tt || !(ts = watch_sites_of(w, tt, &left_out)))
+	if (!tt || !(ts = watch_sites_of(w, tt, NULL, &left_out)))
 		return json_null();
-	top = watch_top_site(ts);
+	top = watch_top_site(ts, -1);
 	trail_sites__free(ts);
 	return top;
 }
@@ -133,11 +133,11 @@ static void set_attribution(json_t *o, const char *cgroup, const char *pods_dir)
  * "snapshot" object: why and when, the target's container and pod, its
  * cgroup's figures, what /proc still shows, the largest processes there.
  * The target's phases end with the open one, marked "open"; its allocation
- * sites are those holding the most live bytes now, the top one also named in
- * "top_site" (and kept in w->last_top for a verdict).
+ * sites are those holding the most live bytes now, the top one (of TOP_KIND,
+ * -1: any) also named in "top_site" (and kept in w->last_top for a verdict).
  */
 json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_ms,
-			   const char *cgroup, json_t *snap)
+			   const char *cgroup, json_t *snap, struct trail_sites *extra, int top_kind)
 {
 	struct trail view = w->s.trail;
 	struct trail_sites *saved = tt->sites, *ts = NULL;
@@ -150,7 +150,7 @@ json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_
 	w->last_top = NULL;
 	if (w->s.sites) {
 		sites__harvest(w->s.sites);	/* the kernel's figures as they are now */
-		ts = watch_sites_of(w, tt, &left_out);
+		ts = watch_sites_of(w, tt, extra, &left_out);
 	}
 	view.targets = tt;
 	view.n_targets = 1;
@@ -168,7 +168,7 @@ json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_
 		return NULL;
 	}
 	if (w->s.sites) {
-		w->last_top = watch_top_site(ts);
+		w->last_top = watch_top_site(ts, top_kind);
 		json_object_set(snap, "top_site", w->last_top);
 		json_object_set_new(snap, "sites", json_pack("{s:I, s:I, s:I}",
 							     "kept", (json_int_t)(ts ? ts->n : 0),
@@ -231,7 +231,7 @@ static void on_oom(struct session *s, struct trail_target *tt, const struct memt
 	else
 		json_decref(proc);
 	watch_file_name(name, sizeof(name), "oom", tt->pid);
-	watch_emit(w, name, watch_snapshot_doc(w, tt, f->oom_ms, cgroup, snap));
+	watch_emit(w, name, watch_snapshot_doc(w, tt, f->oom_ms, cgroup, snap, NULL, -1));
 	w->snapshots++;
 	if (w->metrics)
 		metrics__snapshot(w->metrics, "oom");
@@ -265,7 +265,10 @@ static void on_device_oom(struct session *s, struct trail_target *tt, json_t *ev
 	w->device_next = (w->device_next + 1) % OOM_NAMES;
 	snap = json_pack("{s:s, s:O}", "trigger", "device_oom", "device_oom", ev);
 	watch_file_name(name, sizeof(name), "device-oom", tt->pid);
-	watch_emit(w, name, watch_snapshot_doc(w, tt, t_ms, NULL, snap));
+	/* its device allocations' sites as they were at the failure, host ones now */
+	watch_emit(w, name, watch_snapshot_doc(w, tt, t_ms, NULL, snap, s->device_oom_sites,
+					       kind__from_name(json_string_value(
+						       json_object_get(ev, "kind")))));
 	w->snapshots++;
 	if (w->metrics)
 		metrics__snapshot(w->metrics, "device_oom");
@@ -302,8 +305,8 @@ static json_t *verdict_top_site(struct watch *w, struct trail_target *tt, json_t
 	if (!w->s.sites)
 		return json_null();
 	sites__harvest(w->s.sites);
-	ts = watch_sites_of(w, tt, &left_out);
-	top = watch_top_site(ts);
+	ts = watch_sites_of(w, tt, NULL, &left_out);
+	top = watch_top_site(ts, -1);
 	trail_sites__free(ts);
 	return top;
 }
@@ -507,6 +510,7 @@ static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 	cmdopts__engine_config(&o->e, cfg);
 	cfg->sites = (struct tracer_sites){
 		.mapping = !o->no_sites,
+		.device = !o->no_sites,
 		.map_deep = !o->no_sites,
 		.map_deep_min = o->deep_from,
 	};
@@ -544,17 +548,17 @@ static int watch_turn(void *ctx, uint64_t now)
 	return 0;
 }
 
-/* Mapping sites where the kernel has them (said once where it has not). */
+/* Sites: of mapping sections where the kernel has them (said once where not), of device calls. */
 static int open_sites(struct watch *w, const struct tracer_config *cfg)
 {
 	const struct kernel_features *kf = tracer__features(w->s.tracer);
 
 	if (w->o->no_sites)
 		return 0;
-	if (kf->f[FEAT_MAP_SITES].state != FEATURE_YES) {
-		log__info("snapshots name no code: %s", kf->f[FEAT_MAP_SITES].note);
-		return 0;
-	}
+	/* device allocations' sites need no more than a stack walk: every kernel */
+	if (kf->f[FEAT_MAP_SITES].state != FEATURE_YES)
+		log__info("snapshots name no code that maps memory (only device allocations'): %s",
+			  kf->f[FEAT_MAP_SITES].note);
 	if (session__open_sites(&w->s, NULL))
 		return -1;
 	sites__deep_cap(w->s.sites, tracer__stacks(cfg));

@@ -116,18 +116,24 @@ void watch_emit(struct watch *w, const char *name, json_t *doc);
 int watch_check_dir(const char *dir);
 /*
  * A trail of TT alone at T_MS with SNAP (taken) as its "snapshot": the
- * figures of CGROUP (NULL: TT's own) and its largest processes added.
+ * figures of CGROUP (NULL: TT's own) and its largest processes added, its
+ * sites with EXTRA's (watch_sites_of), its top site of TOP_KIND (-1: any).
  */
 json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_ms,
-			   const char *cgroup, json_t *snap);
+			   const char *cgroup, json_t *snap, struct trail_sites *extra, int top_kind);
 /*
- * TT's allocation sites now, the SNAPSHOT_SITES holding the most live bytes
- * (*LEFT_OUT: how many more held some); NULL when it has none or sites are off.
+ * TT's allocation sites now, with EXTRA's (may be NULL; moved, EXTRA left
+ * empty: a device OOM's allocations as they were then), the SNAPSHOT_SITES
+ * holding the most live bytes (*LEFT_OUT: how many more held some); NULL
+ * when it has none or sites are off.
  */
 struct trail_sites *watch_sites_of(struct watch *w, const struct trail_target *tt,
-				   size_t *left_out);
-/* {kind, inuse_bytes, site}: the line of TS report would list with the most live bytes; null */
-json_t *watch_top_site(const struct trail_sites *ts);
+				   struct trail_sites *extra, size_t *left_out);
+/*
+ * {kind, inuse_bytes, site}: the line of TS report would list with the most
+ * live bytes, of KIND (-1: any); null when none.
+ */
+json_t *watch_top_site(const struct trail_sites *ts, int kind);
 /* "top site: LABEL, 12.1 GiB mapped" of such an object, "" for none. */
 const char *watch_top_phrase(json_t *top, char *buf, size_t len);
 /* WHAT-PID-TIME.json */

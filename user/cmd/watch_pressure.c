@@ -158,7 +158,7 @@ static void pressure_snapshot(struct watch *w, struct watched *c, struct trail_t
 			 "pressure", "reason", reason, "cgroup", sanitize__json(c->path), "usage", (json_int_t)usage,
 			 "limit", limit >= 0 ? json_integer(limit) : json_null());
 	watch_file_name(name, sizeof(name), "pressure", tt->pid);
-	watch_emit(w, name, watch_snapshot_doc(w, tt, t_ms, c->path, snap));
+	watch_emit(w, name, watch_snapshot_doc(w, tt, t_ms, c->path, snap, NULL, -1));
 	w->snapshots++;
 	if (w->metrics)
 		metrics__snapshot(w->metrics, "pressure");

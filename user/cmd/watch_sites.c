@@ -15,14 +15,46 @@
 #include "trail_sites.h"
 #include "watch_int.h"
 
+/* EXTRA's sites moved to the end of TS (EXTRA left empty); -1 when out of memory. */
+static int take_sites(struct trail_sites *ts, struct trail_sites *extra)
+{
+	size_t i;
+
+	for (i = 0; i < extra->n; i++) {
+		struct trail_site *site = trail_sites__add(ts);
+
+		if (!site)
+			return -1;	/* those left stay EXTRA's, freed with it */
+		*site = extra->list[i];
+		memset(&extra->list[i], 0, sizeof(extra->list[i]));
+	}
+	extra->n = 0;
+	return 0;
+}
+
 struct trail_sites *watch_sites_of(struct watch *w, const struct trail_target *tt,
-				   size_t *left_out)
+				   struct trail_sites *extra, size_t *left_out)
 {
 	struct trail_sites *ts;
 
 	*left_out = 0;
-	if (!w->s.sites || !(ts = sites__collect(w->s.sites, tt)))
+	if (!w->s.sites)
 		return NULL;
+	ts = sites__collect(w->s.sites, tt);
+	if (!ts && extra && extra->n)
+		ts = trail_sites__new();
+	if (!ts)
+		return NULL;
+	if (extra && extra->n) {
+		size_t i, j;
+
+		/* EXTRA's kinds as they were then: not also as they are now */
+		for (i = 0; i < ts->n; i++)
+			for (j = 0; j < extra->n; j++)
+				if (ts->list[i].kind == extra->list[j].kind)
+					ts->list[i].inuse_bytes = 0;
+		take_sites(ts, extra);
+	}
 	*left_out = trail_sites__keep_live(ts, SNAPSHOT_SITES);
 	if (!ts->n) {
 		trail_sites__free(ts);
@@ -31,12 +63,12 @@ struct trail_sites *watch_sites_of(struct watch *w, const struct trail_target *t
 	return ts;
 }
 
-json_t *watch_top_site(const struct trail_sites *ts)
+json_t *watch_top_site(const struct trail_sites *ts, int kind)
 {
 	char label[512];
 	uint64_t bytes;
-	int kind = table__top_site(ts, -1, label, sizeof(label), &bytes);
 
+	kind = table__top_site(ts, kind, label, sizeof(label), &bytes);
 	if (kind < 0)
 		return json_null();
 	return json_pack("{s:s, s:I, s:s}", "kind", trail_site__kind_name(kind),

@@ -33,7 +33,11 @@ struct session_hooks {
 	 * remove targets (callers hold indexes): remove them after a poll.
 	 */
 	void (*ended)(struct session *s, struct trail_target *tt);
-	/* A device allocation of TT ran out of memory; EV is the event as the trail has it. */
+	/*
+	 * A device allocation of TT ran out of memory; EV is the event as the
+	 * trail has it, s->device_oom_sites the sites of its live device
+	 * allocations then (NULL: none or no sites; the session's).
+	 */
 	void (*device_oom)(struct session *s, struct trail_target *tt, json_t *ev);
 };
 
@@ -51,6 +55,7 @@ struct session {
 	struct devices *devices;	/* accelerator runtimes; NULL: not probed */
 	struct heap *heap;		/* heap probes; NULL: none */
 	struct sites *sites;		/* allocation sites; NULL: not kept */
+	struct trail_sites *device_oom_sites;	/* while a device_oom hook runs */
 	uint64_t next_harvest_ms;
 	uint64_t next_retire_ms;	/* ended targets' sites taken at most this often */
 	struct rescan {			/* targets whose libraries to look at again */

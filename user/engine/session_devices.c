@@ -54,12 +54,61 @@ static json_t *device_or_null(int32_t device)
 	return device < 0 ? json_null() : json_integer(device);
 }
 
+static int by_site(const void *x, const void *y)
+{
+	const struct live_alloc *a = x, *b = y;
+
+	if (a->a.phase != b->a.phase)
+		return a->a.phase < b->a.phase ? -1 : 1;
+	if (a->a.kind != b->a.kind)
+		return a->a.kind < b->a.kind ? -1 : 1;
+	return a->a.stack < b->a.stack ? -1 : a->a.stack > b->a.stack;
+}
+
+/*
+ * The sites of L's allocations (device sites on): one per (phase, kind,
+ * stack), holding what they held when the call failed; NULL without sites.
+ */
+static struct trail_sites *live_sites(struct session *s, const struct trail_target *tt,
+				      struct live_list *l)
+{
+	struct trail_sites *ts;
+	struct trail_site *site = NULL;
+	char buf[32];
+	size_t i;
+
+	if (!s->sites || !l->n || !(ts = trail_sites__new()))
+		return NULL;
+	sites__harvest(s->sites);	/* their stacks resolved while the process lives */
+	qsort(l->v, l->n, sizeof(*l->v), by_site);
+	for (i = 0; i < l->n; i++) {
+		const struct memtrail_dev_alloc *a = &l->v[i].a;
+
+		if (!i || by_site(&l->v[i - 1], &l->v[i])) {
+			if (!(site = trail_sites__add(ts)))
+				break;
+			site->kind = (int)a->kind;
+			site->phase = strdup(trail__phase_name(tt, a->phase, buf, sizeof(buf)));
+			site->phase_seq = a->phase;
+			sites__stack_frames(s->sites, tt->pid, a->stack, site);
+		}
+		site->alloc_bytes += a->size;
+		site->inuse_bytes += a->size;
+		site->alloc_objects += 1;
+		site->inuse_objects += 1;
+		site->samples++;
+	}
+	trail_sites__sort(ts);
+	return ts;
+}
+
 /*
  * The target's live device allocations when one failed for lack of memory:
- * totals per (phase, kind) and the largest, with the phase each was made in.
+ * totals per (phase, kind) and the largest, with the phase each was made in;
+ * their sites into *SITES (NULL: none).
  */
 static json_t *live_allocations(struct session *s, const struct trail_target *tt,
-				uint32_t epoch)
+				uint32_t epoch, struct trail_sites **sites)
 {
 	struct live_list l = { .tt = tt };
 	json_t *by = json_array(), *largest = json_array(), *o;
@@ -68,6 +117,7 @@ static json_t *live_allocations(struct session *s, const struct trail_target *tt
 	size_t i, j;
 
 	tracer__device_allocs(s->tracer, tt->pid, epoch, collect_alloc, &l);
+	*sites = live_sites(s, tt, &l);
 	qsort(l.v, l.n, sizeof(*l.v), by_size_desc);
 	for (i = 0; i < l.n; i++) {
 		const struct memtrail_dev_alloc *a = &l.v[i].a;
@@ -152,7 +202,8 @@ void session_on_device_fail(struct session *s, const struct memtrail_event_devic
 	}
 	format__bytes(size, sizeof(size), e->size);
 	if (oom) {
-		json_object_set_new(ev, "live_allocations", live_allocations(s, tt, e->epoch));
+		json_object_set_new(ev, "live_allocations",
+				    live_allocations(s, tt, e->epoch, &s->device_oom_sites));
 		log__warn("device out of memory: %u (%s) %s of %s on %s device %d failed with %s "
 			  "in phase '%s'", tt->pid, tt->comm, fn, size,
 			  devspecs__runtime_name(e->runtime), e->device, err ? err : "?", phase);
@@ -160,6 +211,8 @@ void session_on_device_fail(struct session *s, const struct memtrail_event_devic
 			session__refresh(s, tt, t_ms, true);
 			s->hooks->device_oom(s, tt, ev);
 		}
+		trail_sites__free(s->device_oom_sites);
+		s->device_oom_sites = NULL;
 	} else {
 		log__info("device call failed: %u (%s) %s returned %d (%s) in phase '%s'", tt->pid,
 			  tt->comm, fn, e->rc, err ? err : "?", phase);

@@ -67,6 +67,8 @@ void sites__fork(struct sites *s, uint32_t parent, uint32_t child);
  * named from TT. NULL when it has none (or memory ran out).
  */
 struct trail_sites *sites__collect(struct sites *s, const struct trail_target *tt);
+/* The frames of PID's kernel stack STACK (as harvested) appended to SITE's. */
+void sites__stack_frames(struct sites *s, uint32_t pid, int32_t stack, struct trail_site *site);
 /*
  * A deep sample (BPF's registers and stack top of an allocation): unwound by
  * the call-frame information of the files the target maps, its bytes added

@@ -205,6 +205,14 @@ static void site_frames(struct sites *s, uint32_t pid, const struct site *e,
 	}
 }
 
+void sites__stack_frames(struct sites *s, uint32_t pid, int32_t stack, struct trail_site *site)
+{
+	struct site e = { .key = { .tgid = pid, .kind = site->kind, .stack = stack },
+			  .caller = { .module = -2 } };
+
+	site_frames(s, pid, &e, site);
+}
+
 struct trail_sites *sites__collect(struct sites *s, const struct trail_target *tt)
 {
 	struct trail_sites *ts = trail_sites__new();

@@ -27,6 +27,7 @@ struct phase_rule {
 struct tracer_sites {
 	bool mapping;		/* stacks of mapping syscalls (default on) */
 	bool faults;		/* stacks of user page faults */
+	bool device;		/* stacks of device allocations (CUDA, Neuron) */
 	uint32_t fault_sample;	/* one fault in this many */
 	bool heap;		/* the malloc family (links per process, tracer__attach_heap) */
 	bool heap_track;	/* keep every live allocation: exact heap levels and in-use */

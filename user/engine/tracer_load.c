@@ -263,6 +263,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	/* allocation sites */
 	s->rodata->sites_mapping = cfg->sites.mapping &&
 				   t->kf.f[FEAT_MAP_SITES].state == FEATURE_YES;
+	s->rodata->sites_device = cfg->sites.device && !cfg->no_devices;
 	s->rodata->has_task_regs = t->kf.task_pt_regs;
 	s->rodata->has_find_vma = t->kf.find_vma;
 	s->rodata->has_scopes = scopes(cfg);
@@ -325,7 +326,7 @@ uint32_t tracer__stacks(const struct tracer_config *cfg)
 {
 	const struct tracer_sites *st = &cfg->sites;
 
-	if (!st->mapping && !st->faults && !st->heap)
+	if (!st->mapping && !st->faults && !st->heap && !st->device)
 		return 1;	/* no sites: no stacks */
 	return st->stacks ? st->stacks : st->heap ? TRACER_STACKS_HEAP : TRACER_STACKS;
 }

@@ -423,6 +423,11 @@ static void site_text(const struct trail_site *site, char *buf, size_t len)
 	}
 }
 
+void table__site_label(const struct trail_site *site, char *buf, size_t len)
+{
+	site_text(site, buf, len);
+}
+
 /* A site's phase name, "?" when the file has none. */
 static const char *site_phase(const struct trail_site *site)
 {

@@ -23,6 +23,8 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top);
  * else the first outside the allocator (libc, jemalloc, ...).
  */
 size_t table__site_frame(const struct trail_site *site);
+/* "fn (file:line) < caller": a site as report's lists name it (sanitized). */
+void table__site_label(const struct trail_site *site, char *buf, size_t len);
 /*
  * The line of TS's sites (as report lists them: one per label and kind,
  * every phase) holding the most live bytes, of KIND (-1: any but faults):

@@ -105,13 +105,16 @@ size_t trail_sites__keep_live(struct trail_sites *ts, size_t max)
 
 	if (ts->n > 1)
 		qsort(ts->list, ts->n, sizeof(*ts->list), by_inuse);
+	size_t cut = 0;
+
 	for (n = 0; n < ts->n && n < max && ts->list[n].inuse_bytes; n++)
 		;
-	for (i = n; i < ts->n; i++)
+	for (i = n; i < ts->n; i++) {
+		cut += ts->list[i].inuse_bytes != 0;
 		site_free(&ts->list[i]);
-	i = ts->n - n;
+	}
 	ts->n = n;
-	return i;
+	return cut;
 }
 
 const char *trail_site__kind_name(int kind)

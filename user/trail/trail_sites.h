@@ -83,7 +83,7 @@ struct trail_frame *trail_site__add_frame(struct trail_site *site);
 void trail_sites__sort(struct trail_sites *ts);
 /*
  * Only the MAX sites holding the most live bytes (in_use), those first; sites
- * holding none go too. Returns how many went.
+ * holding none go too. Returns how many that held some went.
  */
 size_t trail_sites__keep_live(struct trail_sites *ts, size_t max);
 /* "heap", "mapped", ..., "faults"; "?" for no kind of site. */
