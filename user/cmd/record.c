@@ -395,8 +395,9 @@ static const struct opt record_rows[] = {
 
 static const struct opt site_rows[] = {
 	OPT_ROW_FLAG("no-sites", 0, struct record_opts, no_sites,
-		     "no mapping sites (the stacks of mmap, mremap and brk calls that grow "
-		     "mapped memory; on by default)"),
+		     "no mapping or device sites (the stacks of mmap, mremap and brk calls "
+		     "that grow mapped memory, and of CUDA and Neuron allocations; on by "
+		     "default)"),
 	OPT_ROW_FLAG("heap", 0, struct record_opts, heap,
 		     "heap sites: probe the malloc family (glibc, jemalloc, tcmalloc, mimalloc) "
 		     "of each target; every call traps (several microseconds): costly for "

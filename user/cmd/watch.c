@@ -433,7 +433,7 @@ static const struct opt watch_rows[] = {
 		    "an ended process's series stay S seconds, {range}; at most "
 		    OPT_XSTR(METRICS_GONE_MAX) " ended processes are kept", 0),
 	OPT_ROW_FLAG("no-sites", 0, struct watch_opts, no_sites,
-		     "no mapping sites: snapshots and verdicts name no code"),
+		     "no mapping or device sites: snapshots and verdicts name no code"),
 	OPT_ROW_FN("deep-from", 0, "BYTES", opt_deep_from,
 		   "a mapping section that grows a process's mapped memory by BYTES or more "
 		   "(default 1048576) has its stack unwound by call-frame information, with "
@@ -464,8 +464,11 @@ static void usage(FILE *f, const struct opts_cmd *c)
 "  verdict-PID-TIME.json   PID died by SIGKILL: why (oom_cgroup, oom_global,\n"
 "                          signal with its sender, unknown); also a line on\n"
 "                          stdout\n"
-"Snapshots read back with 'memtrail report FILE'. Containers and pods are named\n"
-"from cgroup paths and the kubelet's log directory.\n"
+"Each snapshot lists the code that holds its process's memory: its allocation\n"
+"sites (mapping sections and device allocations) holding the most live bytes;\n"
+"a verdict names the top one. Snapshots read back with 'memtrail report FILE'.\n"
+"Containers and pods are named from cgroup paths and the kubelet's log\n"
+"directory.\n"
 "\n", PSI_SOME_PCT);
 	opts__help(f, c);
 	snprintf(memory, sizeof(memory),
@@ -473,7 +476,8 @@ static void usage(FILE *f, const struct opts_cmd *c)
 		 "930 bytes per process (and 16 per CPU for each live one); in memtrail at most "
 		 "about %.0f MiB at the defaults (1 KiB + 88 bytes per kept sample + %d phases "
 		 "per process), far less for idle processes, which store a sample only when a "
-		 "level changes. Needs root and BTF.", memory_bound_mib(&d), WATCH_PHASE_HISTORY);
+		 "level changes; sites: at most 65536 and 16384 distinct stacks for the node. "
+		 "Needs root and BTF.", memory_bound_mib(&d), WATCH_PHASE_HISTORY);
 	fputc('\n', f);
 	opts__wrap(f, memory, 0);
 }
