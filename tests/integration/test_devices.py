@@ -404,12 +404,27 @@ def test_vmm_every_order():
 
 def test_static_runtime_symbols_counted_once():
     """cudaMalloc as a local .symtab symbol of an executable, calling the
-    driver: counted once; cudaMallocHost without the driver: still seen."""
+    driver: counted once, its site the caller of cudaMalloc; cudaMallocHost
+    without the driver: still seen."""
     nm = run(["nm", "-D", workload("static_cudart")])
     check("cudaMalloc" not in nm.stdout, "cudaMalloc is not exported")
     p, trail, data = record([workload("static_cudart")])
     check_eq(p.returncode, 0, f"workload status (stderr {p.stderr!r})")
-    check_ledger(target(trail, data["pid"]), data)
+    t = target(trail, data["pid"])
+    check_ledger(t, data)
+    # and once in its sites: at the outermost probed call, main's cudaMalloc
+    # lines, not the runtime's call into its driver; all freed
+    src = os.path.join(ROOT, "tests", "workloads", "static_cudart.c")
+    want = {(f"main static_cudart.c:{source_line(src, f'cudaMalloc(&{v}, {n} * MiB)')}"):
+            n * MiB for v, n in (("a", 10), ("b", 6))}
+    got = {}
+    for x in t["sites"]["list"]:
+        if x["kind"] == "cuda_device":
+            fr = x["frames"][0]
+            key = f"{fr['function']} {os.path.basename(fr.get('source') or '?')}"
+            got[key] = got.get(key, 0) + x["alloc_bytes"]
+            check_eq(x["inuse_bytes"], 0, f"site {key} in use at the end")
+    check_eq(got, want, "device sites")
 
 
 def test_real_libcudart_failing_call():
