@@ -119,11 +119,70 @@ static void sites_grouped_in_time(void **state)
 	trail__free(&t);
 }
 
+#define SITE_LIVE(kind, fn, inuse) "{\"kind\": \"" kind "\", \"phase\": \"p\", " \
+	"\"phase_seq\": 1, \"alloc_bytes\": 1000, \"inuse_bytes\": " inuse ", " \
+	"\"frames\": [{\"function\": \"" fn "\"}]}"
+
+/*
+ * The top site: the line (label and kind, summed over chains and phases)
+ * holding the most live bytes, of a kind or any but faults; none holding any.
+ */
+static void top_site_sums_lines(void **state)
+{
+	struct trail t;
+	uint64_t bytes = 0;
+	char label[64];
+
+	(void)state;
+	trail_with_sites(&t, "["
+		SITE_LIVE("mapped", "big", "500") "," SITE_LIVE("mapped", "two", "300") ","
+		SITE_LIVE("mapped", "two", "300") "," SITE_LIVE("cuda_device", "dev", "400") ","
+		SITE_LIVE("faults", "touch", "900") "]");
+	assert_int_equal(table__top_site(t.targets[0].sites, -1, label, sizeof(label), &bytes),
+			 MEMTRAIL_KIND_MAPPED);
+	assert_string_equal(label, "two");
+	assert_int_equal(bytes, 600);
+	assert_int_equal(table__top_site(t.targets[0].sites, MEMTRAIL_KIND_CUDA_DEVICE, label,
+					 sizeof(label), &bytes), MEMTRAIL_KIND_CUDA_DEVICE);
+	assert_string_equal(label, "dev");
+	assert_int_equal(bytes, 400);
+	assert_int_equal(table__top_site(t.targets[0].sites, MEMTRAIL_KIND_HEAP, label,
+					 sizeof(label), &bytes), -1);
+	trail__free(&t);
+	trail_with_sites(&t, "[" SITE_LIVE("mapped", "gone", "0") "]");
+	assert_int_equal(table__top_site(t.targets[0].sites, -1, label, sizeof(label), &bytes),
+			 -1);
+	assert_int_equal(table__top_site(NULL, -1, label, sizeof(label), &bytes), -1);
+	trail__free(&t);
+}
+
+/* keep_live: the MAX holding the most, most first; those holding none go uncounted. */
+static void keep_live_cuts_and_counts(void **state)
+{
+	struct trail t;
+	struct trail_sites *ts;
+
+	(void)state;
+	trail_with_sites(&t, "["
+		SITE_LIVE("mapped", "a", "1") "," SITE_LIVE("mapped", "b", "0") ","
+		SITE_LIVE("mapped", "c", "30") "," SITE_LIVE("mapped", "d", "20") "]");
+	ts = t.targets[0].sites;
+	assert_int_equal(trail_sites__keep_live(ts, 2), 1);
+	assert_int_equal(ts->n, 2);
+	assert_string_equal(ts->list[0].frames[0].function, "c");
+	assert_string_equal(ts->list[1].frames[0].function, "d");
+	assert_int_equal(trail_sites__keep_live(ts, 0), 2);
+	assert_int_equal(ts->n, 0);
+	trail__free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(sites_without_phase_print),
 		cmocka_unit_test(sites_grouped_in_time),
+		cmocka_unit_test(top_site_sums_lines),
+		cmocka_unit_test(keep_live_cuts_and_counts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
