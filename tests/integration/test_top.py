@@ -13,8 +13,9 @@ import signal
 import subprocess
 import time
 
-from harness import (MEMTRAIL, NODE_PROCS, MiB, check, check_eq, in_cgroup, kubelet_memcg, memcg_v1,
-                     new_pod_ids, no_programs_left, one_line_error, remove_tree, run,
+from test_devices import source_line
+from harness import (MEMTRAIL, ROOT, NODE_PROCS, MiB, check, check_eq, in_cgroup,
+                     kubelet_memcg, memcg_v1, new_pod_ids, no_programs_left, one_line_error, remove_tree, run,
                      tmpdir, workload)
 
 PROMPT = "prompt$ "
@@ -371,7 +372,7 @@ def test_top_pod_view():
 
 def test_top_plain_tables_into_a_pipe():
     """stdout a pipe: -n 2 prints two plain tables, no escape byte, each with
-    the workload's row; -n 1 one table."""
+    the workload's row and --pid's sites pane; -n 1 one table."""
     h = Holder("batch", 24)
     try:
         h.proc.stdin.write("g")	# released first: top adopts it as it is
@@ -381,8 +382,14 @@ def test_top_plain_tables_into_a_pipe():
             check_eq(p.returncode, 0, f"top -n {n}: {p.stderr!r}")
             check("\x1b" not in p.stdout + p.stderr, f"escape bytes in {p.stdout!r}")
             check_eq(p.stderr, "", "stderr")
-            tables = [t for t in p.stdout.split("\n\n") if t.strip()]
+            blocks = [t for t in p.stdout.split("\n\n") if t.strip()]
+            tables = [t for t in blocks if TITLE.match(t)]
             check_eq(len(tables), n, f"tables in {p.stdout!r}")
+            # --pid's sites below each: what it mapped before top started is no site's
+            panes = [t for t in blocks if t.startswith(f"sites of {h.pid} (holder)")]
+            check_eq(len(panes), n, f"a sites pane below each table in {p.stdout!r}")
+            check(all(t.endswith("(none of what it allocated since top started is held)")
+                      for t in panes), f"an empty pane says why: {panes}")
             rss = status_bytes(h.pid, "RssAnon")
             for t in tables:
                 _, rows = table(t.splitlines())
@@ -402,6 +409,57 @@ def test_top_plain_tables_into_a_pipe():
         # (a node-wide memtrail beside the suite, a DaemonSet's, is a row like any other)
         check(all(not r["COMM"].startswith("memtrail") or int(r["PID"]) in NODE_PROCS
                   for r in rows), f"top lists itself: {p.stdout!r}")
+    no_programs_left()
+
+
+def pane_sites(screen, pid):
+    """The sites pane of PID on SCREEN: [(kind, size text, label)], or None."""
+    lines = screen.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"sites of {pid} (holder), by bytes held now:"):
+            return [tuple(re.match(r"  (\S+) +(\S+ \S+)  (.*)$", x).groups())
+                    for x in lines[i + 1:] if re.match(r"  \S+ +[\d.]+ \S+  ", x)]
+    return None
+
+
+def test_top_sites_pane():
+    """Two processes that map memory after top started: --pid's first is
+    shown from the start; Enter shows the selected row's sites below the
+    table instead (the holder's own mapping, its bytes exact, at its mmap
+    line), down and s the next row's, s again hides them."""
+    small, big = Holder("small", 24), Holder("big", 40)
+    pane = Pane()
+    line = source_line(os.path.join(ROOT, "tests", "workloads", "common.h"),
+                       "char *p = mmap(NULL, size")
+    site = f"main (common.h:{line}) < __libc_start_call_main"
+    try:
+        start_top(pane, ["--pid", str(small.pid), "--pid", str(big.pid)])
+        pane.wait(lambda s: pane_sites(s, small.pid) == [], "--pid's pane, empty")
+        check("(none of what it allocated since top started is held)" in pane.screen(),
+              f"the empty pane says why:\n{pane.screen()}")
+        small.release()
+        big.release()
+        pane.wait(lambda s: pane_sites(s, small.pid) == [("mapped", "24.0 MiB", site)],
+                  "the first pid's mapping in its pane")
+        # rows by RSS_ANON: the big one first, selected
+        pane.wait(lambda s: [r["PID"] for r in table(s.splitlines())[1]] ==
+                  [str(big.pid), str(small.pid)], "the big holder's row first")
+        pane.keys("Enter")
+        pane.wait(lambda s: pane_sites(s, big.pid) == [("mapped", "40.0 MiB", site)],
+                  "the selected row's sites after Enter")
+        pane.keys("Down", "s")
+        pane.wait(lambda s: pane_sites(s, small.pid) == [("mapped", "24.0 MiB", site)],
+                  "the next row's sites after Down and s")
+        pane.keys("s")
+        pane.wait(lambda s: "sites of" not in s, "the pane hidden by s again")
+        check_eq((small.ledger["held"], big.ledger["held"]), (24 * MiB, 40 * MiB),
+                 "the holders' own accounts")
+        pane.keys("q")
+        check_restored(pane, "q")
+    finally:
+        pane.close()
+        small.end()
+        big.end()
     no_programs_left()
 
 

@@ -22,7 +22,10 @@
 #include "loop.h"
 #include "opts.h"
 #include "proc.h"
+#include "sanitize.h"
 #include "session.h"
+#include "sites.h"
+#include "table.h"
 #include "term.h"
 #include "topview.h"
 
@@ -41,6 +44,9 @@
 #define LABEL_POD "pod:"
 #define LABEL_CONTAINER "ctr:"
 #define LABEL_NONE "-"
+/* the sites pane: lines of sites shown, and what a mapping section needs for deep stacks */
+#define PANE_SITES 8
+#define DEEP_FROM (1 << 20)
 
 struct top_opts {
 	uint32_t interval_ms;
@@ -49,6 +55,7 @@ struct top_opts {
 	int sort;
 	struct target_opts t;	/* --pid or --cgroup */
 	struct engine_opts e;
+	bool no_sites;
 };
 
 /* The pod view's label of a cgroup path, looked up again after a while. */
@@ -69,6 +76,11 @@ struct top {
 	bool out_failed;	/* stdout cannot be written: stop */
 	bool out_error;		/* and not because its reader went away */
 	uint32_t frames;	/* drawn so far (-n) */
+	size_t cursor;		/* the row selected (a screen) */
+	int esc;		/* an escape sequence's bytes read so far (arrow keys) */
+	uint32_t sites_pid;	/* the process whose sites the pane shows; 0: no pane */
+	struct table_line pane[PANE_SITES];
+	size_t n_pane;
 };
 
 /* ---- pods ---- */
@@ -164,6 +176,55 @@ static int refresh_view(struct top *t, uint64_t now)
 	return topview__end(&t->view, now);
 }
 
+/* The pane's lines: the sites of sites_pid holding the most live bytes now. */
+static void refresh_pane(struct top *t)
+{
+	struct trail_target *tt = t->sites_pid ? session__live(&t->s, t->sites_pid) : NULL;
+	struct trail_sites *ts;
+
+	t->n_pane = 0;
+	if (!tt || !t->s.sites)
+		return;
+	sites__harvest(t->s.sites);
+	ts = sites__collect(t->s.sites, tt);
+	t->n_pane = table__live_lines(ts, t->pane, PANE_SITES);
+	trail_sites__free(ts);
+}
+
+/* Lines the pane takes below the table: an empty one, its title, its sites (one at least). */
+static unsigned pane_lines(const struct top *t)
+{
+	return t->sites_pid ? 2 + (t->n_pane ? (unsigned)t->n_pane : 1) : 0;
+}
+
+/* Line I of the pane (pane_lines), at most COLS columns (0: any). */
+static void pane_line(struct top *t, unsigned i, char *buf, size_t len, unsigned cols)
+{
+	const struct trail_target *tt = session__live(&t->s, t->sites_pid);
+	char size[32], comm[SANITIZE_LEN(MEMTRAIL_COMM_LEN)];
+
+	if (i == 0) {
+		buf[0] = '\0';
+	} else if (i == 1) {
+		snprintf(buf, len, "sites of %u (%s), by bytes held now:", t->sites_pid,
+			 tt ? sanitize__str(comm, sizeof(comm), tt->comm) : "gone");
+	} else if (!t->n_pane) {
+		snprintf(buf, len, "  %s", !t->s.sites ? "(no sites: --no-sites)" :
+			 !tt ? "(the process ended)" :
+			 "(none of what it allocated since top started is held)");
+	} else {
+		const struct table_line *l = &t->pane[i - 2];
+		char more[32] = "";
+
+		if (l->chains > 1)
+			snprintf(more, sizeof(more), " [%zu chains]", l->chains);
+		snprintf(buf, len, "  %-12s %10s  %s%s", kind__name(l->kind),
+			 format__bytes(size, sizeof(size), (int64_t)l->inuse), l->label, more);
+	}
+	if (cols && strlen(buf) > cols)
+		buf[cols] = '\0';
+}
+
 /* Rows that are pods: not containers outside pods, not the rest. */
 static size_t count_pods(const struct topview *v)
 {
@@ -230,7 +291,7 @@ static void emit_line(const struct top *t, FILE *fp, const char *text, unsigned 
  */
 static void draw(struct top *t)
 {
-	unsigned cols = 0, lines = 0, n_lines, i;
+	unsigned cols = 0, lines = 0, n_lines, i, pane;
 	struct topview_layout l;
 	char buf[1024], *frame = NULL;
 	size_t frame_len = 0;
@@ -247,19 +308,33 @@ static void draw(struct top *t)
 		return;
 	}
 	topview__layout(&t->view, t->screen ? cols : 0, &l);
+	pane = pane_lines(t);
 	n_lines = t->view.n_rows + TITLE_LINES;
-	if (t->screen && n_lines > lines)
-		n_lines = lines;
+	if (t->screen && pane + TITLE_LINES >= lines)
+		pane = 0;	/* no room for it */
+	if (t->screen && n_lines + pane > lines)
+		n_lines = lines - pane;
 	if (t->screen)
 		fputs("\x1b[H", fp);
 	for (i = 0; i < n_lines; i++) {
+		bool selected = t->screen && i >= TITLE_LINES && i - TITLE_LINES == t->cursor;
+
 		if (i == 0)
 			title(t, buf, sizeof(buf), cols);
 		else if (i == 1)
 			topview__header(&t->view, &l, buf, sizeof(buf));
 		else
 			topview__line(&t->view, &l, i - TITLE_LINES, buf, sizeof(buf));
-		emit_line(t, fp, buf, cols, i + 1 == n_lines);
+		/* the selected row in reverse video */
+		if (selected)
+			fputs("\x1b[7m", fp);
+		emit_line(t, fp, buf, cols, i + 1 == n_lines + pane);
+		if (selected)
+			fputs("\x1b[m", fp);
+	}
+	for (i = 0; i < pane; i++) {
+		pane_line(t, i, buf, sizeof(buf), cols);
+		emit_line(t, fp, buf, cols, i + 1 == pane);
 	}
 	/* on a screen, nothing left below of a bigger frame */
 	fputs(t->screen ? "\x1b[J" : "\n", fp);
@@ -337,8 +412,12 @@ static void usage(FILE *f, const struct opts_cmd *c)
 "\n"
 "A live view of what every process (or pod) holds, per kind of memory, with\n"
 "the phase it is in, its peak and its trend, refreshed every interval. On a\n"
-"terminal: one screen redrawn in place; q or Ctrl-C quits. When stdout is not a\n"
-"terminal: one plain table per interval, without escape codes.\n"
+"terminal: one screen redrawn in place; q or Ctrl-C quits; up and down (or k\n"
+"and j) select a row, s or Enter shows the allocation sites of its process\n"
+"below the table (the code holding its memory now, as 'memtrail report' names\n"
+"it) or hides them. When stdout is not a terminal: one plain table per\n"
+"interval, without escape codes. With --pid, the first PID's sites are shown\n"
+"from the start.\n"
 "\n");
 	opts__help(f, c);
 	fprintf(f,
@@ -367,6 +446,8 @@ static int parse_opts(int argc, char **argv, struct top_opts *o)
 			   "the kubelet and the container runtimes; processes outside a pod grouped "
 			   "by container, or '-'"),
 		OPT_ROW_FN("sort", 's', "KIND", opt_sort, sort_help()),
+		OPT_ROW_FLAG("no-sites", 0, struct top_opts, no_sites,
+			     "no allocation sites (the pane of a selected process, and --pid's)"),
 		OPT_ROW_END,
 	};
 	const struct opt_group groups[] = {
@@ -398,6 +479,13 @@ static int build_config(const struct top_opts *o, struct tracer_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cmdopts__engine_config(&o->e, cfg);
+	/* as watch takes them: mapping and device sites, deep for large sections */
+	cfg->sites = (struct tracer_sites){
+		.mapping = !o->no_sites,
+		.device = !o->no_sites,
+		.map_deep = !o->no_sites,
+		.map_deep_min = DEEP_FROM,
+	};
 	return cmdopts__targets(&o->t, cfg);
 }
 
@@ -418,9 +506,49 @@ static int top_sampled(void *ctx, uint64_t now)
 		log__error("out of memory");
 		return -ENOMEM;
 	}
+	if (t->view.n_rows && t->cursor >= t->view.n_rows)
+		t->cursor = t->view.n_rows - 1;
+	refresh_pane(t);
 	term__resized = 0;
 	draw(t);
 	return t->o->iterations && ++t->frames >= t->o->iterations;
+}
+
+/*
+ * Up and down (arrows, k, j) select a row; s or Enter shows the sites of its
+ * process below the table, or hides them. Whether the screen changed.
+ */
+static bool on_key(struct top *t, int key)
+{
+	int move = 0;
+
+	if (t->esc == 1 && key == '[') {
+		t->esc = 2;
+		return false;
+	}
+	if (t->esc == 2)
+		move = key == 'A' ? -1 : key == 'B' ? 1 : 0;
+	t->esc = key == 27;
+	if (key == 'k')
+		move = -1;
+	else if (key == 'j')
+		move = 1;
+	if (move < 0 && t->cursor > 0) {
+		t->cursor--;
+		return true;
+	}
+	if (move > 0 && t->cursor + 1 < t->view.n_rows) {
+		t->cursor++;
+		return true;
+	}
+	if ((key == 's' || key == '\r' || key == '\n') && t->cursor < t->view.n_rows) {
+		uint32_t pid = t->view.rows[t->cursor].pid;
+
+		t->sites_pid = t->sites_pid == pid ? 0 : pid;
+		refresh_pane(t);
+		return true;
+	}
+	return false;
 }
 
 /* Each turn: the terminal resized or 'q' pressed, ended targets swept, stdout gone. */
@@ -434,9 +562,12 @@ static int top_turn(void *ctx, uint64_t now)
 		term__resized = 0;
 		draw(t);
 	}
-	while ((key = term__key()) >= 0)
+	while ((key = term__key()) >= 0) {
 		if (key == 'q' || key == 'Q')
 			return 1;
+		if (on_key(t, key))
+			draw(t);
+	}
 	sweep(t);
 	return t->out_failed;
 }
@@ -502,6 +633,14 @@ int cmd_top(int argc, char **argv)
 	tracer__poll(t.s.tracer, 0);
 	if (session__open_devices(&t.s, o.e.no_devices))
 		goto out;
+	if (!o.no_sites) {
+		if (session__open_sites(&t.s, NULL))
+			goto out;
+		sites__deep_cap(t.s.sites, tracer__stacks(&cfg));
+	}
+	/* --pid: the first one's sites below the table from the start */
+	if (cfg.n_pids)
+		t.sites_pid = cfg.pids[0];
 	if (t.screen && (err = term__open())) {
 		log__error("cannot use the terminal: %s", strerror(-err));
 		goto out;

@@ -580,6 +580,35 @@ int table__top_site(const struct trail_sites *ts, int kind, char *label, size_t 
 	return best == SIZE_MAX ? -1 : kind;
 }
 
+static int row_by_inuse(const void *a, const void *b)
+{
+	const struct site_row *x = a, *y = b;
+
+	if (x->inuse != y->inuse)
+		return x->inuse > y->inuse ? -1 : 1;
+	return row_by_label(a, b);
+}
+
+size_t table__live_lines(const struct trail_sites *ts, struct table_line *out, size_t max)
+{
+	struct site_row *rows;
+	size_t i, n, m = 0;
+
+	if (!ts || !ts->n || !(rows = site_rows(ts, NULL, ts->n, &n)))
+		return 0;
+	qsort(rows, n, sizeof(*rows), row_by_inuse);
+	for (i = 0; i < n && m < max; i++) {
+		if (!rows[i].inuse || rows[i].kind == TRAIL_SITE_FAULTS)
+			continue;
+		out[m] = (struct table_line){ .kind = rows[i].kind, .inuse = rows[i].inuse,
+					      .alloc = rows[i].alloc, .chains = rows[i].sites };
+		snprintf(out[m].label, sizeof(out[m].label), "%s", rows[i].text);
+		m++;
+	}
+	free_rows(rows, n);
+	return m;
+}
+
 /* The sites REFS[0..N) of one phase, as lines (site_rows): heaviest first, TOP of them. */
 static void print_site_rows(FILE *f, const struct trail_sites *ts, const struct site_ref *refs,
 			    size_t n, size_t top, bool inuse)

@@ -25,6 +25,16 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top);
 size_t table__site_frame(const struct trail_site *site);
 /* "fn (file:line) < caller": a site as report's lists name it (sanitized). */
 void table__site_label(const struct trail_site *site, char *buf, size_t len);
+/* A line of sites as report lists them: one label and kind, summed over chains and phases. */
+struct table_line {
+	int kind;
+	uint64_t inuse, alloc;
+	size_t chains;
+	char label[256];
+};
+
+/* TS's lines holding live bytes (faults left out), at most MAX, most first; how many. */
+size_t table__live_lines(const struct trail_sites *ts, struct table_line *out, size_t max);
 /*
  * The line of TS's sites (as report lists them: one per label and kind,
  * every phase) holding the most live bytes, of KIND (-1: any but faults):
