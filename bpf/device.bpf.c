@@ -250,7 +250,7 @@ static __always_inline void account_alloc(void *ctx, struct memtrail_target *t, 
 	if (sites_device)
 		a.stack = site_stack(ctx);
 	err = bpf_map_update_elem(&dev_allocs, &key, &a, BPF_NOEXIST);
-	if (err == -17 /* EEXIST */) {
+	if ((int)err == -17 /* EEXIST; int: older kernels give it zero-extended */) {
 		old = bpf_map_lookup_elem(&dev_allocs, &key);
 		if (!old)
 			return;
@@ -634,7 +634,7 @@ static __always_inline void return_action(struct pt_regs *ctx, struct memtrail_t
 			break;
 		err = bpf_map_update_elem(&vmm_handles, &key, &h, BPF_NOEXIST);
 		/* the value of a handle released since a failure, kept for its listing: made anew */
-		if (err == -17 /* EEXIST */ && !vmm_handle(tgid, key.addr))
+		if ((int)err == -17 /* EEXIST */ && !vmm_handle(tgid, key.addr))
 			err = bpf_map_update_elem(&vmm_handles, &key, &h, BPF_EXIST);
 		if (err) {
 			count_lost(MEMTRAIL_LOST_DEVICE);

@@ -278,7 +278,7 @@ static __always_inline void rss_first(struct memtrail_target *t, struct mm_struc
 		__sync_fetch_and_and(&s->flags, ~MEMTRAIL_MM_RSS_READY);
 		rss_walk(t, mm, tgid, s, true);
 		__sync_fetch_and_or(&s->flags, MEMTRAIL_MM_RSS_READY);
-	} else if (err != -17 /* -EEXIST */) {
+	} else if ((int)err != -17 /* -EEXIST (int: older kernels zero-extend it) */) {
 		mm_sync_rss_sum(t, mm, tgid);	/* no room: O(CPUs) per event */
 	}
 	/* -EEXIST: another CPU is setting them up */
