@@ -66,6 +66,8 @@ int session__open_sites(struct session *s, const struct heap_config *heap)
 		if (err)
 			return err;
 	}
+	if (s->remove_ended)
+		sites__forget_stacks(s->sites);
 	tracer__on_ended(s->tracer, on_ended, s);
 	for (i = 0; i < s->trail.n_targets; i++)
 		if (session__live(s, s->trail.targets[i].pid))

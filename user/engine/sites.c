@@ -358,6 +358,71 @@ static void forget(struct sites *s, uint32_t pid)
 	}
 }
 
+static int id_cmp(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* IDS (N) sorted, each once; how many. */
+static size_t ids_unique(int32_t *ids, size_t n)
+{
+	size_t i, m = 0;
+
+	qsort(ids, n, sizeof(*ids), id_cmp);
+	for (i = 0; i < n; i++)
+		if (!m || ids[m - 1] != ids[i])
+			ids[m++] = ids[i];
+	return m;
+}
+
+/*
+ * The kernel's stacks that only PIDS' sites name go with them: a process's
+ * stacks are its own (its libraries where ASLR put them), and a node that
+ * runs processes all day would otherwise fill the table for good. A stack
+ * another process's site names (a fork that never exec'd) stays. Sites a
+ * live process made since the last full harvest are not known here: a stack
+ * one of them shares (a fork of a retiring one, within a second) can go, and
+ * that site is then named "[unknown]"; its bytes stay right.
+ */
+static void stacks_forget(struct sites *s, const uint32_t *pids, size_t n)
+{
+	int32_t *gone = malloc((s->n_list + 1) * sizeof(*gone));
+	int32_t *kept = malloc((s->n_list + 1) * sizeof(*kept));
+	size_t i, j, n_gone = 0, n_kept = 0, m = 0;
+
+	if (!gone || !kept)
+		goto out;
+	for (i = 0; i < s->n_list; i++) {
+		const struct memtrail_site_key *k = &s->list[i]->key;
+
+		if (k->stack < 0)
+			continue;
+		if (array__u32_has(pids, n, k->tgid))
+			gone[n_gone++] = k->stack;
+		else
+			kept[n_kept++] = k->stack;
+	}
+	n_gone = ids_unique(gone, n_gone);
+	n_kept = ids_unique(kept, n_kept);
+	for (i = j = 0; i < n_gone; i++) {
+		while (j < n_kept && kept[j] < gone[i])
+			j++;
+		if (j == n_kept || kept[j] != gone[i])
+			gone[m++] = gone[i];
+	}
+	tracer__stacks_forget(s->tracer, gone, m);
+out:
+	free(gone);
+	free(kept);
+}
+
+void sites__forget_stacks(struct sites *s)
+{
+	s->forget_stacks = true;
+}
+
 void sites__retire(struct sites *s, const uint32_t *pids, size_t n, sites_retire_fn fn,
 		   void *ctx)
 {
@@ -369,10 +434,12 @@ void sites__retire(struct sites *s, const uint32_t *pids, size_t n, sites_retire
 	s->n_only = n;
 	sites__harvest(s);
 	s->only = NULL;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
 		fn(ctx, pids[i]);
+	if (s->forget_stacks)
+		stacks_forget(s, pids, n);
+	for (i = 0; i < n; i++)
 		forget(s, pids[i]);
-	}
 	tracer__sites_forget(s->tracer, pids, n);
 	sites_modules_sweep(s);
 }

@@ -77,6 +77,12 @@ void sites__stack_frames(struct sites *s, uint32_t pid, int32_t stack, struct tr
 void sites__deep(struct sites *s, const struct memtrail_event_deep *e);
 void sites__deep_free(struct sites *s, const struct memtrail_event_deep_free *e);
 const struct sites_deep_stats *sites__deep_stats(const struct sites *s);
+/*
+ * From now on a retiring pid's stacks that no other pid's site names leave
+ * the kernel's table too (watch and top, which keep only the living: a node
+ * that runs processes all day would fill it). record keeps them.
+ */
+void sites__forget_stacks(struct sites *s);
 /* Called with each retiring pid while its sites are still here (sites__collect). */
 typedef void (*sites_retire_fn)(void *ctx, uint32_t pid);
 /*

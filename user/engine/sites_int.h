@@ -185,6 +185,7 @@ struct sites {
 	size_t n_py, cap_py;
 	void *py_index;		/* tsearch tree of py's frames by content */
 	void *py_codes;		/* tsearch tree of code objects read, by (pid, address) */
+	bool forget_stacks;	/* retiring pids' own stacks leave the kernel too */
 	/* while retiring (sites__retire): the pids whose sites are read, sorted; NULL: all */
 	const uint32_t *only;
 	size_t n_only;

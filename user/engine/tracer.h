@@ -241,6 +241,8 @@ int tracer__site_take(struct tracer *t, const struct memtrail_site_key *k,
 void tracer__sites(struct tracer *t, tracer_site_fn fn, void *ctx);
 /* The user stack with this id, innermost first; its depth, or -errno. */
 int tracer__stack(struct tracer *t, int32_t id, uint64_t ips[MEMTRAIL_SITE_DEPTH]);
+/* Drop the kernel's stacks of IDS (N): no site names them any more. */
+void tracer__stacks_forget(struct tracer *t, const int32_t *ids, size_t n);
 /* Drop what the kernel keeps of TGIDS' (N, sorted) sites, live allocations and mappings. */
 void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n);
 /* Detach and free everything; NULL is fine. */

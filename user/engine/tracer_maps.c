@@ -403,6 +403,25 @@ void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n_tgid
 	}
 }
 
+void tracer__stacks_forget(struct tracer *t, const int32_t *ids, size_t n)
+{
+	int sfd = bpf_map__fd(t->skel->maps.site_stacks), ifd = bpf_map__fd(t->skel->maps.stack_ids);
+	struct memtrail_stack st;
+	int32_t id;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t key = ids[i];
+
+		if (ids[i] < 0 || bpf_map_lookup_elem(sfd, &key, &st))
+			continue;
+		/* the content's id, unless a program gave that content another since */
+		if (!bpf_map_lookup_elem(ifd, &st, &id) && id == ids[i])
+			bpf_map_delete_elem(ifd, &st);
+		bpf_map_delete_elem(sfd, &key);
+	}
+}
+
 int tracer__py_proc(struct tracer *t, uint32_t pid, const struct memtrail_py_proc *p)
 {
 	int fd = bpf_map__fd(t->skel->maps.py_procs);
