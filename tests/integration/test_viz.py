@@ -501,7 +501,7 @@ sys.path.insert(0, sys.argv[1])
 import memtrail_marker
 memtrail_marker.phase(sys.argv[2])
 hold = b"x" * (16 << 20)
-time.sleep(0.3)
+time.sleep(1.5)   # a band wide enough for its label, however long start-up takes
 """
 
 

@@ -192,7 +192,7 @@ struct sites {
 };
 
 /* Open files at least before unused ones are closed (sites_modules_sweep) */
-#define MODULES_SWEEP_MIN 64
+#define MODULES_SWEEP_MIN 16
 
 /* Close M's file and free all it holds: its slot is free (name NULL). */
 void sites_module_close(struct module *m);
