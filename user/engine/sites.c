@@ -441,7 +441,8 @@ void sites__retire(struct sites *s, const uint32_t *pids, size_t n, sites_retire
 	for (i = 0; i < n; i++)
 		forget(s, pids[i]);
 	tracer__sites_forget(s->tracer, pids, n);
-	sites_modules_sweep(s);
+	if (s->forget_stacks)
+		sites_modules_sweep(s);	/* record keeps its files, as its stacks, to the end */
 }
 
 void sites_no_free(void *p)

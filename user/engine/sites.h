@@ -79,8 +79,9 @@ void sites__deep_free(struct sites *s, const struct memtrail_event_deep_free *e)
 const struct sites_deep_stats *sites__deep_stats(const struct sites *s);
 /*
  * From now on a retiring pid's stacks that no other pid's site names leave
- * the kernel's table too (watch and top, which keep only the living: a node
- * that runs processes all day would fill it). record keeps them.
+ * the kernel's table too, and files nothing kept names are closed (watch and
+ * top, which keep only the living: a node that runs processes all day would
+ * fill both). record keeps them.
  */
 void sites__forget_stacks(struct sites *s);
 /* Called with each retiring pid while its sites are still here (sites__collect). */
