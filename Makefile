@@ -191,6 +191,7 @@ $(OUT)/workloads/dlopen_late: | $(OUT)/standins/libcuda.so.1
 # allocation sites: frame pointers, as profiled services are built; and a
 # stripped copy (no .symtab, no DWARF) for the tests of honest [unknown] frames
 $(OUT)/workloads/sites: private CFLAGS_EXTRA := -fno-omit-frame-pointer
+$(OUT)/workloads/heap_grow: private CFLAGS_EXTRA := -fno-omit-frame-pointer
 $(OUT)/workloads/sites: private POSTLINK = strip -o $@_stripped $@
 
 # a library the unload workload maps memory from, then unloads

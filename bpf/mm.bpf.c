@@ -370,6 +370,26 @@ static __always_inline bool mapping_deep(void *ctx, struct memtrail_target *t, _
 }
 
 /*
+ * Whether a section that grew mapped memory by BYTES is a deep sample: one
+ * of map_deep_min bytes or more; or a brk that leaves the heap that large.
+ * malloc grows the brk heap by 128 KiB or so at a time, from code without
+ * frame pointers: a heap grown by many small allocations would otherwise be
+ * named "brk < __sbrk" and nothing above. A small process's first brk heap
+ * keeps the cheap stacks.
+ */
+static __always_inline bool deep_enough(const struct mm_window *w, struct mm_struct *mm,
+					__u64 bytes)
+{
+	if (bytes >= map_deep_min)
+		return true;
+#ifdef MT_NR_MMAP
+	if (w->nr == MT_NR_BRK)
+		return w->brk + bytes - BPF_CORE_READ(mm, start_brk) >= map_deep_min;
+#endif
+	return false;
+}
+
+/*
  * Mapping sites: the user stack of each section that grew mapped memory, and
  * the range it mapped, so that the munmap of that range (or the brk that
  * gives it back) credits the site that made it. Frees that match no range
@@ -405,7 +425,7 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 		}
 #endif
 		caller = 0;
-		if (map_deep && (__u64)delta + freed >= map_deep_min &&
+		if (map_deep && deep_enough(w, mm, delta + freed) &&
 		    mapping_deep(ctx, t, tgid, phase, start, delta + freed)) {
 			stack = MEMTRAIL_STACK_DEEP;
 		} else {

@@ -176,6 +176,34 @@ static void keep_live_cuts_and_counts(void **state)
 	trail__free(&t);
 }
 
+/*
+ * keep_live_and: heap sites (windows: frees unseen) count what was allocated,
+ * their in-use zeroed, the MAX_KIND most first, after the live ones.
+ */
+static void keep_live_and_ranks_heap_by_alloc(void **state)
+{
+	struct trail t;
+	struct trail_sites *ts;
+
+	(void)state;
+	trail_with_sites(&t, "["
+		SITE_LIVE("heap", "h1", "5") "," SITE_LIVE("mapped", "m1", "7") ","
+		SITE_LIVE("heap", "h2", "9") "," SITE_LIVE("mapped", "m2", "0") ","
+		SITE_LIVE("mapped", "m3", "8") "," SITE_LIVE("heap", "h3", "1") "]");
+	ts = t.targets[0].sites;
+	ts->list[0].alloc_bytes = 300;
+	ts->list[2].alloc_bytes = 100;
+	ts->list[5].alloc_bytes = 200;
+	assert_int_equal(trail_sites__keep_live_and(ts, 1, MEMTRAIL_KIND_HEAP, 2), 1);
+	assert_int_equal(ts->n, 3);
+	assert_string_equal(ts->list[0].frames[0].function, "m3");
+	assert_string_equal(ts->list[1].frames[0].function, "h1");
+	assert_string_equal(ts->list[2].frames[0].function, "h3");
+	assert_int_equal(ts->list[1].inuse_bytes, 0);
+	assert_int_equal(ts->list[2].inuse_bytes, 0);
+	trail__free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -183,6 +211,7 @@ int main(void)
 		cmocka_unit_test(sites_grouped_in_time),
 		cmocka_unit_test(top_site_sums_lines),
 		cmocka_unit_test(keep_live_cuts_and_counts),
+		cmocka_unit_test(keep_live_and_ranks_heap_by_alloc),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

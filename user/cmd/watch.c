@@ -406,6 +406,21 @@ static int opt_deep_from(void *base, const char *arg)
 	return 0;
 }
 
+static int opt_heap_budget(void *base, const char *arg)
+{
+	struct watch_opts *o = base;
+	char *end;
+	double pct = strtod(arg, &end);
+
+	if (end == arg || *end || !(pct >= 0.1 && pct <= 100)) {
+		log__error("invalid --heap-budget '%s': give a percentage of one CPU, 0.1 to 100",
+			   arg);
+		return -EINVAL;
+	}
+	o->heap_budget = pct;
+	return 0;
+}
+
 static const struct opt target_rows[] = {
 	CMDOPTS_ROW_CGROUP,
 	OPT_ROW_END,
@@ -438,6 +453,12 @@ static const struct opt watch_rows[] = {
 		   "a mapping section that grows a process's mapped memory by BYTES or more "
 		   "(default 1048576) has its stack unwound by call-frame information, with "
 		   "Python lines; smaller ones by frame pointers. 0: every section"),
+	OPT_ROW_FN("heap-budget", 0, "PCT", opt_heap_budget,
+		   "heap sites too (off by default): probe the malloc family of the processes "
+		   "whose anonymous memory grows fastest, one at a time, in windows of up to "
+		   OPT_XSTR(HEAP_NODE_WINDOW_S) " s, so that the node's CPU time in those probes stays "
+		   "within PCT percent of one CPU (0.1 to 100); a snapshot lists the heap sites "
+		   "of its process's latest windows as allocated then (not as held now)"),
 	OPT_ROW_END,
 };
 
@@ -511,12 +532,20 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
+	if (o->heap_budget > 0 && o->no_sites) {
+		log__error("--heap-budget takes heap sites: it cannot go with --no-sites");
+		return -1;
+	}
 	cmdopts__engine_config(&o->e, cfg);
 	cfg->sites = (struct tracer_sites){
 		.mapping = !o->no_sites,
 		.device = !o->no_sites,
 		.map_deep = !o->no_sites,
 		.map_deep_min = o->deep_from,
+		/* heap windows: their frees go unseen, so sites count what was allocated */
+		.heap = o->heap_budget > 0,
+		.heap_budget = o->heap_budget > 0,
+		.stacks = TRACER_STACKS,
 	};
 	return cmdopts__targets(&o->t, cfg);
 }
@@ -532,6 +561,8 @@ static int watch_sampled(void *ctx, uint64_t now)
 		tracer__lost(w->s.tracer, lost);
 		metrics__update(w->metrics, &w->s.trail, lost, now);
 	}
+	if (w->s.heap)
+		watch_heap_offer(w, now);
 	if (w->o->pressure_pct) {
 		watch_refresh_cgroups(w, now);
 		watch_check_pressure(w, now);
@@ -556,6 +587,7 @@ static int watch_turn(void *ctx, uint64_t now)
 static int open_sites(struct watch *w, const struct tracer_config *cfg)
 {
 	const struct kernel_features *kf = tracer__features(w->s.tracer);
+	const struct heap_config heap = { .budget_pct = w->o->heap_budget, .node = true };
 
 	if (w->o->no_sites)
 		return 0;
@@ -563,7 +595,7 @@ static int open_sites(struct watch *w, const struct tracer_config *cfg)
 	if (kf->f[FEAT_MAP_SITES].state != FEATURE_YES)
 		log__info("snapshots name no code that maps memory (only device allocations'): %s",
 			  kf->f[FEAT_MAP_SITES].note);
-	if (session__open_sites(&w->s, NULL))
+	if (session__open_sites(&w->s, w->o->heap_budget > 0 ? &heap : NULL))
 		return -1;
 	sites__deep_cap(w->s.sites, tracer__stacks(cfg));
 	return 0;

@@ -25,6 +25,11 @@
 #define DEFAULT_DEEP_FROM (1 << 20)
 /* a snapshot's process: its sites holding the most live bytes, this many */
 #define SNAPSHOT_SITES 64
+#define SNAPSHOT_HEAP_SITES 16	/* and heap sites (--heap-budget), by bytes allocated */
+/* --heap-budget: windows go to the HEAP_OFFERED processes whose anonymous memory grew most */
+#define HEAP_OFFERED 8
+#define HEAP_GROWTH_MS 10000		/* over this long */
+#define HEAP_GROWTH_MIN (1 << 20)	/* by this much at least */
 /* per target: phases listed (first and latest half) and phase names aggregated */
 #define WATCH_PHASE_HISTORY 8
 #define WATCH_PHASE_NAMES 8
@@ -55,6 +60,7 @@ struct watch_opts {
 	uint32_t metrics_expire_s;
 	bool no_sites;
 	uint64_t deep_from;
+	double heap_budget;	/* % of one CPU for heap probe windows; 0: no heap sites */
 };
 
 /* A memory cgroup with a limit that holds targets: watched for pressure. */
@@ -134,6 +140,8 @@ struct trail_sites *watch_sites_of(struct watch *w, const struct trail_target *t
  * live bytes, of KIND (-1: any); null when none.
  */
 json_t *watch_top_site(const struct trail_sites *ts, int kind);
+/* --heap-budget: the processes heap windows go to next, those whose anonymous memory grew most. */
+void watch_heap_offer(struct watch *w, uint64_t now);
 /* "top site: LABEL, 12.1 GiB mapped" of such an object, "" for none. */
 const char *watch_top_phrase(json_t *top, char *buf, size_t len);
 /* WHAT-PID-TIME.json */

@@ -41,7 +41,8 @@ struct trail_sites *watch_sites_of(struct watch *w, const struct trail_target *t
 	if (!w->s.sites)
 		return NULL;
 	ts = sites__collect(w->s.sites, tt);
-	if (!ts && extra && extra->n)
+	/* a process no heap window has opened on yet says so */
+	if (!ts && ((extra && extra->n) || w->s.heap))
 		ts = trail_sites__new();
 	if (!ts)
 		return NULL;
@@ -55,8 +56,15 @@ struct trail_sites *watch_sites_of(struct watch *w, const struct trail_target *t
 					ts->list[i].inuse_bytes = 0;
 		take_sites(ts, extra);
 	}
-	*left_out = trail_sites__keep_live(ts, SNAPSHOT_SITES);
-	if (!ts->n) {
+	/* heap sites under the node budget count what its windows saw allocated */
+	*left_out = trail_sites__keep_live_and(ts, SNAPSHOT_SITES,
+					       w->s.heap ? MEMTRAIL_KIND_HEAP : -1,
+					       SNAPSHOT_HEAP_SITES);
+	if (w->s.heap) {
+		ts->has_heap = true;
+		heap__sampling(w->s.heap, tt->pid, &ts->heap);
+	}
+	if (!ts->n && !w->s.heap) {
 		trail_sites__free(ts);
 		return NULL;
 	}
@@ -89,4 +97,43 @@ const char *watch_top_phrase(json_t *top, char *buf, size_t len)
 		      (int64_t)json_integer_value(json_object_get(top, "inuse_bytes")));
 	snprintf(buf, len, "top site: %s, %s %s", site, size, kind);
 	return buf;
+}
+
+/* TT's anonymous memory GROWTH_MS before NOW (its first level where it is younger). */
+static int64_t anon_before(const struct trail_target *tt, uint64_t now)
+{
+	uint64_t since = now > HEAP_GROWTH_MS ? now - HEAP_GROWTH_MS : 0;
+	size_t i;
+
+	for (i = tt->n_samples; i--;)
+		if (tt->timeline[i].t_ms <= since)
+			return tt->timeline[i].level[MEMTRAIL_KIND_RSS_ANON];
+	return tt->n_samples ? tt->timeline[0].level[MEMTRAIL_KIND_RSS_ANON] :
+	       tt->baseline[MEMTRAIL_KIND_RSS_ANON];
+}
+
+void watch_heap_offer(struct watch *w, uint64_t now)
+{
+	uint32_t pids[HEAP_OFFERED];
+	int64_t growth[HEAP_OFFERED];
+	size_t i, j, n = 0;
+
+	for (i = 0; i < w->s.trail.n_targets; i++) {
+		const struct trail_target *tt = &w->s.trail.targets[i];
+		int64_t g;
+
+		if (tt->end_ms)
+			continue;
+		g = tt->current[MEMTRAIL_KIND_RSS_ANON] - anon_before(tt, now);
+		if (g < HEAP_GROWTH_MIN || (n == HEAP_OFFERED && g <= growth[n - 1]))
+			continue;
+		/* into its place, fastest first */
+		for (j = n < HEAP_OFFERED ? n++ : n - 1; j && growth[j - 1] < g; j--) {
+			growth[j] = growth[j - 1];
+			pids[j] = pids[j - 1];
+		}
+		growth[j] = g;
+		pids[j] = tt->pid;
+	}
+	heap__node_offer(w->s.heap, pids, n);
 }

@@ -23,6 +23,8 @@
 #define BANK_MS 5000		/* credit kept at most: this much CPU time's share */
 #define WINDOW_CPU_MS 1000	/* a window opens on this much CPU time's share */
 #define CALIBRATE_PAIRS 20000	/* alloc/free pairs timed with and without probes */
+#define NODE_WINDOW_MS (HEAP_NODE_WINDOW_S * 1000)
+#define NODE_OFFERED 8		/* processes a node budget chooses its next window among */
 
 enum {
 	MALLOC = MEMTRAIL_HEAP_MALLOC, CALLOC = MEMTRAIL_HEAP_CALLOC,
@@ -157,6 +159,11 @@ struct heap_proc {
 	uint64_t allow_hits;	/* the hit at which BPF says the window is spent */
 	double close_seen_ns;	/* what closing its windows has cost, recently at most */
 	uint64_t cycles, spent;	/* windows opened, and those whose budget ran out */
+	/* under a node budget: its latest windows (a ring, n_win of them so far) */
+	struct trail_heap_window win[TRAIL_HEAP_WINDOWS];
+	uint64_t n_win;
+	uint64_t win_hits0;	/* its hits when the open window opened */
+	uint64_t tried_ms;	/* a window last opened for it, or tried (mono_ms) */
 };
 
 struct heap {
@@ -174,6 +181,17 @@ struct heap {
 		struct trail_heap sampling;
 	} *done;
 	size_t n_done, cap_done;
+	/*
+	 * A node budget (cfg.node): one account for the node, in ns of probe
+	 * time, credited with budget_pct of the time that passes and debited
+	 * with every window's hits; one window open at a time.
+	 */
+	double node_balance_ns;
+	uint64_t node_last_ms, node_next_ms;	/* mono_ms */
+	uint32_t node_pid;	/* the process whose window is open, 0: none */
+	uint32_t closing_pid;	/* the last one closed: hits go on until its probes are gone */
+	uint32_t offered[NODE_OFFERED];
+	size_t n_offered;
 };
 
 static uint64_t mono_ms(void)
@@ -443,10 +461,10 @@ void heap__prepare_command(struct heap *h, uint32_t pid, const char *path)
 	elfsym__needed(path, prepare_lib, &c);
 }
 
-void heap__scan(struct heap *h, uint32_t pid)
+/* Find the allocators PID maps now; P: its entry, NULL to make one if it maps any. */
+static struct heap_proc *scan_maps(struct heap *h, uint32_t pid, struct heap_proc *p)
 {
 	char name[64], line[4096 + 128];
-	struct heap_proc *p = NULL;
 	struct proc_map_line m;
 	ssize_t idx;
 	FILE *f;
@@ -454,7 +472,7 @@ void heap__scan(struct heap *h, uint32_t pid)
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
 	if (!f)
-		return;
+		return p;
 	while (fgets(line, sizeof(line), f)) {
 		if (!proc__parse_map(line, &m) || !m.exec || !m.path)
 			continue;
@@ -467,10 +485,19 @@ void heap__scan(struct heap *h, uint32_t pid)
 		proc_add_file(h, p, idx);
 	}
 	fclose(f);
+	return p;
+}
+
+void heap__scan(struct heap *h, uint32_t pid)
+{
+	/* under a node budget a process's allocators are found as its window opens */
+	if (!h->cfg.node)
+		scan_maps(h, pid, NULL);
 }
 
 static void sampling_now(struct heap *h, struct heap_proc *p, uint32_t pid,
 			 struct trail_heap *out);
+static void book_hits(struct heap *h, struct heap_proc *p);
 
 void heap__forget(struct heap *h, uint32_t pid)
 {
@@ -479,7 +506,16 @@ void heap__forget(struct heap *h, uint32_t pid)
 
 	if (!p)
 		return;
-	if (!array__grow((void **)&h->done, &h->cap_done, h->n_done + 1, sizeof(*h->done))) {
+	if (h->cfg.node) {
+		/* watch keeps no ended process: its windows were said in its snapshots */
+		if (p->on)
+			book_hits(h, p);
+		if (h->node_pid == pid)
+			h->node_pid = 0;
+		if (h->closing_pid == pid)
+			h->closing_pid = 0;
+	} else if (!array__grow((void **)&h->done, &h->cap_done, h->n_done + 1,
+				sizeof(*h->done))) {
 		h->done[h->n_done].pid = pid;
 		sampling_now(h, p, pid, &h->done[h->n_done].sampling);
 		h->n_done++;
@@ -518,8 +554,11 @@ static bool proc_cpu_ns(uint32_t pid, uint64_t *ns)
 static void book_hits(struct heap *h, struct heap_proc *p)
 {
 	uint64_t hits = tracer__heap_hits(h->tracer, p->pid);
+	double *balance = h->cfg.node ? &h->node_balance_ns : &p->balance_ns;
 
-	p->balance_ns -= (double)(hits - p->hits_booked) * h->cost_ns;
+	if (hits < p->hits_booked)
+		hits = p->hits_booked;	/* its target gone from the kernel's table: nothing more */
+	*balance -= (double)(hits - p->hits_booked) * h->cost_ns;
 	p->hits_booked = hits;
 }
 
@@ -549,10 +588,10 @@ static void window_close(struct heap *h, struct heap_proc *p, uint64_t decided)
 		p->close_seen_ns = h->cost_ns;
 }
 
-/* Tell BPF the hit at which P's credit, less the closing, is spent. */
+/* Tell BPF the hit at which P's credit (the node's under a node budget), less the closing, is spent. */
 static bool window_allow(struct heap *h, struct heap_proc *p)
 {
-	double spend = p->balance_ns - closing_cost_ns(h, p);
+	double spend = (h->cfg.node ? h->node_balance_ns : p->balance_ns) - closing_cost_ns(h, p);
 
 	if (spend < h->cost_ns)
 		return false;
@@ -604,11 +643,124 @@ static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 	}
 }
 
+/*
+ * The node budget. Every TICK_MS the node's account is credited with
+ * budget_pct of the time passed and debited with the hits of the window
+ * open (and of the one last closed, whose probes may still be going). A
+ * window opens while none is and the account holds what one second's
+ * share buys plus what closing will cost; it closes when BPF says its
+ * share is spent, after NODE_WINDOW_MS, or when its process ends. So
+ * probe time over any span stays within budget_pct of it, plus the
+ * account's cap (BANK_MS's share) and one closing's overshoot, which is
+ * paid back before the next window opens.
+ */
+static void node_close(struct heap *h, struct heap_proc *p, uint64_t decided, uint64_t now_ms)
+{
+	struct trail_heap_window *w = &p->win[(p->n_win - 1) % TRAIL_HEAP_WINDOWS];
+
+	window_close(h, p, decided);
+	w->end_ms = now_ms > w->start_ms ? now_ms : w->start_ms + 1;
+	w->hits = p->hits_booked - p->win_hits0;
+	h->node_pid = 0;
+	h->closing_pid = p->pid;
+	log__debug("heap: %u's window closed: %" PRIu64 " hits in %" PRIu64 " ms, %.1f us "
+		   "of credit left", p->pid, w->hits, w->end_ms - w->start_ms,
+		   h->node_balance_ns / 1000);
+}
+
+/* The offered process whose last window (or try) is the oldest, most wanted first on a tie. */
+static uint32_t node_next(struct heap *h)
+{
+	uint64_t oldest = UINT64_MAX;
+	uint32_t pid = 0;
+	size_t i;
+
+	for (i = 0; i < h->n_offered; i++) {
+		struct heap_proc *p = proc_get(h, h->offered[i], false);
+		uint64_t t = p ? p->tried_ms : 0;
+
+		if (t < oldest) {
+			oldest = t;
+			pid = h->offered[i];
+		}
+	}
+	return pid;
+}
+
+static void node_open(struct heap *h, uint64_t now_ms)
+{
+	uint32_t pid = node_next(h);
+	struct heap_proc *p;
+	struct trail_heap_window *w;
+
+	if (!pid)
+		return;
+	p = proc_get(h, pid, true);
+	if (!p)
+		return;
+	p->tried_ms = mono_ms();
+	/* its allocators as mapped now (a library loaded since the last window too) */
+	scan_maps(h, pid, p);
+	if (!p->n_links)
+		return;	/* no allocator memtrail knows (a static binary): the next one */
+	p->hits_booked = p->win_hits0 = tracer__heap_hits(h->tracer, pid);
+	if (!window_allow(h, p))
+		return;
+	p->cycles++;
+	proc_switch(h, p, true);
+	w = &p->win[p->n_win++ % TRAIL_HEAP_WINDOWS];
+	*w = (struct trail_heap_window){ .start_ms = now_ms };
+	h->node_pid = pid;
+	log__debug("heap: window open for %u, up to %" PRIu64 " hits", pid,
+		   p->allow_hits - p->hits_booked);
+}
+
+static void node_tick(struct heap *h, uint64_t now_ms)
+{
+	double pct = h->cfg.budget_pct / 100.0, bank = BANK_MS * 1e6 * pct, opening;
+	uint64_t mono = mono_ms();
+	struct heap_proc *p;
+
+	if (mono < h->node_next_ms)
+		return;
+	opening = 1.5 * h->close_ns + WINDOW_CPU_MS * 1e6 * pct;
+	/* the first window opens on credit, as a bank's worth would */
+	h->node_balance_ns += h->node_last_ms ? (double)(mono - h->node_last_ms) * 1e6 * pct :
+				opening;
+	h->node_last_ms = mono;
+	h->node_next_ms = mono + TICK_MS;
+	if (h->closing_pid && (p = proc_get(h, h->closing_pid, false)))
+		book_hits(h, p);
+	p = h->node_pid ? proc_get(h, h->node_pid, false) : NULL;
+	if (p && p->on) {
+		book_hits(h, p);
+		if (mono - p->on_since_ms >= NODE_WINDOW_MS || !window_allow(h, p))
+			node_close(h, p, p->hits_booked, now_ms);
+		return;
+	}
+	h->node_pid = 0;
+	if (bank < 2 * opening)
+		bank = 2 * opening;
+	if (h->node_balance_ns > bank)
+		h->node_balance_ns = bank;
+	if (h->node_balance_ns >= opening)
+		node_open(h, now_ms);
+}
+
+void heap__node_offer(struct heap *h, const uint32_t *pids, size_t n)
+{
+	h->n_offered = n < NODE_OFFERED ? n : NODE_OFFERED;
+	memcpy(h->offered, pids, h->n_offered * sizeof(*pids));
+}
+
 void heap__tick(struct heap *h, uint64_t now_ms)
 {
 	size_t i;
 
-	(void)now_ms;
+	if (h->cfg.node) {
+		node_tick(h, now_ms);
+		return;
+	}
 	if (h->cfg.budget_pct <= 0)
 		return;
 	now_ms = mono_ms();
@@ -621,13 +773,16 @@ void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms)
 {
 	struct heap_proc *p = proc_get(h, pid, false);
 
-	(void)now_ms;
 	if (!p || !p->on || h->cfg.budget_pct <= 0)
 		return;
 	p->spent++;
-	window_close(h, p, p->allow_hits);
-	log__debug("heap: %u spent its budget; probes off at %" PRIu64 " hits, %.1f us owed",
-		   pid, p->hits_booked, p->balance_ns < 0 ? -p->balance_ns / 1000 : 0.0);
+	if (h->cfg.node)
+		node_close(h, p, p->allow_hits, now_ms);
+	else
+		window_close(h, p, p->allow_hits);
+	if (!h->cfg.node)
+		log__debug("heap: %u spent its budget; probes off at %" PRIu64 " hits, %.1f us owed",
+			   pid, p->hits_booked, p->balance_ns < 0 ? -p->balance_ns / 1000 : 0.0);
 }
 
 /* How P (NULL: never probed) of PID was sampled, as of now, into OUT. */
@@ -638,7 +793,7 @@ static void sampling_now(struct heap *h, struct heap_proc *p, uint32_t pid,
 	bool budget = h->cfg.budget_pct > 0;
 
 	*out = (struct trail_heap){
-		.mode = budget ? TRAIL_HEAP_BUDGET :
+		.mode = h->cfg.node ? TRAIL_HEAP_NODE : budget ? TRAIL_HEAP_BUDGET :
 			h->cfg.sample_bytes ? TRAIL_HEAP_SAMPLED : TRAIL_HEAP_FULL,
 		.sample_bytes = h->cfg.sample_bytes, .inuse = !budget, .probe_hits = hits,
 		.budget_pct = budget ? h->cfg.budget_pct : 0,
@@ -655,6 +810,22 @@ static void sampling_now(struct heap *h, struct heap_proc *p, uint32_t pid,
 	on_ms = p->on_ms + (p->on ? now_ms - p->on_since_ms : 0);
 	total_ms = now_ms - p->first_ms;
 	out->coverage = total_ms ? (double)on_ms / total_ms : 1.0;
+	if (h->cfg.node) {
+		uint64_t i = p->n_win > TRAIL_HEAP_WINDOWS ? p->n_win - TRAIL_HEAP_WINDOWS : 0;
+
+		out->cycles = p->cycles;
+		out->cycles_spent = p->spent;
+		out->close_ms = h->detach_ns / 1e6;
+		out->close_cost_ms = p->close_seen_ns / 1e6;
+		for (; i < p->n_win; i++) {
+			struct trail_heap_window *w = &out->windows[out->n_windows++];
+
+			*w = p->win[i % TRAIL_HEAP_WINDOWS];
+			if (!w->end_ms)	/* open: its hits so far */
+				w->hits = hits - p->win_hits0;
+		}
+		return;
+	}
 	if (!budget)
 		return;
 	out->cycles = p->cycles;

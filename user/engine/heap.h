@@ -18,9 +18,17 @@
 
 struct heap;
 
+/* Under a node budget a window lasts this long at most: then the next process's. */
+#define HEAP_NODE_WINDOW_S 2
+
 struct heap_config {
 	double budget_pct;	/* 0: probes stay on (full coverage) */
 	uint64_t sample_bytes;	/* 0: every allocation */
+	/*
+	 * budget_pct is of one CPU, for the node: one window at a time, opened
+	 * on the processes heap__node_offer names (watch --heap-budget)
+	 */
+	bool node;
 };
 
 /* 0 or -errno (logged). Measures the probes' cost per hit when a budget is set. */
@@ -33,7 +41,12 @@ void heap__prepare_command(struct heap *h, uint32_t pid, const char *path);
 void heap__scan(struct heap *h, uint32_t pid);
 /* PID ended: its links go. */
 void heap__forget(struct heap *h, uint32_t pid);
-/* The budget's cycles. */
+/*
+ * Node budget: the processes to open windows on next, most wanted first
+ * (those whose anonymous memory grows fastest); replaces the last offer.
+ */
+void heap__node_offer(struct heap *h, const uint32_t *pids, size_t n);
+/* The budget's cycles (NOW_MS: the session's clock, windows are said in it). */
 void heap__tick(struct heap *h, uint64_t now_ms);
 /* PID's probes spent this cycle's budget. */
 void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms);

@@ -301,7 +301,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 		bpf_program__set_autoattach(s->progs.mt_heap_entry, false);
 		bpf_program__set_autoattach(s->progs.mt_heap_return, false);
 	}
-	/* no heap probes, no live heap allocations: a million-bucket table is 16 MiB */
+	/* no live heap allocations kept (no heap probes, or windows): a million-bucket table is 16 MiB */
 	/*
 	 * deep samples are 16 KiB each: room for a burst of them while user
 	 * space unwinds (fewer where only large mapping sections are deep)
@@ -310,7 +310,8 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	     bpf_map__set_max_entries(s->maps.events,
 				      cfg->sites.heap_deep || !cfg->sites.map_deep_min ?
 				      TRACER_RING_DEEP : TRACER_RING_DEEP_LARGE)) ||
-	    (!heap && bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
+	    ((!heap || !cfg->sites.heap_track) &&
+	     bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
 	    bpf_map__set_max_entries(s->maps.site_stacks, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.stack_ids, tracer__stacks(cfg)) ||
 	    bpf_map__set_max_entries(s->maps.targets, n) ||

@@ -20,6 +20,7 @@ static const char *const heap_modes[] = {
 	[TRAIL_HEAP_FULL] = "full",
 	[TRAIL_HEAP_SAMPLED] = "sampled",
 	[TRAIL_HEAP_BUDGET] = "budget",
+	[TRAIL_HEAP_NODE] = "node-budget",
 };
 
 struct trail_sites *trail_sites__new(void)
@@ -101,19 +102,41 @@ static int by_inuse(const void *a, const void *b)
 
 size_t trail_sites__keep_live(struct trail_sites *ts, size_t max)
 {
-	size_t i, n;
+	return trail_sites__keep_live_and(ts, max, -1, 0);
+}
 
-	if (ts->n > 1)
-		qsort(ts->list, ts->n, sizeof(*ts->list), by_inuse);
-	size_t cut = 0;
+size_t trail_sites__keep_live_and(struct trail_sites *ts, size_t max, int kind, size_t max_kind)
+{
+	size_t i, n = 0, live = 0, cut = 0, m;
+	struct trail_site tmp;
 
-	for (n = 0; n < ts->n && n < max && ts->list[n].inuse_bytes; n++)
+	/* KIND's sites to the end, their in-use figures zeroed: they count what was allocated */
+	for (i = 0; i < ts->n; i++) {
+		if (ts->list[i].kind == kind) {
+			ts->list[i].inuse_bytes = 0;
+			ts->list[i].inuse_objects = 0;
+			continue;
+		}
+		tmp = ts->list[live];
+		ts->list[live++] = ts->list[i];
+		ts->list[i] = tmp;
+	}
+	if (live > 1)
+		qsort(ts->list, live, sizeof(*ts->list), by_inuse);
+	if (ts->n - live > 1)
+		qsort(ts->list + live, ts->n - live, sizeof(*ts->list), by_bytes);
+	for (n = 0; n < live && n < max && ts->list[n].inuse_bytes; n++)
 		;
-	for (i = n; i < ts->n; i++) {
+	for (i = n; i < live; i++) {
 		cut += ts->list[i].inuse_bytes != 0;
 		site_free(&ts->list[i]);
 	}
-	ts->n = n;
+	for (m = 0; live + m < ts->n && m < max_kind && ts->list[live + m].alloc_bytes; m++)
+		;
+	for (i = live + m; i < ts->n; i++)
+		site_free(&ts->list[i]);
+	memmove(ts->list + n, ts->list + live, m * sizeof(*ts->list));
+	ts->n = n + m;
 	return cut;
 }
 
@@ -192,6 +215,25 @@ static json_t *heap_json(const struct trail_heap *h)
 		json_object_set_new(o, "close_cost_ms", json_real(h->close_cost_ms));
 		if (h->has_target_cpu)
 			json_object_set_new(o, "target_cpu_ms", json_real(h->target_cpu_ms));
+	}
+	if (h->mode == TRAIL_HEAP_NODE) {
+		json_t *list = json_array();
+		size_t i;
+
+		json_object_set_new(o, "budget_pct", json_real(h->budget_pct));
+		json_object_set_new(o, "cycles", json_integer((json_int_t)h->cycles));
+		json_object_set_new(o, "cycles_spent", json_integer((json_int_t)h->cycles_spent));
+		json_object_set_new(o, "close_ms", json_real(h->close_ms));
+		json_object_set_new(o, "close_cost_ms", json_real(h->close_cost_ms));
+		for (i = 0; list && i < h->n_windows; i++) {
+			const struct trail_heap_window *w = &h->windows[i];
+
+			json_array_append_new(list, json_pack("{s:I, s:o, s:I}", "start_ms",
+							      (json_int_t)w->start_ms, "end_ms",
+							      w->end_ms ? json_integer((json_int_t)w->end_ms) :
+							      json_null(), "hits", (json_int_t)w->hits));
+		}
+		json_object_set_new(o, "windows", list);
 	}
 	return o;
 }
@@ -283,6 +325,38 @@ int trail_frame__from_json(struct schema *s, json_t *v, struct trail_frame *fr)
 	return 0;
 }
 
+/* A node budget's windows, the latest TRAIL_HEAP_WINDOWS of them. */
+static int read_windows(struct schema *s, json_t *v, struct trail_heap *h)
+{
+	json_t *list, *w;
+	size_t at, in, i;
+
+	if (schema__array(s, v, "windows", 0, &list) < 0)
+		return -1;
+	if (!list)
+		return 0;
+	at = schema__key(s, "windows");
+	json_array_foreach(list, i, w) {
+		struct trail_heap_window *hw = &h->windows[h->n_windows];
+		json_t *end;
+
+		in = schema__index(s, i);
+		if (i >= TRAIL_HEAP_WINDOWS)
+			return schema__fail(s, "more than %d windows", TRAIL_HEAP_WINDOWS);
+		end = json_object_get(w, "end_ms");
+		if (schema__is_object(s, w) < 0 ||
+		    schema__size(s, w, "start_ms", SCHEMA_NEED, &hw->start_ms) < 0 ||
+		    (end && !json_is_null(end) &&
+		     schema__size(s, w, "end_ms", 0, &hw->end_ms) < 0) ||
+		    schema__size(s, w, "hits", 0, &hw->hits) < 0)
+			return -1;
+		h->n_windows++;
+		schema__up(s, in);
+	}
+	schema__up(s, at);
+	return 0;
+}
+
 static int read_heap(struct schema *s, json_t *v, struct trail_heap *h)
 {
 	size_t at = schema__key(s, "heap"), i;
@@ -311,7 +385,8 @@ static int read_heap(struct schema *s, json_t *v, struct trail_heap *h)
 	    schema__num(s, v, "budget_pct", 0, 0, 100, &h->budget_pct) < 0 ||
 	    schema__num(s, v, "close_ms", 0, 0, 1e18, &h->close_ms) < 0 ||
 	    schema__num(s, v, "close_cost_ms", 0, 0, 1e18, &h->close_cost_ms) < 0 ||
-	    schema__num(s, v, "target_cpu_ms", 0, 0, 1e18, &h->target_cpu_ms) < 0)
+	    schema__num(s, v, "target_cpu_ms", 0, 0, 1e18, &h->target_cpu_ms) < 0 ||
+	    read_windows(s, v, h) < 0)
 		return -1;
 	schema__up(s, at);
 	return 0;

@@ -47,7 +47,15 @@ struct trail_site {
 	size_t n_frames;
 };
 
-enum trail_heap_mode { TRAIL_HEAP_FULL, TRAIL_HEAP_SAMPLED, TRAIL_HEAP_BUDGET };
+enum trail_heap_mode { TRAIL_HEAP_FULL, TRAIL_HEAP_SAMPLED, TRAIL_HEAP_BUDGET, TRAIL_HEAP_NODE };
+
+#define TRAIL_HEAP_WINDOWS 4	/* a node budget's windows kept per process, the latest */
+
+/* A time the heap probes were on, in ms since the trail started, and the calls they saw. */
+struct trail_heap_window {
+	uint64_t start_ms, end_ms;	/* end 0: still open */
+	uint64_t hits;
+};
 
 /* How the heap probes saw a target (record --heap, --overhead-budget). */
 struct trail_heap {
@@ -64,6 +72,9 @@ struct trail_heap {
 	double close_ms, close_cost_ms;
 	bool has_target_cpu;
 	double target_cpu_ms;
+	/* under a node budget (TRAIL_HEAP_NODE): budget_pct, cycles and the latest windows */
+	struct trail_heap_window windows[TRAIL_HEAP_WINDOWS];
+	size_t n_windows;
 };
 
 struct trail_sites {
@@ -86,6 +97,12 @@ void trail_sites__sort(struct trail_sites *ts);
  * holding none go too. Returns how many that held some went.
  */
 size_t trail_sites__keep_live(struct trail_sites *ts, size_t max);
+/*
+ * The same, but KIND's sites (-1: none) count what was allocated, not what is
+ * held (heap windows, their frees unseen): their in-use figures are zeroed
+ * and the MAX_KIND of them with the most bytes allocated are kept, after the rest.
+ */
+size_t trail_sites__keep_live_and(struct trail_sites *ts, size_t max, int kind, size_t max_kind);
 /* "heap", "mapped", ..., "faults"; "?" for no kind of site. */
 const char *trail_site__kind_name(int kind);
 const char *trail_heap__mode_name(enum trail_heap_mode mode);
