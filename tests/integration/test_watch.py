@@ -608,6 +608,8 @@ def test_heap_budget_names_the_growing_malloc():
     measured cost within 2% of the time watch ran, plus the bank (5 s's
     share) and one window's closing (memtrail's own books: the rule as it
     keeps it)."""
+    one_line_error(run([MEMTRAIL, "watch", "--heap-budget", "2", "--no-sites"]),
+                   "--heap-budget", "--no-sites")
     ids = new_pod_ids()
     w = Watch(["--pods-dir", pods_dir(ids[0]), "--heap-budget", "2"])
     path, rel, limit, uid, cid = kubelet_memcg(384 * MiB, ids)

@@ -455,10 +455,11 @@ static const struct opt watch_rows[] = {
 		   "Python lines; smaller ones by frame pointers. 0: every section"),
 	OPT_ROW_FN("heap-budget", 0, "PCT", opt_heap_budget,
 		   "heap sites too (off by default): probe the malloc family of the processes "
-		   "whose anonymous memory grows fastest, one at a time, in windows of up to "
-		   OPT_XSTR(HEAP_NODE_WINDOW_S) " s, so that the node's CPU time in those probes stays "
-		   "within PCT percent of one CPU (0.1 to 100); a snapshot lists the heap sites "
-		   "of its process's latest windows as allocated then (not as held now)"),
+		   "whose anonymous memory grows fastest (by 1 MiB or more over 10 s), one at a "
+		   "time, in windows of up to " OPT_XSTR(HEAP_NODE_WINDOW_S) " s, so that the "
+		   "node's CPU time in those probes stays within PCT percent of one CPU (0.1 to "
+		   "100); a snapshot lists the heap sites of its process's windows by bytes "
+		   "allocated while they were open (not as held now)"),
 	OPT_ROW_END,
 };
 
@@ -532,10 +533,6 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	if (o->heap_budget > 0 && o->no_sites) {
-		log__error("--heap-budget takes heap sites: it cannot go with --no-sites");
-		return -1;
-	}
 	cmdopts__engine_config(&o->e, cfg);
 	cfg->sites = (struct tracer_sites){
 		.mapping = !o->no_sites,
@@ -644,6 +641,10 @@ int cmd_watch(int argc, char **argv)
 	k = parse_opts(argc, argv, &o);
 	if (k)
 		return k > 0 ? 0 : 2;
+	if (o.heap_budget > 0 && o.no_sites) {
+		log__error("--heap-budget takes heap sites: it cannot go with --no-sites");
+		return 2;
+	}
 	/* before the directory is made: nothing is left by a run that cannot trace */
 	if (tracer__check_caps() || build_config(&o, &cfg) || watch_check_dir(o.dir))
 		return 1;

@@ -28,7 +28,7 @@
 #define SNAPSHOT_HEAP_SITES 16	/* and heap sites (--heap-budget), by bytes allocated */
 /* --heap-budget: windows go to the HEAP_OFFERED processes whose anonymous memory grew most */
 #define HEAP_OFFERED 8
-#define HEAP_GROWTH_MS 10000		/* over this long */
+#define HEAP_GROWTH_MS 10000		/* over this long (its --help says so) */
 #define HEAP_GROWTH_MIN (1 << 20)	/* by this much at least */
 /* per target: phases listed (first and latest half) and phase names aggregated */
 #define WATCH_PHASE_HISTORY 8
