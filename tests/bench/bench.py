@@ -288,11 +288,22 @@ def watch_idle_cpu(n=2000, seconds=30, extra=()):
             subprocess.run(["rm", "-rf", d])
 
 
-def bpf_run_ns():
-    """Total run time of memtrail's BPF programs so far (bpf_stats on)."""
+def bpf_prog_stats():
+    """{name: [run_time_ns, run_cnt]} of memtrail's BPF programs so far (bpf_stats on)."""
     progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True,
                                       text=True, check=True).stdout)
-    return sum(p.get("run_time_ns", 0) for p in progs if p.get("name", "").startswith("mt_"))
+    out = {}
+    for p in progs:
+        if p.get("name", "").startswith("mt_"):
+            s = out.setdefault(p["name"], [0, 0])
+            s[0] += p.get("run_time_ns", 0)
+            s[1] += p.get("run_cnt", 0)
+    return out
+
+
+def bpf_run_ns():
+    """Total run time of memtrail's BPF programs so far (bpf_stats on)."""
+    return sum(v[0] for v in bpf_prog_stats().values())
 
 
 def vm_rss_kib(pid):
@@ -313,7 +324,7 @@ def storm_floor(rate, seconds, idle):
                            capture_output=True, text=True, check=True)
     got, floor = json.loads(p.stdout.splitlines()[-1]), json.loads(p.stderr.splitlines()[-1])
     return {"started": got["started"], "seconds": got["seconds"], "hits": floor["floor_hits"],
-            "bpf": floor["floor_run_ns"] / 1e9 / got["seconds"]}
+            "bpf": floor["floor_run_ns"] / 1e9 / got["seconds"], "runs": floor.get("runs", {})}
 
 
 def storm(mode, rate, seconds, idle, extra=()):
@@ -331,14 +342,26 @@ def storm(mode, rate, seconds, idle, extra=()):
             m = start(args)
             time.sleep(2)  # past the start-up scan
             rss0 = vm_rss_kib(m.pid)
-            c0, b0 = cpu_seconds(m.pid), bpf_run_ns()
-            p = subprocess.run([os.path.join(WL, "storm"), str(rate), str(seconds)],
-                               capture_output=True, text=True, check=True)
-            c1, b1 = cpu_seconds(m.pid), bpf_run_ns()
+            c0, b0, p0 = cpu_seconds(m.pid), bpf_run_ns(), bpf_prog_stats()
+            # VmRSS every tenth of the storm: a leak climbs, a working set levels off
+            p = subprocess.Popen([os.path.join(WL, "storm"), str(rate), str(seconds)],
+                                 stdout=subprocess.PIPE, text=True)
+            along, step = [], max(seconds / 10, 1)
+            while True:
+                try:
+                    stdout = p.communicate(timeout=step)[0]
+                    break
+                except subprocess.TimeoutExpired:
+                    along.append(vm_rss_kib(m.pid))
+            if p.returncode:
+                raise RuntimeError(f"the storm failed: {p.returncode}")
+            c1, b1, p1 = cpu_seconds(m.pid), bpf_run_ns(), bpf_prog_stats()
             rss1 = vm_rss_kib(m.pid)
+            time.sleep(3)  # its last processes retired (250 ms) and their files closed
+            rest = vm_rss_kib(m.pid)
             m.send_signal(2)
             err = m.communicate()[1]
-        got = json.loads(p.stdout.splitlines()[-1])
+        got = json.loads(stdout.splitlines()[-1])
         lost = [l.split("lost ", 1)[1] for l in err.splitlines() if "lost " in l]
         if mode == "record":
             with open(out) as f:
@@ -346,7 +369,10 @@ def storm(mode, rate, seconds, idle, extra=()):
         size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
         return {"started": got["started"], "seconds": got["seconds"],
                 "user_sys": (c1 - c0) / got["seconds"], "bpf": (b1 - b0) / 1e9 / got["seconds"],
-                "rss0": rss0, "rss1": rss1, "lost": lost, "bytes": size}
+                "progs": {k: [v[0] - p0.get(k, [0, 0])[0], v[1] - p0.get(k, [0, 0])[1]]
+                          for k, v in p1.items()},
+                "rss0": rss0, "rss1": rss1, "along": along, "rest": rest, "lost": lost,
+                "bytes": size}
     finally:
         subprocess.run(["rm", "-rf", d])
 
@@ -363,9 +389,16 @@ def print_storm(mode, rate, seconds, idle, floor, extra=()):
           f"a process: {r['user_sys'] * r['seconds'] / r['started'] * 1e6:.0f} us + "
           f"{r['bpf'] * r['seconds'] / r['started'] * 1e6:.0f} us, {each / floor_each:.1f}x "
           f"the floor's {floor_each * 1e6:.0f} us), "
-          f"VmRSS {r['rss0'] / 1024:.1f} -> {r['rss1'] / 1024:.1f} MiB, "
+          f"VmRSS {r['rss0'] / 1024:.1f} -> {r['rss1'] / 1024:.1f} MiB (along the storm: "
+          f"{', '.join(f'{x / 1024:.1f}' for x in r['along'])}; 3 s after: "
+          f"{r['rest'] / 1024:.1f}), "
           f"lost {', '.join(r['lost']) or 'nothing'}, wrote {r['bytes'] / 1024:.0f} KiB",
           flush=True)
+    # where the BPF time goes: the programs that took most, per process
+    top = sorted(r["progs"].items(), key=lambda kv: -kv[1][0])[:6]
+    print("  BPF a process, by program: " + ", ".join(
+        f"{k} {v[0] / r['started'] / 1000:.1f} us ({v[1] / r['started']:.0f} runs)"
+        for k, v in top), flush=True)
 
 
 def print_storm_floor(rate, seconds, idle):
@@ -374,7 +407,9 @@ def print_storm_floor(rate, seconds, idle):
           f"{f['seconds']:.0f} s beside {idle} idle processes, no memtrail: programs that only "
           f"count on the hooks watch takes used {f['bpf'] * 100:.2f}% of one core, "
           f"{f['bpf'] * f['seconds'] / f['started'] * 1e6:.1f} us and "
-          f"{f['hits'] / f['started']:.0f} hooks a process", flush=True)
+          f"{f['hits'] / f['started']:.0f} hooks a process ("
+          + ", ".join(f"{k} {v / f['started']:.1f}" for k, v in
+                      sorted(f["runs"].items(), key=lambda kv: -kv[1])) + ")", flush=True)
     return f
 
 

@@ -135,15 +135,25 @@ int main(int argc, char **argv)
 		for (i = 0; i < (size_t)ncpu; i++)
 			total += per_cpu[i];
 	free(per_cpu);
+	char by_hook[1024] = "";
+	size_t used = 0;
+
 	for (i = 0; kernel_hooks && i < n_hooks; i++) {
 		struct bpf_prog_info info = {};
 		__u32 len = sizeof(info);
 
-		if (!bpf_obj_get_info_by_fd(bpf_program__fd(hooks[i]), &info, &len))
-			run_ns += info.run_time_ns;
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(hooks[i]), &info, &len))
+			continue;
+		run_ns += info.run_time_ns;
+		/* each hook's runs: which of them a process takes most */
+		if (used < sizeof(by_hook))
+			used += snprintf(by_hook + used, sizeof(by_hook) - used, "%s\"%s\": %llu",
+					 used ? ", " : "", bpf_program__name(hooks[i]) + 6,
+					 (unsigned long long)info.run_cnt);
 	}
 	if (kernel_hooks)
-		fprintf(stderr, "{\"floor_hits\": %llu, \"floor_run_ns\": %llu}\n", total, run_ns);
+		fprintf(stderr, "{\"floor_hits\": %llu, \"floor_run_ns\": %llu, \"runs\": {%s}}\n",
+			total, run_ns, by_hook);
 	else
 		fprintf(stderr, "{\"floor_hits\": %llu}\n", total);
 	ret = 0;
