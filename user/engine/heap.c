@@ -162,7 +162,8 @@ struct heap_proc {
 	/* under a node budget: its latest windows (a ring, n_win of them so far) */
 	struct trail_heap_window win[TRAIL_HEAP_WINDOWS];
 	uint64_t n_win;
-	uint64_t win_hits0;	/* its hits when the open window opened */
+	uint64_t win_hits0;	/* its hits when the last window opened */
+	uint64_t decided;	/* the hit at which its last window was closed */
 	uint64_t tried_ms;	/* a window last opened for it, or tried (mono_ms) */
 };
 
@@ -187,6 +188,7 @@ struct heap {
 	 * with every window's hits; one window open at a time.
 	 */
 	double node_balance_ns;
+	double node_bank_ns;	/* the most it holds between windows */
 	uint64_t node_last_ms, node_next_ms;	/* mono_ms */
 	uint32_t node_pid;	/* the process whose window is open, 0: none */
 	uint32_t closing_pid;	/* the last one closed: hits go on until its probes are gone */
@@ -659,6 +661,7 @@ static void node_close(struct heap *h, struct heap_proc *p, uint64_t decided, ui
 	struct trail_heap_window *w = &p->win[(p->n_win - 1) % TRAIL_HEAP_WINDOWS];
 
 	window_close(h, p, decided);
+	p->decided = decided;
 	w->end_ms = now_ms > w->start_ms ? now_ms : w->start_ms + 1;
 	w->hits = p->hits_booked - p->win_hits0;
 	h->node_pid = 0;
@@ -666,6 +669,23 @@ static void node_close(struct heap *h, struct heap_proc *p, uint64_t decided, ui
 	log__debug("heap: %u's window closed: %" PRIu64 " hits in %" PRIu64 " ms, %.1f us "
 		   "of credit left", p->pid, w->hits, w->end_ms - w->start_ms,
 		   h->node_balance_ns / 1000);
+}
+
+/*
+ * The hits of P's last window taken since it closed (its probes go one by
+ * one, slowly on an old kernel's links): paid, and part of what closing
+ * costs, so that the next windows keep that much back.
+ */
+static void node_late(struct heap *h, struct heap_proc *p)
+{
+	double over;
+
+	book_hits(h, p);
+	over = p->hits_booked > p->decided ? (double)(p->hits_booked - p->decided) * h->cost_ns : 0;
+	if (over > p->close_seen_ns)
+		p->close_seen_ns = over;
+	if (p->n_win)
+		p->win[(p->n_win - 1) % TRAIL_HEAP_WINDOWS].hits = p->hits_booked - p->win_hits0;
 }
 
 /* The offered process whose last window (or try) is the oldest, most wanted first on a tie. */
@@ -730,7 +750,7 @@ static void node_tick(struct heap *h, uint64_t now_ms)
 	h->node_last_ms = mono;
 	h->node_next_ms = mono + TICK_MS;
 	if (h->closing_pid && (p = proc_get(h, h->closing_pid, false)))
-		book_hits(h, p);
+		node_late(h, p);
 	p = h->node_pid ? proc_get(h, h->node_pid, false) : NULL;
 	if (p && p->on) {
 		book_hits(h, p);
@@ -741,6 +761,7 @@ static void node_tick(struct heap *h, uint64_t now_ms)
 	h->node_pid = 0;
 	if (bank < 2 * opening)
 		bank = 2 * opening;
+	h->node_bank_ns = bank;
 	if (h->node_balance_ns > bank)
 		h->node_balance_ns = bank;
 	if (h->node_balance_ns >= opening)
@@ -817,11 +838,16 @@ static void sampling_now(struct heap *h, struct heap_proc *p, uint32_t pid,
 		out->cycles_spent = p->spent;
 		out->close_ms = h->detach_ns / 1e6;
 		out->close_cost_ms = p->close_seen_ns / 1e6;
+		out->bank_ms = h->node_bank_ns / 1e6;
+		/* the last window's hits so far: open, or closed with its probes maybe still going */
+		if (p->n_win && !p->on && hits > p->decided &&
+		    (hits - p->decided) * h->cost_ns / 1e6 > out->close_cost_ms)
+			out->close_cost_ms = (hits - p->decided) * h->cost_ns / 1e6;
 		for (; i < p->n_win; i++) {
 			struct trail_heap_window *w = &out->windows[out->n_windows++];
 
 			*w = p->win[i % TRAIL_HEAP_WINDOWS];
-			if (!w->end_ms)	/* open: its hits so far */
+			if (i == p->n_win - 1 && hits > p->win_hits0)
 				w->hits = hits - p->win_hits0;
 		}
 		return;

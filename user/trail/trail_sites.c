@@ -225,6 +225,7 @@ static json_t *heap_json(const struct trail_heap *h)
 		json_object_set_new(o, "cycles_spent", json_integer((json_int_t)h->cycles_spent));
 		json_object_set_new(o, "close_ms", json_real(h->close_ms));
 		json_object_set_new(o, "close_cost_ms", json_real(h->close_cost_ms));
+		json_object_set_new(o, "bank_ms", json_real(h->bank_ms));
 		for (i = 0; list && i < h->n_windows; i++) {
 			const struct trail_heap_window *w = &h->windows[i];
 
@@ -386,6 +387,7 @@ static int read_heap(struct schema *s, json_t *v, struct trail_heap *h)
 	    schema__num(s, v, "close_ms", 0, 0, 1e18, &h->close_ms) < 0 ||
 	    schema__num(s, v, "close_cost_ms", 0, 0, 1e18, &h->close_cost_ms) < 0 ||
 	    schema__num(s, v, "target_cpu_ms", 0, 0, 1e18, &h->target_cpu_ms) < 0 ||
+	    schema__num(s, v, "bank_ms", 0, 0, 1e18, &h->bank_ms) < 0 ||
 	    read_windows(s, v, h) < 0)
 		return -1;
 	schema__up(s, at);

@@ -72,7 +72,12 @@ struct trail_heap {
 	double close_ms, close_cost_ms;
 	bool has_target_cpu;
 	double target_cpu_ms;
-	/* under a node budget (TRAIL_HEAP_NODE): budget_pct, cycles and the latest windows */
+	/*
+	 * under a node budget (TRAIL_HEAP_NODE): budget_pct, cycles, close_ms,
+	 * close_cost_ms (the most a closing cost, the last one's hits so far
+	 * included), the account's cap and the latest windows
+	 */
+	double bank_ms;
 	struct trail_heap_window windows[TRAIL_HEAP_WINDOWS];
 	size_t n_windows;
 };
