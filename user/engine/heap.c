@@ -165,6 +165,7 @@ struct heap_proc {
 	uint64_t win_hits0;	/* its hits when the last window opened */
 	uint64_t decided;	/* the hit at which its last window was closed */
 	uint64_t tried_ms;	/* a window last opened for it, or tried (mono_ms) */
+	bool settling;		/* its last window closed, its probes maybe still going */
 };
 
 struct heap {
@@ -191,7 +192,6 @@ struct heap {
 	double node_bank_ns;	/* the most it holds between windows */
 	uint64_t node_last_ms, node_next_ms;	/* mono_ms */
 	uint32_t node_pid;	/* the process whose window is open, 0: none */
-	uint32_t closing_pid;	/* the last one closed: hits go on until its probes are gone */
 	uint32_t offered[NODE_OFFERED];
 	size_t n_offered;
 };
@@ -514,8 +514,6 @@ void heap__forget(struct heap *h, uint32_t pid)
 			book_hits(h, p);
 		if (h->node_pid == pid)
 			h->node_pid = 0;
-		if (h->closing_pid == pid)
-			h->closing_pid = 0;
 	} else if (!array__grow((void **)&h->done, &h->cap_done, h->n_done + 1,
 				sizeof(*h->done))) {
 		h->done[h->n_done].pid = pid;
@@ -665,7 +663,7 @@ static void node_close(struct heap *h, struct heap_proc *p, uint64_t decided, ui
 	w->end_ms = now_ms > w->start_ms ? now_ms : w->start_ms + 1;
 	w->hits = p->hits_booked - p->win_hits0;
 	h->node_pid = 0;
-	h->closing_pid = p->pid;
+	p->settling = true;
 	log__debug("heap: %u's window closed: %" PRIu64 " hits in %" PRIu64 " ms, %.1f us "
 		   "of credit left", p->pid, w->hits, w->end_ms - w->start_ms,
 		   h->node_balance_ns / 1000);
@@ -678,9 +676,12 @@ static void node_close(struct heap *h, struct heap_proc *p, uint64_t decided, ui
  */
 static void node_late(struct heap *h, struct heap_proc *p)
 {
+	uint64_t before = p->hits_booked;
 	double over;
 
 	book_hits(h, p);
+	/* none since the last tick: its probes are gone */
+	p->settling = p->hits_booked != before;
 	over = p->hits_booked > p->decided ? (double)(p->hits_booked - p->decided) * h->cost_ns : 0;
 	if (over > p->close_seen_ns)
 		p->close_seen_ns = over;
@@ -719,6 +720,9 @@ static void node_open(struct heap *h, uint64_t now_ms)
 	if (!p)
 		return;
 	p->tried_ms = mono_ms();
+	if (p->n_win)
+		node_late(h, p);	/* the last window's late hits paid before the next one's count */
+	p->settling = false;
 	/* its allocators as mapped now (a library loaded since the last window too) */
 	scan_maps(h, pid, p);
 	if (!p->n_links)
@@ -740,6 +744,7 @@ static void node_tick(struct heap *h, uint64_t now_ms)
 	double pct = h->cfg.budget_pct / 100.0, bank = BANK_MS * 1e6 * pct, opening;
 	uint64_t mono = mono_ms();
 	struct heap_proc *p;
+	size_t i;
 
 	if (mono < h->node_next_ms)
 		return;
@@ -749,8 +754,9 @@ static void node_tick(struct heap *h, uint64_t now_ms)
 				opening;
 	h->node_last_ms = mono;
 	h->node_next_ms = mono + TICK_MS;
-	if (h->closing_pid && (p = proc_get(h, h->closing_pid, false)))
-		node_late(h, p);
+	for (i = 0; i < h->n_procs; i++)
+		if (h->procs[i].settling)
+			node_late(h, &h->procs[i]);
 	p = h->node_pid ? proc_get(h, h->node_pid, false) : NULL;
 	if (p && p->on) {
 		book_hits(h, p);
