@@ -3,14 +3,16 @@
 # make          build ./memtrail (BPF skeleton embedded)
 # make deps     install the Debian packages the build and the tests need
 # make test     unit tests (sanitizers), the fuzzer for FUZZ_SECONDS, integration
-#               tests (root, real BPF), and the core of them on Linux 5.10 and
-#               6.1 under QEMU
+#               tests (root, real BPF), the arm64 build under qemu-user, and the
+#               core of them on Linux 5.10 and 6.1 under QEMU
 # make test-kernels  that core on every supported kernel: the kernel matrix
 # make bench    overhead against the untraced workloads, as ratios
 # make soak     watch for an hour beside OOM kills and a storm (SOAK_SECONDS)
 # make fuzz     fuzz 'memtrail report' (trail reader and renderers) for
 #               FUZZ_SECONDS (300) with libFuzzer; fails on any finding
 # make demo     build, then run 'memtrail demo'
+# make arm64    cross-build build-arm64/memtrail for arm64 (make deps-arm64
+#               installs Debian's gcc-aarch64-linux-gnu and :arm64 libraries)
 # V=1           show the commands
 
 .DELETE_ON_ERROR:
@@ -25,6 +27,8 @@ NM ?= nm
 VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 
 OUT := build
+# the binary (a cross build's goes in its own OUT)
+BIN := memtrail
 CFLAGS ?= -g -O2
 WARNINGS := -Wall -Wextra -Werror
 # user/: cmd (the commands) -> engine (BPF, targets, sessions) -> trail (the
@@ -84,9 +88,9 @@ STANDIN_LINK = -L$(OUT)/standins -l:$(1) -Wl,-rpath,'$$ORIGIN/../standins'
 CUDA_WORKLOADS := $(addprefix $(OUT)/workloads/,cuda_phases vmm static_cudart device_bench cuda_exec)
 NRT_WORKLOADS := $(OUT)/workloads/nrt_phases
 
-all: memtrail
+all: $(BIN)
 
-memtrail: $(USER_OBJS) $(OUT)/user/profile.pb-c.o
+$(BIN): $(USER_OBJS) $(OUT)/user/profile.pb-c.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
@@ -227,6 +231,23 @@ $(OUT)/workloads/static_cudart: private POSTLINK = for s in cudaMalloc cudaFree 
 deps:
 	$(Q)sh tests/deps.sh
 
+deps-arm64:
+	$(Q)sh tests/deps.sh arm64
+
+# arm64 in its own OUT: Debian's cross gcc and :arm64 libraries; vmlinux.h from
+# the BTF of Debian 12's 6.1 arm64 kernel (this machine's own BTF is its arch's)
+ARM64_OUT := build-arm64
+ARM64_CC ?= aarch64-linux-gnu-gcc
+
+$(ARM64_OUT)/vmlinux.btf:
+	$(call msg,BTF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(PYTHON) tests/kernels/headers.py --btf arm64 $@
+
+arm64: $(ARM64_OUT)/vmlinux.btf
+	$(Q)$(MAKE) --no-print-directory OUT=$(ARM64_OUT) BIN=$(ARM64_OUT)/memtrail ARCH=arm64 \
+		CC=$(ARM64_CC) VMLINUX_BTF=$(ARM64_OUT)/vmlinux.btf $(ARM64_OUT)/memtrail
+
 # NVIDIA's real libcuda.so.1 and libcudart from Debian non-free, and trixie's Python 3.13 root, for the tests
 vendor:
 	$(Q)$(PYTHON) tests/vendor.py
@@ -237,8 +258,8 @@ unit: $(UNIT_TESTS)
 integration: memtrail $(WORKLOADS)
 	$(Q)$(PYTHON) tests/integration/run.py
 
-test: deps
-	$(Q)$(MAKE) --no-print-directory all unit-build workloads fuzz-build vendor
+test: deps deps-arm64
+	$(Q)$(MAKE) --no-print-directory all unit-build workloads fuzz-build vendor arm64
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) tests/run_all.py $(UNIT_TESTS)
 
 # KERNELS="6.1 6.12": only those; the matrix also goes to build/kernel-matrix.md
@@ -286,10 +307,10 @@ demo: deps
 	$(Q)./memtrail demo
 
 clean:
-	$(call msg,CLEAN,$(OUT) memtrail)
-	$(Q)rm -rf $(OUT) memtrail
+	$(call msg,CLEAN,$(OUT) $(BIN) $(ARM64_OUT))
+	$(Q)rm -rf $(OUT) $(BIN) $(ARM64_OUT)
 
-.PHONY: all deps vendor unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
+.PHONY: all arm64 deps deps-arm64 vendor unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
 	bench-cpus demo clean
 
 -include $(USER_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(COMPAT_OBJS:.o=.d) $(UNIT_TESTS:=.d) $(WORKLOADS:=.d)

@@ -1,6 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Install the Debian packages that memtrail's build and tests need, when missing.
+#   deps.sh          the build and the tests
+#   deps.sh arm64    make arm64: Debian's cross gcc and the libraries for arm64
+#                    (multiarch; apt may upgrade their amd64 twins to the same version)
 set -e
 
 # libclang-rt-dev: clang's runtime, with libFuzzer (libclang_rt.fuzzer-*.a) for make fuzz
@@ -12,6 +15,12 @@ libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linu
 golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd-dev prometheus
 python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev python3-torch
 python3-dbg debuginfod libdebuginfod1"
+if [ "${1:-}" = arm64 ]; then
+	# qemu-user-static: the arm64 binary's smoke run (tests/arm64.py)
+	PKGS="gcc-aarch64-linux-gnu qemu-user-static libbpf-dev:arm64 libdw-dev:arm64 libelf-dev:arm64
+zlib1g-dev:arm64 libjansson-dev:arm64 libyajl-dev:arm64 libprotobuf-c-dev:arm64 libmicrohttpd-dev:arm64
+libiberty-dev:arm64"
+fi
 
 if [ ! -r /etc/debian_version ] || ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "memtrail: 'make deps' knows Debian and its derivatives only; install by hand:" \
@@ -34,6 +43,9 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
 	command -v sudo >/dev/null 2>&1 || { echo "memtrail: installing$missing needs root" >&2; exit 1; }
 	SUDO=sudo
+fi
+if [ "${1:-}" = arm64 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	$SUDO dpkg --add-architecture arm64
 fi
 echo "memtrail: installing$missing (waiting up to 10 minutes for another package manager's lock)"
 # another apt run (unattended upgrades on a fresh node) holds the lock: wait for it

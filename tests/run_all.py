@@ -3,9 +3,10 @@
 """make test: the cmocka unit tests (sanitizers on), the fuzzer of report for
 FUZZ_SECONDS (300; tests/fuzz/run.py, one check), the integration tests, the
 BPF objects built with Linux 5.10's x86 and 6.1's arm64 headers
-(tests/kernels/headers.py), then the integration tests' core on Linux 5.10
+(tests/kernels/headers.py), the arm64 build under qemu-user
+(tests/kernels/arm64.py), then the integration tests' core on Linux 5.10
 and 6.1 under QEMU (tests/kernels/run.py --ci; MEMTRAIL_NO_KERNELS=1 leaves
-both out); one closing line counts them all."""
+out all but the unit, fuzz and integration tests); one closing line counts them all."""
 
 import os
 import re
@@ -55,6 +56,8 @@ def main():
     for label, script in (("integration", ["integration", "run.py"]),
                           # the BPF objects build with other kernels' headers (5.10 x86, 6.1 arm64)
                           ("headers", ["kernels", "headers.py"]),
+                          # make arm64's binary says what this one says (qemu-user)
+                          ("arm64", ["kernels", "arm64.py"]),
                           # the core on the oldest and the most common kernels, under QEMU
                           ("kernels", ["kernels", "run.py", "--ci"])):
         if label != "integration" and os.environ.get("MEMTRAIL_NO_KERNELS") == "1":

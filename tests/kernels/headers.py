@@ -9,6 +9,7 @@ one, must still build it (CO-RE makes the objects run anywhere: types the
 running kernel has are read from its BTF, not from the headers).
 
     headers.py
+    headers.py --btf arm64 FILE   (that kernel's BTF, for make arm64)
 
 Prints "headers: N passed, M failed". Packages are cached with the kernel
 matrix's (MEMTRAIL_KERNEL_CACHE, /var/cache/memtrail/kernels).
@@ -107,17 +108,25 @@ def fetch(suite, arch, prefix, suffix):
                                     if f.startswith(pkg + "_")))
 
 
-def build(name, deb, bpf_arch, work):
-    """Build both objects and skeletons for BPF_ARCH with DEB's BTF; None or why not."""
+def deb_btf(deb, work):
+    """The BTF of DEB's kernel image (unpacked under WORK) and None, or None and why not."""
     k = os.path.join(work, "k")
     subprocess.run(["dpkg-deb", "-x", deb, k], check=True)
     images = [os.path.join(d, f) for d, _, fs in os.walk(k) for f in fs if f.startswith("vmlinuz")]
     if not images:
-        return "no kernel image in the package"
+        return None, "no kernel image in the package"
     with open(images[0], "rb") as f:
         btf = btf_of(f.read())
     if not btf:
-        return f"no BTF found in {os.path.basename(images[0])}"
+        return None, f"no BTF found in {os.path.basename(images[0])}"
+    return btf, None
+
+
+def build(name, deb, bpf_arch, work):
+    """Build both objects and skeletons for BPF_ARCH with DEB's BTF; None or why not."""
+    btf, why = deb_btf(deb, work)
+    if why:
+        return why
     path = os.path.join(work, "vmlinux.btf")
     with open(path, "wb") as f:
         f.write(btf)
@@ -131,7 +140,27 @@ def build(name, deb, bpf_arch, work):
     return None
 
 
-def main():
+def write_btf(bpf_arch, path):
+    """Write the BTF of BUILDS' kernel for BPF_ARCH to PATH: a cross build's headers."""
+    os.makedirs(CACHE, exist_ok=True)
+    for name, suite, arch, prefix, suffix, b in BUILDS:
+        if b == bpf_arch:
+            with tempfile.TemporaryDirectory(prefix="memtrail-headers-") as work:
+                btf, why = deb_btf(fetch(suite, arch, prefix, suffix), work)
+            if why:
+                raise SystemExit(f"headers: {name}: {why}")
+            with open(path + ".tmp", "wb") as f:
+                f.write(btf)
+            os.replace(path + ".tmp", path)
+            return 0
+    raise SystemExit(f"headers: no kernel for {bpf_arch} (one of {', '.join(b[-1] for b in BUILDS)})")
+
+
+def main(argv):
+    if argv[:1] == ["--btf"]:
+        if len(argv) != 3:
+            raise SystemExit("usage: headers.py --btf ARCH FILE")
+        return write_btf(argv[1], argv[2])
     passed = failed = 0
     os.makedirs(CACHE, exist_ok=True)
     for name, suite, arch, prefix, suffix, bpf_arch in BUILDS:
@@ -150,4 +179,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
