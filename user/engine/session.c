@@ -265,6 +265,7 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	struct trail_target *tt = session__live(s, e->hdr.tgid);
 	uint64_t t_ms = session__ms(s, e->hdr.ts_ns);
 	size_t len = e->args_len < MEMTRAIL_ARGS_LEN ? e->args_len : MEMTRAIL_ARGS_LEN;
+	bool told;
 	char *cgroup;
 
 	if (!tt)
@@ -294,7 +295,9 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 		/* a runtime linked in, then what its dynamic linker loads */
 		devices__exec(s->devices, tt->pid, session__now_ms(s), EXEC_RESCAN_MS);
 	}
-	if (s->heap || s->sites)
+	/* where BPF tells the code a process maps, sites need no read of its maps */
+	told = s->sites && sites__maps_told(s->sites);
+	if (s->heap || (s->sites && !told))
 		rescan_schedule(s, tt->pid, session__now_ms(s) + EXEC_RESCAN_MS);
 	/*
 	 * The new program's mappings now: those kept are its parent's from the
@@ -303,7 +306,8 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	 */
 	if (s->sites) {
 		sites__exec(s->sites, tt->pid);
-		sites__note_maps(s->sites, tt->pid);
+		if (!told)
+			sites__note_maps(s->sites, tt->pid);
 	}
 	if (s->heap && session_probing())
 		heap__scan(s->heap, tt->pid);

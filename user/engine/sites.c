@@ -17,11 +17,17 @@ int sites__open(struct sites **out, struct tracer *t, struct trail *trail)
 		return -ENOMEM;
 	s->tracer = t;
 	s->trail = trail;
+	s->maps_told = tracer__maps_told(t);
 	s->sweep_at = MODULES_SWEEP_MIN;
 	/* a process in another root (a container's) has its debug files looked for there */
 	if (roots__id(0, &s->root_dev, &s->root_ino))
 		s->root_dev = (dev_t)-1;
 	return 0;
+}
+
+bool sites__maps_told(const struct sites *s)
+{
+	return s->maps_told;
 }
 
 int sites_stack_cmp(const void *a, const void *b)
@@ -190,7 +196,7 @@ struct site *sites_entry(struct sites *s, const struct memtrail_site_key *k)
 		return e;
 	pm = sites_pid_maps_get(s, k->tgid, false);
 	/* a retiring pid's maps are another process's, if any: the ones kept stay */
-	if (!s->only && (!pm || pm->gen != s->gen)) {
+	if (!s->only && (!pm || (!s->maps_told && pm->gen != s->gen))) {
 		sites__note_maps(s, k->tgid);
 		pm = sites_pid_maps_get(s, k->tgid, false);
 		if (pm)

@@ -45,6 +45,8 @@ void sites__destroy(struct sites *s);
 void sites__harvest(struct sites *s);
 /* Remember PID's mappings now (its stacks resolve after it exits). */
 void sites__note_maps(struct sites *s, uint32_t pid);
+/* Whether BPF tells processes' code mappings (then maps are read only to learn a new file). */
+bool sites__maps_told(const struct sites *s);
 /*
  * One of a target's code mappings as BPF read it (maps.bpf.c), so that a
  * process that exits before its maps are read has its stacks named: by the

@@ -446,7 +446,7 @@ static struct pid_maps *deep_maps(struct sites *s, uint32_t pid, bool again)
 {
 	struct pid_maps *pm = sites_pid_maps_get(s, pid, false);
 
-	if (!pm || pm->gen != s->gen || again) {
+	if (!pm || (!s->maps_told && pm->gen != s->gen) || again) {
 		sites__note_maps(s, pid);
 		pm = sites_pid_maps_get(s, pid, false);
 		if (pm)

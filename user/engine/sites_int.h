@@ -156,6 +156,11 @@ struct sites {
 	size_t n_list, cap_list;
 	void *site_index;	/* tsearch tree of list by key */
 	uint64_t gen;		/* harvests so far */
+	/*
+	 * BPF tells each process's code mappings (maps.bpf.c): /proc/PID/maps is
+	 * read only to learn a file BPF names by an unknown (dev, inode)
+	 */
+	bool maps_told;
 	struct trail *trail;	/* its targets' phases, for folding */
 	struct memtrail_site_key *fold;	/* kernel sites to fold, this harvest */
 	size_t n_fold, cap_fold;
@@ -220,6 +225,8 @@ void sites_deep_forget(struct sites *s, uint32_t pid);
 void sites_deep_destroy(struct sites *s);
 /* Python (sites_python.c): PID's interpreter told to BPF where one of its modules is one. */
 void sites_python_note(struct sites *s, struct pid_maps *pm);
+/* The same for PM's map I alone (a mapping BPF told of). */
+void sites_python_note_map(struct sites *s, struct pid_maps *pm, size_t i);
 /*
  * E's Python frames stood in place of the interpreter's eval frames of
  * FRAMES (N native frames, *N updated, at most MAX): each

@@ -358,16 +358,23 @@ void sites__fork(struct sites *s, uint32_t parent, uint32_t child)
 {
 	struct pid_maps *c, *p;
 
-	sites__note_maps(s, child);
-	c = sites_pid_maps_get(s, child, false);
-	if (c && c->n)
-		return;
-	/*
-	 * gone already (or a zombie, whose maps read empty): its code lay
-	 * where its parent's does now, read now (those read at the parent's
-	 * exec may be from before its dynamic linker mapped a library)
-	 */
-	sites__note_maps(s, parent);
+	if (s->maps_told) {
+		/* its parent's, as BPF told them (read once where none were) */
+		p = sites_pid_maps_get(s, parent, false);
+		if (!p || !p->n)
+			sites__note_maps(s, parent);
+	} else {
+		sites__note_maps(s, child);
+		c = sites_pid_maps_get(s, child, false);
+		if (c && c->n)
+			return;
+		/*
+		 * gone already (or a zombie, whose maps read empty): its code lay
+		 * where its parent's does now, read now (those read at the parent's
+		 * exec may be from before its dynamic linker mapped a library)
+		 */
+		sites__note_maps(s, parent);
+	}
 	c = sites_pid_maps_get(s, child, true);
 	/* the parent's looked up after: the child's creation may move the array */
 	p = sites_pid_maps_get(s, parent, false);
@@ -392,6 +399,7 @@ static int32_t module_of_told(const struct sites *s, uint64_t dev, uint64_t ino)
 }
 
 /* PID's code at START..END (file offset PGOFF, in bytes) is module MOD. */
+/* A mapping BPF told of, into PID's; a Python interpreter's is told to BPF in turn. */
 static void map_insert(struct sites *s, uint32_t pid, unsigned long long start,
 		       unsigned long long end, unsigned long long pgoff, int32_t mod)
 {
@@ -414,6 +422,7 @@ static void map_insert(struct sites *s, uint32_t pid, unsigned long long start,
 	    array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
 		return;
 	p->maps[p->n++] = (struct map){ start, end, pgoff, mod };
+	sites_python_note_map(s, p, p->n - 1);
 }
 
 /*
@@ -463,6 +472,7 @@ void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 	/* maps gives the offset in bytes, the kernel's vm_pgoff counts pages */
 	unsigned long long pgoff = e->pgoff * (unsigned long long)sysconf(_SC_PAGESIZE);
 	int32_t mod = module_of_told(s, dev, e->ino);
+	struct pid_maps *p;
 
 	if (mod >= 0) {
 		map_insert(s, e->hdr.tgid, e->start, e->end, pgoff, mod);
@@ -473,5 +483,10 @@ void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 		memmove(s->told, s->told + 1, --s->n_told * sizeof(*s->told));
 	s->told[s->n_told++] = (struct told_map){ e->hdr.tgid, e->start, e->end, pgoff, dev,
 						  e->ino };
-	told_learn(s, e->hdr.tgid);
+	p = sites_pid_maps_get(s, e->hdr.tgid, false);
+	/* no read of its maps since it mapped that file: one now, while it lives, names it */
+	if (s->maps_told && (!p || p->read_ns < e->hdr.ts_ns))
+		sites__note_maps(s, e->hdr.tgid);	/* learns it (told_learn) */
+	else
+		told_learn(s, e->hdr.tgid);
 }

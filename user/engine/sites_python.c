@@ -267,34 +267,39 @@ static uint64_t module_in_pid(const struct sites *s, const struct pid_maps *pm, 
 	return 0;
 }
 
-void sites_python_note(struct sites *s, struct pid_maps *pm)
+void sites_python_note_map(struct sites *s, struct pid_maps *pm, size_t i)
 {
 	const struct py_layout *l;
 	struct memtrail_py_proc p;
 	struct module *m;
+
+	if (pm->py_set || pm->maps[i].module < 0)
+		return;
+	m = &s->modules[pm->maps[i].module];
+	module_python(m);
+	if (!m->py_version)
+		return;
+	pm->py_set = true;
+	l = module_layout(m);
+	if (!l) {
+		log__debug("pid %u runs Python %u.%u (%s): its frames are not read (no "
+			   "layout known for it: 3.11 and 3.13 are)", pm->pid,
+			   m->py_version >> 24, (m->py_version >> 16) & 0xff, m->name);
+		return;
+	}
+	p = l->o;
+	p.runtime = module_in_pid(s, pm, pm->maps[i].module, m->py_runtime);
+	if (p.runtime && !tracer__py_proc(s->tracer, pm->pid, &p))
+		log__debug("pid %u runs Python 3.%u (%s): its frames are read",
+			   pm->pid, l->minor, m->name);
+}
+
+void sites_python_note(struct sites *s, struct pid_maps *pm)
+{
 	size_t i;
 
-	for (i = 0; !pm->py_set && i < pm->n; i++) {
-		if (pm->maps[i].module < 0)
-			continue;
-		m = &s->modules[pm->maps[i].module];
-		module_python(m);
-		if (!m->py_version)
-			continue;
-		pm->py_set = true;
-		l = module_layout(m);
-		if (!l) {
-			log__debug("pid %u runs Python %u.%u (%s): its frames are not read (no "
-				   "layout known for it: 3.11 and 3.13 are)", pm->pid,
-				   m->py_version >> 24, (m->py_version >> 16) & 0xff, m->name);
-			return;
-		}
-		p = l->o;
-		p.runtime = module_in_pid(s, pm, pm->maps[i].module, m->py_runtime);
-		if (p.runtime && !tracer__py_proc(s->tracer, pm->pid, &p))
-			log__debug("pid %u runs Python 3.%u (%s): its frames are read",
-				   pm->pid, l->minor, m->name);
-	}
+	for (i = 0; !pm->py_set && i < pm->n; i++)
+		sites_python_note_map(s, pm, i);
 }
 
 static bool pid_read(uint32_t pid, uint64_t addr, void *buf, size_t len)

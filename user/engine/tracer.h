@@ -212,6 +212,8 @@ int tracer__attach_heap(struct tracer *t, bool ret, int pid, const char *path,
 			const uint64_t *offsets, const uint64_t *cookies, size_t n);
 /* Whether heap probes are uprobe_multi links (Linux 6.6), else tracer__attach_heap_each. */
 bool tracer__heap_multi(const struct tracer *t);
+/* Whether BPF tells each target's code mappings (MEMTRAIL_EV_MAP; Linux 6.7, sites on). */
+bool tracer__maps_told(const struct tracer *t);
 /*
  * Kernels without uprobe_multi links: the heap probes of PID on PATH as one
  * perf-event uprobe link per function and direction, into SET (removed with

@@ -389,6 +389,11 @@ bool tracer__heap_multi(const struct tracer *t)
 	return !t->no_multi;
 }
 
+bool tracer__maps_told(const struct tracer *t)
+{
+	return t->maps_tell;
+}
+
 int tracer__attach_heap_each(struct tracer *t, int pid, const char *path,
 			     const uint64_t *entry_off, const uint64_t *entry_cookie, size_t n_entry,
 			     const uint64_t *ret_off, const uint64_t *ret_cookie, size_t n_ret,

@@ -214,6 +214,64 @@ static void *keys_of_set(int fd, size_t key_size, const uint32_t *tgids, size_t 
 	return keys;
 }
 
+struct keys_walk {
+	size_t key_size;
+	const uint32_t *tgids;
+	size_t n_tgids;
+	unsigned char *keys;
+	size_t n, cap;
+};
+
+static void key_taken(void *ctx, const void *key, const void *value)
+{
+	struct keys_walk *w = ctx;
+	uint32_t tgid;
+
+	(void)value;
+	memcpy(&tgid, key, sizeof(tgid));
+	if (!array__u32_has(w->tgids, w->n_tgids, tgid) ||
+	    array__grow((void **)&w->keys, &w->cap, w->n + 1, w->key_size))
+		return;
+	memcpy(w->keys + w->n++ * w->key_size, key, w->key_size);
+}
+
+/*
+ * The same, a batch of entries a system call where VAL_SIZE (the map's value
+ * size) is given and the kernel has batches: a walk of a whole map for a few
+ * pids, several times a second under a storm of short processes.
+ */
+static void *keys_of_set_batched(int fd, size_t key_size, size_t val_size,
+				 const uint32_t *tgids, size_t n_tgids, size_t *n)
+{
+	struct keys_walk w = { .key_size = key_size, .tgids = tgids, .n_tgids = n_tgids };
+
+	if (each_batch(fd, key_size, val_size, false, key_taken, &w)) {
+		free(w.keys);
+		return keys_of_set(fd, key_size, tgids, n_tgids, n);
+	}
+	*n = w.n;
+	return w.keys;
+}
+
+/* Delete KEYS[0..N) of FD, a batch a call; one gone already (BPF deleted it) is passed over. */
+static void delete_keys(int fd, const unsigned char *keys, size_t key_size, size_t n)
+{
+	size_t done = 0;
+	__u32 count;
+
+	while (done < n) {
+		count = n - done;
+		if (!bpf_map_delete_batch(fd, keys + done * key_size, &count, NULL))
+			return;
+		if (errno != ENOENT)
+			break;	/* no batches here: one at a time */
+		done += count + 1;
+	}
+	for (; done < n; done++)
+		bpf_map_delete_elem(fd, keys + done * key_size);
+}
+
+
 /* Keys of one (tgid, address) map that belong to TGID, into a new array. */
 static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
 {
@@ -344,13 +402,29 @@ int tracer__calibration_target(struct tracer *t, uint32_t pid, bool on)
 	return 0;
 }
 
+struct sites_walk {
+	tracer_site_fn fn;
+	void *ctx;
+};
+
+static void site_seen(void *ctx, const void *key, const void *value)
+{
+	struct sites_walk *w = ctx;
+
+	w->fn(w->ctx, key, value);
+}
+
 void tracer__sites(struct tracer *t, tracer_site_fn fn, void *ctx)
 {
 	int fd = bpf_map__fd(t->skel->maps.sites);
 	struct memtrail_site_key key, next;
+	struct sites_walk w = { fn, ctx };
 	struct memtrail_site v;
 	void *prev = NULL;
 
+	/* a batch a system call; one entry at a time where the kernel has no batches */
+	if (!each_batch(fd, sizeof(key), sizeof(v), false, site_seen, &w))
+		return;
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
@@ -392,13 +466,17 @@ void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n_tgid
 		int fd = bpf_map__fd(maps[m]);
 		size_t size = bpf_map__key_size(maps[m]);
 
-		keys = keys_of_set(fd, size, tgids, n_tgids, &n);
-		for (i = 0; i < n; i++)
-			bpf_map_delete_elem(fd, keys + i * size);
+		if (bpf_map__max_entries(maps[m]) <= 1)
+			continue;	/* not in use (heap_allocs without heap probes) */
+		keys = keys_of_set_batched(fd, size, bpf_map__value_size(maps[m]), tgids, n_tgids,
+					   &n);
+		if (keys)
+			delete_keys(fd, keys, size, n);
 		free(keys);
 	}
 	for (i = 0; i < n_tgids; i++) {
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgids[i]);
+		if (t->skel->rodata->heap_budget)
+			bpf_map_delete_elem(bpf_map__fd(t->skel->maps.heap_allow), &tgids[i]);
 		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.py_procs), &tgids[i]);
 	}
 }
