@@ -62,6 +62,8 @@ void sites__exec(struct sites *s, uint32_t pid);
 /*
  * CHILD was forked by PARENT: its code mappings, read now; where it is gone
  * already, PARENT's (read now too), as its code lay where PARENT's does.
+ * Where BPF tells code mappings (sites__maps_told), PARENT's as told, read
+ * only if none were.
  */
 void sites__fork(struct sites *s, uint32_t parent, uint32_t child);
 /*

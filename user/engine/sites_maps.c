@@ -398,8 +398,10 @@ static int32_t module_of_told(const struct sites *s, uint64_t dev, uint64_t ino)
 	return -1;
 }
 
-/* PID's code at START..END (file offset PGOFF, in bytes) is module MOD. */
-/* A mapping BPF told of, into PID's; a Python interpreter's is told to BPF in turn. */
+/*
+ * PID's code at START..END (file offset PGOFF, in bytes) is module MOD, as BPF
+ * told; where MOD is a Python interpreter, BPF is told where PID's runtime is.
+ */
 static void map_insert(struct sites *s, uint32_t pid, unsigned long long start,
 		       unsigned long long end, unsigned long long pgoff, int32_t mod)
 {
