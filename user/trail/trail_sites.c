@@ -297,9 +297,12 @@ static int take_hex(struct schema *s, json_t *o, const char *key, uint64_t *out,
 		*has = v != NULL;
 	if (!v)
 		return 0;
-	for (p = v + 2; *p && strchr("0123456789abcdefABCDEF", *p); p++)
-		;
-	if (strncmp(v, "0x", 2) || p == v + 2 || *p || p - v > 18) {
+	/* the prefix first: a shorter string ends before v + 2 */
+	p = v;
+	if (!strncmp(v, "0x", 2))
+		for (p = v + 2; *p && strchr("0123456789abcdefABCDEF", *p); p++)
+			;
+	if (p == v || p == v + 2 || *p || p - v > 18) {
 		at = schema__key(s, key);
 		schema__fail(s, "not an address ('%s')", v);
 		schema__up(s, at);
