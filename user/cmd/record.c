@@ -338,14 +338,9 @@ static int opt_unwind(void *base, const char *arg)
 static int opt_overhead_budget(void *base, const char *arg)
 {
 	struct record_opts *o = base;
-	char *end;
-	double pct = strtod(arg, &end);
 
-	if (end == arg || *end || !(pct >= 0.1 && pct <= 100)) {
-		log__error("invalid --overhead-budget '%s': give a percentage, 0.1 to 100", arg);
+	if (format__option_pct("--overhead-budget", arg, "a percentage", &o->heap_cfg.budget_pct))
 		return -EINVAL;
-	}
-	o->heap_cfg.budget_pct = pct;
 	o->heap = true;
 	return 0;
 }

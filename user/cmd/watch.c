@@ -409,16 +409,9 @@ static int opt_deep_from(void *base, const char *arg)
 static int opt_heap_budget(void *base, const char *arg)
 {
 	struct watch_opts *o = base;
-	char *end;
-	double pct = strtod(arg, &end);
 
-	if (end == arg || *end || !(pct >= 0.1 && pct <= 100)) {
-		log__error("invalid --heap-budget '%s': give a percentage of one CPU, 0.1 to 100",
-			   arg);
-		return -EINVAL;
-	}
-	o->heap_budget = pct;
-	return 0;
+	return format__option_pct("--heap-budget", arg, "a percentage of one CPU",
+				  &o->heap_budget);
 }
 
 static const struct opt target_rows[] = {

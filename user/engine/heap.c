@@ -803,13 +803,13 @@ void heap__budget_spent(struct heap *h, uint32_t pid, uint64_t now_ms)
 	if (!p || !p->on || h->cfg.budget_pct <= 0)
 		return;
 	p->spent++;
-	if (h->cfg.node)
+	if (h->cfg.node) {
 		node_close(h, p, p->allow_hits, now_ms);
-	else
-		window_close(h, p, p->allow_hits);
-	if (!h->cfg.node)
-		log__debug("heap: %u spent its budget; probes off at %" PRIu64 " hits, %.1f us owed",
-			   pid, p->hits_booked, p->balance_ns < 0 ? -p->balance_ns / 1000 : 0.0);
+		return;
+	}
+	window_close(h, p, p->allow_hits);
+	log__debug("heap: %u spent its budget; probes off at %" PRIu64 " hits, %.1f us owed",
+		   pid, p->hits_booked, p->balance_ns < 0 ? -p->balance_ns / 1000 : 0.0);
 }
 
 /* How P (NULL: never probed) of PID was sampled, as of now, into OUT. */

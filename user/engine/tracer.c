@@ -298,7 +298,6 @@ static void forget_ended(struct tracer *t)
 {
 	int fd = bpf_map__fd(t->skel->maps.targets);
 	__u32 n = t->n_ended;
-	size_t i;
 
 	if (!n)
 		return;
@@ -307,9 +306,7 @@ static void forget_ended(struct tracer *t)
 		if (!t->ended_fn(t->ended_ctx, t->ended, t->n_ended))
 			return;
 	}
-	if (bpf_map_delete_batch(fd, t->ended, &n, NULL))
-		for (i = n < t->n_ended ? n : 0; i < t->n_ended; i++)
-			bpf_map_delete_elem(fd, &t->ended[i]);
+	tracer_delete_keys(fd, t->ended, sizeof(*t->ended), n);
 	t->n_ended = 0;
 }
 

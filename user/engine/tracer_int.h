@@ -65,5 +65,7 @@ struct bpf_program *tracer_dev_copy(struct tracer *t, int i);
 void tracer_attach_rules(struct tracer *t, const struct tracer_config *cfg);
 /* PID was scanned (DONE) or is gone: the files it was first to map settled (tracer.c). */
 void tracer_lib_new_settle(struct tracer *t, uint32_t pid, bool done);
+/* Delete KEYS[0..N) of map FD, a batch a call; one gone already (BPF deleted it) is passed over. */
+void tracer_delete_keys(int fd, const void *keys, size_t key_size, size_t n);
 
 #endif

@@ -253,24 +253,23 @@ static void *keys_of_set_batched(int fd, size_t key_size, size_t val_size,
 	return w.keys;
 }
 
-/* Delete KEYS[0..N) of FD, a batch a call; one gone already (BPF deleted it) is passed over. */
-static void delete_keys(int fd, const unsigned char *keys, size_t key_size, size_t n)
+void tracer_delete_keys(int fd, const void *keys, size_t key_size, size_t n)
 {
+	const unsigned char *k = keys;
 	size_t done = 0;
 	__u32 count;
 
 	while (done < n) {
 		count = n - done;
-		if (!bpf_map_delete_batch(fd, keys + done * key_size, &count, NULL))
+		if (!bpf_map_delete_batch(fd, k + done * key_size, &count, NULL))
 			return;
 		if (errno != ENOENT)
 			break;	/* no batches here: one at a time */
 		done += count + 1;
 	}
 	for (; done < n; done++)
-		bpf_map_delete_elem(fd, keys + done * key_size);
+		bpf_map_delete_elem(fd, k + done * key_size);
 }
-
 
 /* Keys of one (tgid, address) map that belong to TGID, into a new array. */
 static struct memtrail_dev_key *keys_of(int fd, uint32_t tgid, size_t *n)
@@ -471,7 +470,7 @@ void tracer__sites_forget(struct tracer *t, const uint32_t *tgids, size_t n_tgid
 		keys = keys_of_set_batched(fd, size, bpf_map__value_size(maps[m]), tgids, n_tgids,
 					   &n);
 		if (keys)
-			delete_keys(fd, keys, size, n);
+			tracer_delete_keys(fd, keys, size, n);
 		free(keys);
 	}
 	for (i = 0; i < n_tgids; i++) {

@@ -207,24 +207,19 @@ static json_t *heap_json(const struct trail_heap *h)
 		json_object_set_new(o, "cost_per_hit_ns", json_real(h->cost_per_hit_ns));
 		json_object_set_new(o, "probe_cost_ms", json_real(h->probe_cost_ms));
 	}
-	if (h->mode == TRAIL_HEAP_BUDGET) {
+	if (h->mode == TRAIL_HEAP_BUDGET || h->mode == TRAIL_HEAP_NODE) {
 		json_object_set_new(o, "budget_pct", json_real(h->budget_pct));
 		json_object_set_new(o, "cycles", json_integer((json_int_t)h->cycles));
 		json_object_set_new(o, "cycles_spent", json_integer((json_int_t)h->cycles_spent));
 		json_object_set_new(o, "close_ms", json_real(h->close_ms));
 		json_object_set_new(o, "close_cost_ms", json_real(h->close_cost_ms));
-		if (h->has_target_cpu)
-			json_object_set_new(o, "target_cpu_ms", json_real(h->target_cpu_ms));
 	}
+	if (h->mode == TRAIL_HEAP_BUDGET && h->has_target_cpu)
+		json_object_set_new(o, "target_cpu_ms", json_real(h->target_cpu_ms));
 	if (h->mode == TRAIL_HEAP_NODE) {
 		json_t *list = json_array();
 		size_t i;
 
-		json_object_set_new(o, "budget_pct", json_real(h->budget_pct));
-		json_object_set_new(o, "cycles", json_integer((json_int_t)h->cycles));
-		json_object_set_new(o, "cycles_spent", json_integer((json_int_t)h->cycles_spent));
-		json_object_set_new(o, "close_ms", json_real(h->close_ms));
-		json_object_set_new(o, "close_cost_ms", json_real(h->close_cost_ms));
 		json_object_set_new(o, "bank_ms", json_real(h->bank_ms));
 		for (i = 0; list && i < h->n_windows; i++) {
 			const struct trail_heap_window *w = &h->windows[i];
@@ -341,12 +336,13 @@ static int read_windows(struct schema *s, json_t *v, struct trail_heap *h)
 		return 0;
 	at = schema__key(s, "windows");
 	json_array_foreach(list, i, w) {
-		struct trail_heap_window *hw = &h->windows[h->n_windows];
+		struct trail_heap_window *hw;
 		json_t *end;
 
 		in = schema__index(s, i);
 		if (i >= TRAIL_HEAP_WINDOWS)
 			return schema__fail(s, "more than %d windows", TRAIL_HEAP_WINDOWS);
+		hw = &h->windows[h->n_windows];
 		end = json_object_get(w, "end_ms");
 		if (schema__is_object(s, w) < 0 ||
 		    schema__size(s, w, "start_ms", SCHEMA_NEED, &hw->start_ms) < 0 ||

@@ -80,6 +80,19 @@ int format__option_u64(const char *opt, const char *arg, uint64_t min, uint64_t 
 	return 0;
 }
 
+int format__option_pct(const char *opt, const char *arg, const char *what, double *out)
+{
+	char *end;
+	double pct = strtod(arg, &end);
+
+	if (end == arg || *end || !(pct >= 0.1 && pct <= 100)) {
+		log__error("invalid %s '%s': give %s, 0.1 to 100", opt, arg, what);
+		return -EINVAL;
+	}
+	*out = pct;
+	return 0;
+}
+
 int format__option_u32(const char *opt, const char *arg, uint64_t min, uint64_t max,
 		       uint32_t *out)
 {

@@ -25,5 +25,7 @@ int format__option_u64(const char *opt, const char *arg, uint64_t min, uint64_t 
 /* The same into 32 bits (MAX at most UINT32_MAX). */
 int format__option_u32(const char *opt, const char *arg, uint64_t min, uint64_t max,
 		       uint32_t *out);
+/* A percentage, 0.1 to 100, the whole string; logs "give WHAT, 0.1 to 100" on -EINVAL. */
+int format__option_pct(const char *opt, const char *arg, const char *what, double *out);
 
 #endif
