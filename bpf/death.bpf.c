@@ -14,8 +14,9 @@
 /* pages of slack under a limit that still count as at it: a failed charge */
 #define MT_LIMIT_SLACK_PAGES 1024
 #define MT_MEMCG_DEPTH_MAX 16
-/* page counters above this are "max", no limit (PAGE_COUNTER_MAX is ~2^51) */
-#define MT_UNLIMITED_PAGES (1ULL << 50)
+/* page counters above this are "max", no limit (PAGE_COUNTER_MAX is LONG_MAX
+ * over the page size: ~2^51 pages of 4 KiB, ~2^49 of 16 KiB, ~2^47 of 64 KiB) */
+#define MT_UNLIMITED_PAGES (1ULL << (62 - page_shift))
 
 /*
  * The nearest memory cgroup at (or, with SLACK pages, near) its limit, from
@@ -34,8 +35,8 @@ static __always_inline int memcg_at_limit(struct cgroup_subsys_state *css, __u64
 		if (!BPF_CORE_READ(css, parent))
 			break;	/* the root memory cgroup: no limit */
 		if (max < MT_UNLIMITED_PAGES && use + slack >= max) {
-			*usage = use << MEMTRAIL_PAGE_SHIFT;
-			*limit = max << MEMTRAIL_PAGE_SHIFT;
+			*usage = use << page_shift;
+			*limit = max << page_shift;
 			*id = BPF_CORE_READ(css, cgroup, kn, id);
 			return level;
 		}

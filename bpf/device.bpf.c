@@ -465,8 +465,8 @@ static long frame_vma(struct task_struct *task, struct vm_area_struct *vma, void
 	if (!file || !(vma->vm_flags & MT_VM_EXEC))
 		return 0;
 	inode = BPF_CORE_READ(file, f_inode);
-	/* vm_pgoff counts pages of 4 KiB (x86-64; arm64 kernels with 4 KiB pages) */
-	f->off = f->off - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
+	/* vm_pgoff counts pages */
+	f->off = f->off - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << page_shift);
 	f->ino = BPF_CORE_READ(inode, i_ino);
 	f->dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	bpf_probe_read_kernel_str(f->name, sizeof(f->name),

@@ -17,6 +17,7 @@ const volatile __s32 filter_cgroup_subsys = -1;
 const volatile __s32 paths_cgroup_subsys = -1;
 const volatile __u32 self_tgid = 0;
 const volatile __u32 nr_cpus = 1;
+const volatile __u32 page_shift = 12;
 const volatile __u32 has_task_regs = 1;
 const volatile __u32 has_find_vma = 1;
 const volatile __u32 has_scopes = 0;

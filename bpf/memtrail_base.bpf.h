@@ -49,6 +49,8 @@ extern const volatile char filter_comm[MEMTRAIL_COMM_LEN];
 extern const volatile __s32 filter_cgroup_subsys;	/* -1: cgroup v2 */
 extern const volatile __u32 self_tgid;
 extern const volatile __u32 nr_cpus;
+/* the running kernel's page size: 4, 16 or 64 KiB (arm64), as a shift */
+extern const volatile __u32 page_shift;
 /* bpf_task_pt_regs (5.15), bpf_find_vma (5.17): code that calls them is dead to the verifier without */
 extern const volatile __u32 has_task_regs;
 extern const volatile __u32 has_find_vma;

@@ -77,7 +77,7 @@ static __always_inline struct memtrail_target *mm_target(struct mm_struct *mm, _
 /* mapped_bytes() of a tracepoint's MM argument: a direct load, not a helper call. */
 static __always_inline __s64 mapped_now(struct mm_struct *mm)
 {
-	return (__s64)mm->data_vm << MEMTRAIL_PAGE_SHIFT;
+	return (__s64)mm->data_vm << page_shift;
 }
 
 /*

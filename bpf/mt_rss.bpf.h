@@ -138,7 +138,7 @@ static __always_inline __s64 rss_bytes(struct mm_struct *mm, int member)
 	}
 	if (ctx.sum < 0)
 		return 0;
-	return ctx.sum << MEMTRAIL_PAGE_SHIFT;
+	return ctx.sum << page_shift;
 }
 
 /* enum mm counters (include/linux/mm_types_task.h), stable since v4.5 */
@@ -158,7 +158,7 @@ static __always_inline int rss_member_kind(int member)
  */
 static __always_inline __s64 mapped_bytes(struct mm_struct *mm)
 {
-	return (__s64)BPF_CORE_READ(mm, data_vm) << MEMTRAIL_PAGE_SHIFT;
+	return (__s64)BPF_CORE_READ(mm, data_vm) << page_shift;
 }
 
 /* The counters' absolute values: before 6.2, or where an mm's per-CPU parts have no room. */
@@ -253,10 +253,10 @@ static __always_inline void rss_walk(struct memtrail_target *t, struct mm_struct
 		if (absolute) {
 			s->central[i] = count[i];
 			mm_sync_kind(t, (__u64)mm, tgid, kind,
-				     (count[i] + w.pages[i]) << MEMTRAIL_PAGE_SHIFT);
+				     (count[i] + w.pages[i]) << page_shift);
 		} else {
 			w.pages[i] += count[i] - __sync_lock_test_and_set(&s->central[i], count[i]);
-			mm_state_add(t, s, tgid, kind, w.pages[i] << MEMTRAIL_PAGE_SHIFT);
+			mm_state_add(t, s, tgid, kind, w.pages[i] << page_shift);
 		}
 	}
 }
@@ -321,7 +321,7 @@ static __always_inline void rss_event(struct memtrail_target *t, struct mm_struc
 	pages = count - __sync_lock_test_and_set(&s->central[i], count);
 	pages += v - __sync_lock_test_and_set(&m->v[i], v);
 	if (pages)
-		mm_state_add(t, s, tgid, kind, pages << MEMTRAIL_PAGE_SHIFT);
+		mm_state_add(t, s, tgid, kind, pages << page_shift);
 }
 #endif /* !MEMTRAIL_COMPAT */
 

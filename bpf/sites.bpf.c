@@ -349,7 +349,7 @@ int BPF_PROG(mt_fault, unsigned long address, struct pt_regs *regs, unsigned lon
 	}
 	*left = fault_sample;
 	site_add_at(tgid, t->phase, MEMTRAIL_SITE_FAULTS, site_stack(ctx), leaf_caller(),
-		    (__s64)fault_sample << MEMTRAIL_PAGE_SHIFT,
+		    (__s64)fault_sample << page_shift,
 		    (__u64)fault_sample * MEMTRAIL_OBJ_ONE, true);
 	return 0;
 }

@@ -19,7 +19,6 @@
 #define MEMTRAIL_CGROUP_DEPTH_MAX 32
 /* most CPUs whose per-cpu rss deltas are summed */
 #define MEMTRAIL_CPUS_MAX 1024
-#define MEMTRAIL_PAGE_SHIFT 12
 /* phase names: printable ASCII, 1 to 63 bytes */
 #define MEMTRAIL_PHASE_NAME_LEN 64
 /* prctl option of the in-program marker (include/memtrail_marker.h): 'MTPH' */

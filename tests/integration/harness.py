@@ -15,6 +15,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MEMTRAIL = os.path.join(ROOT, "memtrail")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
 MiB = 1024 * 1024
+# the running kernel's page size (16 or 64 KiB on some arm64 kernels): what mmap rounds to
+PAGE = os.sysconf("SC_PAGESIZE")
 
 
 class TestFailure(AssertionError):

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from harness import (FOREIGN, MEMTRAIL, MiB, ROOT, Background, check, check_eq, free_pid,
+from harness import (FOREIGN, MEMTRAIL, MiB, PAGE, ROOT, Background, check, check_eq, free_pid,
                      load_trail, one_line_error, record, run, target, tmpdir, workload,
                      no_programs_left)
 
@@ -187,7 +187,7 @@ def test_repeated_phases_aggregate_with_flat_memory():
     check_eq(t["phases"][0]["name"], "start", "first listed phase")
     check_eq(t["phases"][-1]["name"], "b", "last listed phase")
     summary = {s["name"]: s for s in t["phase_summary"]}
-    for name, size in (("a", 8192), ("b", 4096)):
+    for name, size in (("a", 2 * PAGE), ("b", PAGE)):
         s = summary[name]
         check_eq(s["count"], n, f"'{name}' invocations")
         m = s["kinds"]["mapped"]
@@ -201,7 +201,7 @@ def test_repeated_phases_aggregate_with_flat_memory():
                  f"'{name}' mapped segment_change")
     check_eq(t["lost"] if "lost" in t else 0, 0, "lost")
     sites = t["sites"]["list"]
-    for name, size in (("a", 8192), ("b", 4096)):
+    for name, size in (("a", 2 * PAGE), ("b", PAGE)):
         rows = [x for x in sites if x["kind"] == "mapped" and x["phase"] == name]
         check_eq(sum(x["alloc_bytes"] for x in rows), n * size, f"'{name}' mapping sites' bytes")
         check_eq(sum(x["inuse_bytes"] for x in rows), 0, f"'{name}' mapping sites in use")

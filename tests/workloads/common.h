@@ -14,7 +14,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define PAGE 4096UL
+/* the running kernel's page size: 4 KiB, or 16 or 64 KiB on some arm64 kernels */
+#define PAGE ((size_t)sysconf(_SC_PAGESIZE))
 #define MiB (1024UL * 1024)
 
 /* A runtime call that must succeed (CUresult, NRT_STATUS: 0): else its text and code, exit 1. */

@@ -251,6 +251,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->paths_cgroup_subsys = cgroup__paths_subsys();
 	s->rodata->self_tgid = getpid();
 	s->rodata->nr_cpus = t->nr_cpus;
+	s->rodata->page_shift = __builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
 	/* rules attach one by one, with a cookie naming their phase */
 	bpf_program__set_autoattach(s->progs.mt_phase_rule, false);
 	/* device probes attach per library, as libraries are found */
