@@ -24,6 +24,7 @@ CLANG ?= clang
 BPFTOOL ?= bpftool
 PYTHON ?= python3
 NM ?= nm
+STRIP ?= strip
 VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 
 OUT := build
@@ -196,7 +197,7 @@ $(OUT)/workloads/dlopen_late: | $(OUT)/standins/libcuda.so.1
 # stripped copy (no .symtab, no DWARF) for the tests of honest [unknown] frames
 $(OUT)/workloads/sites: private CFLAGS_EXTRA := -fno-omit-frame-pointer
 $(OUT)/workloads/heap_grow: private CFLAGS_EXTRA := -fno-omit-frame-pointer
-$(OUT)/workloads/sites: private POSTLINK = strip -o $@_stripped $@
+$(OUT)/workloads/sites: private POSTLINK = $(STRIP) -o $@_stripped $@
 
 # a library the unload workload maps memory from, then unloads
 PLUGIN := $(OUT)/workloads/lib/libplugin.so
@@ -237,16 +238,18 @@ deps-arm64:
 # arm64 in its own OUT: Debian's cross gcc and :arm64 libraries; vmlinux.h from
 # the BTF of Debian 12's 6.1 arm64 kernel (this machine's own BTF is its arch's)
 ARM64_OUT := build-arm64
-ARM64_CC ?= aarch64-linux-gnu-gcc
+ARM64_CROSS ?= aarch64-linux-gnu-
 
 $(ARM64_OUT)/vmlinux.btf:
 	$(call msg,BTF,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(PYTHON) tests/kernels/headers.py --btf arm64 $@
 
+# memtrail and the test workloads (and stand-ins) the arm64 guests run
 arm64: $(ARM64_OUT)/vmlinux.btf
 	$(Q)$(MAKE) --no-print-directory OUT=$(ARM64_OUT) BIN=$(ARM64_OUT)/memtrail ARCH=arm64 \
-		CC=$(ARM64_CC) VMLINUX_BTF=$(ARM64_OUT)/vmlinux.btf $(ARM64_OUT)/memtrail
+		CC=$(ARM64_CROSS)gcc CXX=$(ARM64_CROSS)g++ NM=$(ARM64_CROSS)nm STRIP=$(ARM64_CROSS)strip \
+		VMLINUX_BTF=$(ARM64_OUT)/vmlinux.btf $(ARM64_OUT)/memtrail workloads
 
 # NVIDIA's real libcuda.so.1 and libcudart from Debian non-free, and trixie's Python 3.13 root, for the tests
 vendor:

@@ -26,15 +26,25 @@ from archive import apt_opts, archive_uri  # noqa: E402
 
 CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
 
-# (name, suite, package prefix; the newest matching package is taken)
+# (name, suite, package prefix and suffix: the newest matching package is
+# taken, architecture). arm64 rows boot under qemu-system-aarch64 with an
+# arm64 userland made from Debian's packages (userland.py) and make arm64's
+# memtrail and workloads; arm64-16k is a kernel with 16 KiB pages
 KERNELS = [
-    ("5.10", "bullseye", "linux-image-5.10.0-", "-amd64-unsigned"),
-    ("6.1", "bookworm", "linux-image-6.1.0-", "-amd64-unsigned"),
-    ("6.12", "trixie", "linux-image-6.12.", "+deb13-amd64-unsigned"),
-    ("6.17", "trixie-backports", "linux-image-6.17.", "+deb13-amd64"),
-    ("7.x", "trixie-backports", "linux-binary-7.", "+deb13-amd64"),
+    ("5.10", "bullseye", "linux-image-5.10.0-", "-amd64-unsigned", "x86"),
+    ("6.1", "bookworm", "linux-image-6.1.0-", "-amd64-unsigned", "x86"),
+    ("6.12", "trixie", "linux-image-6.12.", "+deb13-amd64-unsigned", "x86"),
+    ("6.17", "trixie-backports", "linux-image-6.17.", "+deb13-amd64", "x86"),
+    ("7.x", "trixie-backports", "linux-binary-7.", "+deb13-amd64", "x86"),
+    ("arm64-6.1", "bookworm", "linux-image-6.1.0-", "-arm64-unsigned", "arm64"),
+    ("arm64-6.12", "trixie", "linux-image-6.12.", "+deb13-arm64-unsigned", "arm64"),
+    ("arm64-7.x", "trixie-backports", "linux-binary-7.", "+deb13-arm64", "arm64"),
+    ("arm64-16k", "trixie-backports", "linux-binary-7.", "+deb13-arm64-16k", "arm64"),
 ]
-CI_KERNELS = ["5.10", "6.1"]
+DEB_ARCH = {"x86": "amd64", "arm64": "arm64"}
+# both architectures' package lists, whatever this machine's dpkg has
+ARCH_OPTS = ["-o", "APT::Architectures::=amd64", "-o", "APT::Architectures::=arm64"]
+CI_KERNELS = ["5.10", "6.1", "arm64-6.1"]
 # kernels booted with every vCPU on one host thread (boot.sh MEMTRAIL_TCG):
 # under multi-threaded TCG they die now and then of an int3 oops as memtrail
 # switches a tracepoint's static key (the kernel patching its own text)
@@ -102,7 +112,7 @@ def apt_state():
 
 def newest(state, prefix, suffix, opts=()):
     """The newest package PREFIX*SUFFIX in STATE's lists (apt-cache OPTS beside), or None."""
-    p = subprocess.run(["apt-cache", *apt_opts(state), *opts, "pkgnames", prefix],
+    p = subprocess.run(["apt-cache", *apt_opts(state), *ARCH_OPTS, *opts, "pkgnames", prefix],
                        capture_output=True, text=True)
     names = [n for n in p.stdout.split() if n.endswith(suffix)
              and not any(x in n for x in ("-dbg", "-cloud-", "-rt-"))]
@@ -118,12 +128,13 @@ def fetch(names):
     state = apt_state()
     updated = os.path.join(state, "updated")
     if not os.path.exists(updated) or time.time() - os.path.getmtime(updated) > 7 * 86400:
-        p = subprocess.run(["apt-get", *apt_opts(state), "update"], capture_output=True, text=True)
+        p = subprocess.run(["apt-get", *apt_opts(state), *ARCH_OPTS, "update"],
+                           capture_output=True, text=True)
         if p.returncode != 0:
             raise SystemExit(f"test-kernels: apt-get update failed: {p.stderr.strip()[-300:]}")
         open(updated, "w").close()
     debs = {}
-    for name, _, prefix, suffix in KERNELS:
+    for name, _, prefix, suffix, arch in KERNELS:
         if name not in names:
             continue
         pkg = newest(state, prefix, suffix)
@@ -134,7 +145,8 @@ def fetch(names):
             want.append("linux-modules-" + pkg[len("linux-binary-"):])
         for w in want:
             if not any(f.startswith(w + "_") for f in os.listdir(CACHE)):
-                p = subprocess.run(["apt-get", *apt_opts(state), "download", w], cwd=CACHE,
+                p = subprocess.run(["apt-get", *apt_opts(state), *ARCH_OPTS, "download",
+                                    f"{w}:{DEB_ARCH[arch]}"], cwd=CACHE,
                                    capture_output=True, text=True)
                 if p.returncode != 0:
                     raise SystemExit(f"test-kernels: cannot download {w}: {p.stderr.strip()[-300:]}")
@@ -143,8 +155,16 @@ def fetch(names):
     return debs
 
 
+def arch_of(name):
+    return next(k[4] for k in KERNELS if k[0] == name)
+
+
 def boot(name, deb, tests):
     """Boot DEB, run TESTS inside; (release, features lines, {test: ok}, log)."""
+    env = dict(os.environ)
+    if arch_of(name) == "arm64":
+        from userland import build
+        env.update(MEMTRAIL_ARCH="arm64", MEMTRAIL_USERLAND=build("arm64"), MEMTRAIL_CHECKOUT=ROOT)
     gdir = os.path.join(ROOT, "build", "kernels")
     os.makedirs(gdir, exist_ok=True)
     script = os.path.join(gdir, f"guest-{name}.sh")
@@ -161,7 +181,6 @@ def boot(name, deb, tests):
     for attempt in (1, 2):
         with open(console, "w") as f:
             # the console as it comes, for a person watching (tail -f)
-            env = dict(os.environ)
             if name in TCG_SINGLE:
                 env.setdefault("MEMTRAIL_TCG", "single")
             subprocess.run(["bash", os.path.join(HERE, "boot.sh"), deb, script, "2", "3072"],
@@ -202,6 +221,10 @@ def main(argv):
     if unknown:
         print(f"test-kernels: unknown kernel {unknown[0]!r}; known: {', '.join(k[0] for k in KERNELS)}")
         return 2
+    arm64 = os.path.join(ROOT, "build-arm64", "memtrail")
+    if any(arch_of(w) == "arm64" for w in wanted) and not os.path.exists(arm64):
+        print(f"test-kernels: no {arm64} for the arm64 kernels (make arm64)")
+        return 2
     debs = fetch(wanted)
     tests = [t for _, ts, _ in CHECKS for t in ts]
     rows, passed, failed, why = [], 0, 0, []
@@ -232,7 +255,7 @@ def main(argv):
         # a guest whose kernel oopsed (or panicked) says so, with its first such line
         oops = re.search(r"^\[[ 0-9.]+\] ((?:Oops|BUG|Kernel panic)[^\n]*)", log, re.M)
         if oops:
-            where = re.search(r"^\[[ 0-9.]+\] RIP: 0010:(\S+)", log, re.M)
+            where = re.search(r"^\[[ 0-9.]+\] (?:RIP: 0010:|pc : )(\S+)", log, re.M)
             print(f"  {name}: the guest kernel reported: {oops.group(1)}"
                   + (f" at {where.group(1)}" if where else ""), flush=True)
         for t in run_here:
@@ -246,10 +269,10 @@ def main(argv):
             if len(f) >= 2 and states.get(f[0], "yes") != "yes":
                 print(f"  feature {line}")
         rows.append((name, release, cells))
-    head = ["kernel", "release"] + [c for c, _, _ in CHECKS]
+    head = ["kernel", "arch", "release"] + [c for c, _, _ in CHECKS]
     table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, release, cells in rows:
-        table.append("| " + " | ".join([name, release] + cells) + " |")
+        table.append("| " + " | ".join([name, arch_of(name), release] + cells) + " |")
     print("\n".join(table))
     if md:
         with open(md, "w") as f:

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""An arm64 userland for the kernel matrix's arm64 guests, made from Debian's
+own arm64 packages: apt (a private state, this machine's sources, an empty
+dpkg status) resolves PACKAGES and their dependencies for arm64 and downloads
+them; each package's files are unpacked into one folder (no maintainer
+script runs: none of these needs one to be used as the tests use it, and
+running arm64 scripts here would need binfmt). The same package list and the
+same archive make the same folder; it is cached under the kernel cache
+(MEMTRAIL_KERNEL_CACHE) and made again when the list changes.
+
+    userland.py [ARCH]       prints the folder (arm64 by default)
+
+The guest (boot.sh with MEMTRAIL_USERLAND) boots with that folder as its root
+and this machine's checkout mounted at the same path, its build outputs
+those of 'make arm64' (build-arm64).
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from archive import apt_opts  # noqa: E402
+
+CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
+
+# what the guest runs: a shell and the tools guest.sh and the tests call, the
+# Python the tests are written in, and the libraries memtrail links
+PACKAGES = """busybox-static dash bash coreutils util-linux mount procps grep sed findutils
+gawk diffutils login passwd base-passwd base-files libc-bin python3 python3-minimal
+libbpf1 libdw1 libelf1 zlib1g libjansson4 libyajl2 libprotobuf-c1 libmicrohttpd12
+libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb""".split()
+
+
+def sources(state):
+    """This machine's apt sources, copied into STATE (deb822 files and the list)."""
+    parts = os.path.join(state, "sources.list.d")
+    os.makedirs(parts, exist_ok=True)
+    for name in os.listdir(parts):
+        os.unlink(os.path.join(parts, name))
+    d = "/etc/apt/sources.list.d"
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if name.endswith((".list", ".sources")):
+            shutil.copy(os.path.join(d, name), parts)
+    lst = os.path.join(state, "sources.list")
+    if os.path.exists("/etc/apt/sources.list"):
+        shutil.copy("/etc/apt/sources.list", lst)
+    else:
+        open(lst, "w").close()
+
+
+def apt(state, arch, *args, cwd=None):
+    opts = apt_opts(state)
+    opts[opts.index("Dir::Etc::sourceparts=-")] = f"Dir::Etc::sourceparts={state}/sources.list.d"
+    status = os.path.join(state, "status")
+    if not os.path.exists(status):
+        open(status, "w").close()
+    cmd = ["apt-get", *opts, "-o", f"Dir::State::status={status}",
+           "-o", f"APT::Architecture={arch}", "-o", f"APT::Architectures::={arch}",
+           "-o", "APT::Install-Recommends=false", "-o", "Debug::NoLocking=true", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    if p.returncode != 0:
+        raise SystemExit(f"userland: apt-get {' '.join(args[:2])} failed: {p.stderr.strip()[-400:]}")
+    return p.stdout
+
+
+def build(arch="arm64"):
+    """The folder of ARCH's userland, made (once) from the archive."""
+    key = hashlib.sha256((arch + " " + " ".join(PACKAGES)).encode()).hexdigest()[:12]
+    root = os.path.join(CACHE, f"userland-{arch}-{key}")
+    if os.path.exists(os.path.join(root, ".complete")):
+        return root
+    state = os.path.join(CACHE, f"apt-userland-{arch}")
+    for sub in ("lists/partial", "cache/archives/partial"):
+        os.makedirs(os.path.join(state, sub), exist_ok=True)
+    sources(state)
+    apt(state, arch, "update")
+    apt(state, arch, "install", "--download-only", "-y", *PACKAGES)
+    debs = os.path.join(state, "cache", "archives")
+    tmp = root + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "usr"))
+    # merged /usr, as Debian 12 installs it: bookworm's packages still put
+    # files in /bin and /lib, which land in /usr through these links
+    for d in ("bin", "sbin", "lib"):
+        os.makedirs(os.path.join(tmp, "usr", d), exist_ok=True)
+        os.symlink(f"usr/{d}", os.path.join(tmp, d))
+    for name in sorted(os.listdir(debs)):
+        if not name.endswith(f"_{arch}.deb") and not name.endswith("_all.deb"):
+            continue
+        deb = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", os.path.join(debs, name)],
+                               stdout=subprocess.PIPE)
+        tar = subprocess.run(["tar", "-x", "--keep-directory-symlink", "-C", tmp],
+                             stdin=deb.stdout, capture_output=True, text=True)
+        deb.stdout.close()
+        if deb.wait() != 0 or tar.returncode != 0:
+            raise SystemExit(f"userland: cannot unpack {name}: {tar.stderr.strip()[-300:]}")
+    # what maintainer scripts would have made: accounts, /bin/sh, awk, the
+    # dynamic linker's search path (ld.so.conf.d) resolved into its cache
+    for f in ("passwd", "group"):
+        shutil.copy(os.path.join(tmp, "usr/share/base-passwd", f + ".master"),
+                    os.path.join(tmp, "etc", f))
+    links = {"bin/sh": "dash", "usr/bin/awk": "gawk"}
+    for path, target in links.items():
+        full = os.path.join(tmp, path)
+        if not os.path.lexists(full):
+            os.symlink(target, full)
+    for d in ("proc", "sys", "dev", "run", "tmp", "root", "mnt", "var/tmp"):
+        os.makedirs(os.path.join(tmp, d), exist_ok=True)
+    os.chmod(os.path.join(tmp, "tmp"), 0o1777)
+    open(os.path.join(tmp, ".complete"), "w").close()
+    shutil.rmtree(root, ignore_errors=True)
+    os.rename(tmp, root)
+    for name in os.listdir(os.path.dirname(root)):  # older package lists' folders
+        old = os.path.join(os.path.dirname(root), name)
+        if name.startswith(f"userland-{arch}-") and old != root:
+            shutil.rmtree(old, ignore_errors=True)
+    return root
+
+
+if __name__ == "__main__":
+    print(build(sys.argv[1] if len(sys.argv) > 1 else "arm64"))
