@@ -10,9 +10,13 @@ apt state (the machine's own apt sources are not touched), unpacked with
 dpkg-deb into build/vendor/, and named in build/vendor/manifest.json:
   {"libcuda": PATH, "cudart": {"11": PATH, "12": PATH},
    "python313": {"root": DIR, "python": "/usr/bin/python3.13"}, "versions": {...}}
-No GPU is needed: without one every call fails, and that is what is tested.
+PATH and DIR are relative to the manifest's folder (the arm64 guests see
+build-arm64 as build). No GPU is needed: without one every call fails, and
+that is what is tested. --arch arm64: the same packages for arm64 (Debian
+builds NVIDIA's for arm64 too), into build-arm64/vendor, for the kernel
+matrix's arm64 rows.
 
-    vendor.py [--cache DIR]
+    vendor.py [--arch amd64|arm64] [--cache DIR]
 """
 
 import json
@@ -26,7 +30,6 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from archive import apt_opts, archive_uri  # noqa: E402
-OUT = os.path.join(ROOT, "build", "vendor")
 CACHE = os.environ.get("MEMTRAIL_VENDOR_CACHE", "/var/cache/memtrail/nvidia")
 # (package, suite, what it holds)
 PACKAGES = [
@@ -44,12 +47,13 @@ def fail(msg):
     sys.exit(f"vendor: {msg}")
 
 
-def download(cache):
-    """The .deb of each package, downloaded once into CACHE."""
+def download(cache, arch):
+    """The .deb of each package for ARCH, downloaded once into CACHE."""
     have = {p: next((f for f in sorted(os.listdir(cache)) if f.startswith(p + "_")
-                     and f.endswith(".deb")), None) for p, _, _ in PACKAGES}
+                     and f.endswith((f"_{arch}.deb", "_all.deb"))), None) for p, _, _ in PACKAGES}
     if all(have.values()):
         return {p: os.path.join(cache, f) for p, f in have.items()}
+    archs = ["-o", "APT::Architectures::=amd64", "-o", "APT::Architectures::=arm64"]
     state = os.path.join(cache, "apt")
     for d in ("lists/partial", "cache/archives/partial"):
         os.makedirs(os.path.join(state, d), exist_ok=True)
@@ -60,17 +64,18 @@ def download(cache):
         for suite in sorted({s for _, s, _ in PACKAGES}):
             f.write(f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} "
                     f"{suite} main contrib non-free\n")
-    p = subprocess.run(["apt-get", *apt_opts(state), "update"], capture_output=True, text=True)
+    p = subprocess.run(["apt-get", *apt_opts(state), *archs, "update"], capture_output=True,
+                       text=True)
     if p.returncode != 0:
         fail(f"apt-get update failed: {p.stderr.strip()[-300:]}")
     for pkg, suite, _ in PACKAGES:
         if have[pkg]:
             continue
-        p = subprocess.run(["apt-get", *apt_opts(state), "download", f"{pkg}/{suite}"],
+        p = subprocess.run(["apt-get", *apt_opts(state), *archs, "download", f"{pkg}:{arch}/{suite}"],
                            cwd=cache, capture_output=True, text=True)
         if p.returncode != 0:
             fail(f"cannot download {pkg} from {suite}: {p.stderr.strip()[-300:]}")
-    return download(cache)
+    return download(cache, arch)
 
 
 def find(tree, pattern):
@@ -83,25 +88,30 @@ def find(tree, pattern):
     fail(f"no file {pattern} in {tree}")
 
 
-def main():
-    cache = CACHE
-    if len(sys.argv) == 3 and sys.argv[1] == "--cache":
-        cache = sys.argv[2]
-    elif len(sys.argv) != 1:
-        fail("usage: vendor.py [--cache DIR]")
+def main(argv):
+    cache, arch = CACHE, "amd64"
+    while argv:
+        if len(argv) >= 2 and argv[0] == "--cache":
+            cache = argv[1]
+        elif len(argv) >= 2 and argv[0] == "--arch" and argv[1] in ("amd64", "arm64"):
+            arch = argv[1]
+        else:
+            fail("usage: vendor.py [--arch amd64|arm64] [--cache DIR]")
+        argv = argv[2:]
+    out = os.path.join(ROOT, "build-arm64" if arch == "arm64" else "build", "vendor")
     os.makedirs(cache, exist_ok=True)
-    debs = download(cache)
-    manifest = os.path.join(OUT, "manifest.json")
+    debs = download(cache, arch)
+    manifest = os.path.join(out, "manifest.json")
     if os.path.exists(manifest) and all(os.path.getmtime(manifest) > os.path.getmtime(d)
                                         for d in debs.values()):
         return
-    shutil.rmtree(OUT, ignore_errors=True)
-    os.makedirs(OUT)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
     versions = {}
-    pyroot = os.path.join(OUT, "python3.13")
+    pyroot = os.path.join(out, "python3.13")
     for pkg, deb in debs.items():
         subprocess.run(["dpkg-deb", "-x", deb,
-                        pyroot if pkg in PYTHON_ROOT else os.path.join(OUT, pkg)], check=True)
+                        pyroot if pkg in PYTHON_ROOT else os.path.join(out, pkg)], check=True)
         versions[pkg] = subprocess.run(["dpkg-deb", "-f", deb, "Version"], check=True,
                                        capture_output=True, text=True).stdout.strip()
     # a merged-/usr root, as Debian's: the loader is /lib64/ld-linux-*.so.2
@@ -112,26 +122,28 @@ def main():
         os.makedirs(os.path.join(pyroot, d))
     os.chmod(os.path.join(pyroot, "tmp"), 0o1777)
     # the driver under its soname, alone in a directory: LD_LIBRARY_PATH finds it there
-    libdir = os.path.join(OUT, "driver")
+    libdir = os.path.join(out, "driver")
     os.makedirs(libdir)
-    shutil.copy(find(os.path.join(OUT, "libcuda1"), r"libcuda\.so\.\d+\.\d+\.\d+"),
+    shutil.copy(find(os.path.join(out, "libcuda1"), r"libcuda\.so\.\d+\.\d+\.\d+"),
                 os.path.join(libdir, "libcuda.so.1"))
+    def rel(path):
+        return os.path.relpath(path, out)
     data = {
-        "libcuda": os.path.join(libdir, "libcuda.so.1"),
+        "libcuda": rel(os.path.join(libdir, "libcuda.so.1")),
         "cudart": {
-            "11": find(os.path.join(OUT, "libcudart11.0"), r"libcudart\.so\.11\.\d+\.\d+"),
-            "12": find(os.path.join(OUT, "libcudart12"), r"libcudart\.so\.12\.\d+\.\d+"),
+            "11": rel(find(os.path.join(out, "libcudart11.0"), r"libcudart\.so\.11\.\d+\.\d+")),
+            "12": rel(find(os.path.join(out, "libcudart12"), r"libcudart\.so\.12\.\d+\.\d+")),
         },
-        "python313": {"root": pyroot, "python": "/usr/bin/python3.13"},
+        "python313": {"root": rel(pyroot), "python": "/usr/bin/python3.13"},
         "versions": versions,
         "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     with open(manifest + ".tmp", "w") as f:
         json.dump(data, f, indent=1)
     os.rename(manifest + ".tmp", manifest)
-    print(f"vendor: NVIDIA libraries and a Python 3.13 root in {OUT}: "
+    print(f"vendor: NVIDIA libraries and a Python 3.13 root ({arch}) in {out}: "
           + ", ".join(f"{p} {v}" for p, v in sorted(versions.items())))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -42,6 +42,23 @@ def workload(name):
     return os.path.join(WORKLOADS, name)
 
 
+VENDOR = os.path.join(ROOT, "build", "vendor", "manifest.json")
+
+
+def vendor():
+    """What tests/vendor.py fetched (make test runs it): NVIDIA's real
+    libraries from Debian and a Python 3.13 root, their paths made whole."""
+    check(os.path.exists(VENDOR), f"{VENDOR} is missing: python3 tests/vendor.py fetches "
+          "Debian's libcuda1, libcudart and Python 3.13 (make test runs it)")
+    with open(VENDOR) as f:
+        data = json.load(f)
+    here = os.path.dirname(VENDOR)
+    data["libcuda"] = os.path.join(here, data["libcuda"])
+    data["cudart"] = {k: os.path.join(here, v) for k, v in data["cudart"].items()}
+    data["python313"]["root"] = os.path.join(here, data["python313"]["root"])
+    return data
+
+
 def tmpdir():
     return tempfile.mkdtemp(prefix="memtrail-test-")
 

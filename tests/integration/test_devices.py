@@ -15,7 +15,7 @@ import threading
 import time
 
 from harness import (MEMTRAIL, ROOT, Background, proc_state, wait_stopped, MiB, check, check_eq,
-                     level, load_trail, no_programs_left, record, run, target, tmpdir, workload)
+                     level, load_trail, no_programs_left, record, run, target, tmpdir, vendor, workload)
 
 STANDINS = os.path.join(ROOT, "build", "standins")
 LIBCUDA = os.path.join(STANDINS, "libcuda.so.1")
@@ -655,17 +655,6 @@ def source_line(path, text):
     """The number of the line of PATH that holds TEXT."""
     with open(path) as f:
         return [n for n, x in enumerate(f, 1) if text in x][0]
-
-
-VENDOR = os.path.join(ROOT, "build", "vendor", "manifest.json")
-
-
-def vendor():
-    """NVIDIA's real libraries from Debian (tests/vendor.py, run by make test)."""
-    check(os.path.exists(VENDOR), f"{VENDOR} is missing: python3 tests/vendor.py fetches "
-          "Debian's libcuda1 and libcudart (make test runs it)")
-    with open(VENDOR) as f:
-        return json.load(f)
 
 
 def check_immediate_runs(lib, runs):

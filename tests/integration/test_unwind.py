@@ -10,8 +10,8 @@ import shutil
 import signal
 import subprocess
 
-from harness import (MEMTRAIL, ROOT, WORKLOADS, check, check_eq, no_programs_left, run, tmpdir,
-                     workload)
+from harness import (MEMTRAIL, WORKLOADS, check, check_eq, no_programs_left, run, tmpdir,
+                     vendor, workload)
 from test_sites import TORCH
 
 
@@ -316,12 +316,7 @@ def test_python313_lines():
     its structures are found by the _Py_DebugOffsets at the head of its
     _PyRuntime, each frame's owner marks where an eval loop call's frames
     end, and the same five allocations name the same functions and lines."""
-    manifest = os.path.join(ROOT, "build", "vendor", "manifest.json")
-    check(os.path.exists(manifest), f"{manifest} is missing: python3 tests/vendor.py fetches "
-          "it (make test runs it)")
-    with open(manifest) as f:
-        py = json.load(f).get("python313")
-    check(py, f"{manifest} names a Python 3.13 root (python3 tests/vendor.py)")
+    py = vendor()["python313"]
     shutil.copy(PY_LINES, os.path.join(py["root"], "tmp", "py_lines.py"))
     out = os.path.join(tmpdir(), "py313.json")
     line, stderr = record_alive(["chroot", py["root"], py["python"], "/tmp/py_lines.py"], out,
