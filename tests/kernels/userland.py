@@ -29,11 +29,13 @@ from archive import apt_opts  # noqa: E402
 CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
 
 # what the guest runs: a shell and the tools guest.sh and the tests call, the
-# Python the tests are written in, and the libraries memtrail links
+# Python the tests are written in, and the libraries memtrail links; as on
+# the x86 rows (make deps), python3-dbg and libc6-dbg: the debug files that
+# name the functions their stripped libraries leave out (clone3, in arm64's libc)
 PACKAGES = """busybox-static dash bash coreutils util-linux mount procps grep sed findutils
 gawk diffutils login passwd base-passwd base-files libc-bin python3 python3-minimal
 libbpf1 libdw1 libelf1 zlib1g libjansson4 libyajl2 libprotobuf-c1 libmicrohttpd12
-libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb""".split()
+libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb python3-dbg""".split()
 
 
 def sources(state):

@@ -24,6 +24,8 @@
 #define UW_NREGS 17
 /* a pending return's stack value is its return address's slot, at or above the pointer */
 #define UW_SLOT_ABOVE 0
+/* a call pushes its return address: every caller's stack pointer is above its callee's */
+#define UW_FRAMELESS 0
 #elif defined(__aarch64__)
 #define UW_SP 31
 #define UW_FP 29
@@ -31,12 +33,17 @@
 #define UW_NREGS 33
 /* a pending return's stack value is its function's entry stack pointer, above ours */
 #define UW_SLOT_ABOVE 1
+/* the return address is in a register: a function that calls nothing may keep
+ * no frame (its caller's stack pointer is its own), and a frame record may lie
+ * at the stack pointer itself (x29 == sp) */
+#define UW_FRAMELESS 1
 #else
 #define UW_SP 0
 #define UW_FP 0
 #define UW_PC 0
 #define UW_NREGS 0
 #define UW_SLOT_ABOVE 0
+#define UW_FRAMELESS 0
 #endif
 
 #define DEEP_DEPTH 128	/* frames kept per chain */
@@ -275,8 +282,13 @@ static enum uw_step uw_step(struct sites *s, const struct pid_maps *pm, struct u
 	if (!(nvalid >> UW_PC & 1) || !nr[UW_PC])
 		return UW_END;	/* the outermost frame: its return address is undefined */
 	uw_uret(u, &nr[UW_PC]);
-	/* the stack grows down: a caller's frame lies above (a signal's may not) */
-	if (!*signal && nr[UW_SP] <= u->r[UW_SP])
+	/*
+	 * the stack grows down: a caller's frame lies above (a signal's may not);
+	 * on arm64 the innermost function may keep none, its caller's stack
+	 * pointer its own (every other frame saved its return address)
+	 */
+	if (!*signal && (nr[UW_SP] < u->r[UW_SP] ||
+			 (nr[UW_SP] == u->r[UW_SP] && !(UW_FRAMELESS && activation))))
 		return UW_CUT_STACK;
 	memcpy(u->r, nr, sizeof(nr));
 	u->valid = nvalid;
@@ -293,7 +305,7 @@ static enum uw_step uw_step_fp(struct sites *s, const struct pid_maps *pm, struc
 	uint64_t fp = u->r[UW_FP], next_fp, ret;
 	struct frame fr;
 
-	if (!uw_has(u, UW_FP) || fp <= u->r[UW_SP] || !uw_read(u, fp, &next_fp) ||
+	if (!uw_has(u, UW_FP) || fp < u->r[UW_SP] + !UW_FRAMELESS || !uw_read(u, fp, &next_fp) ||
 	    !uw_read(u, fp + 8, &ret))
 		return UW_CUT_CODE;
 	uw_uret(u, &ret);
