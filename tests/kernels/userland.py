@@ -35,7 +35,7 @@ CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
 PACKAGES = """busybox-static dash bash coreutils util-linux mount procps grep sed findutils
 gawk diffutils login passwd base-passwd base-files libc-bin python3 python3-minimal
 libbpf1 libdw1 libelf1 zlib1g libjansson4 libyajl2 libprotobuf-c1 libmicrohttpd12
-libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb python3-dbg""".split()
+libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb python3-dbg libc6-dbg""".split()
 
 
 def sources(state):
