@@ -147,6 +147,22 @@ def test_blinking_children_named_under_load():
     no_programs_left()
 
 
+def test_heap_allocator_probed_once():
+    """record --heap -- CMD: the command's C library, found from its ELF
+    before it runs and again in its maps once it does, is probed once. On
+    overlayfs (a container's root; the QEMU guests' root) stat() and maps
+    name the file by different (device, inode): keyed by stat's, it was
+    probed twice, each allocation hitting two breakpoints."""
+    out = os.path.join(tmpdir(), "trail.json")
+    p = subprocess.run([MEMTRAIL, "record", "-v", "-o", out, "--heap", "--unwind", "fp", "--",
+                        workload("sites")], capture_output=True, text=True, timeout=120)
+    check_eq(p.returncode, 0, f"record exit status ({p.stderr[-500:]})")
+    probed = re.findall(r"heap: probing '([^']*)' for (\d+)", p.stderr)
+    libc = [x for x in probed if os.path.basename(x[0]).startswith("libc.so")]
+    check_eq(len(libc), 1, f"the C library probed once: {probed}")
+    no_programs_left()
+
+
 def test_heap_sites_exact():
     p, trail, data, _ = recorded(["--heap", "--unwind", "fp"])
     t = trail["targets"][0]

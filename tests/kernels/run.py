@@ -69,7 +69,7 @@ CHECKS = [
     ("map sites", ["test_sites.test_mapping_sites_by_default",
                    "test_sites.test_short_children_sites_named_without_devices",
                    "test_sites.test_blinking_children_named_under_load"], "map_sites"),
-    ("heap sites", ["test_sites.test_heap_sites_exact",
+    ("heap sites", ["test_sites.test_heap_sites_exact", "test_sites.test_heap_allocator_probed_once",
                     "test_watch.test_heap_budget_names_the_growing_malloc"], "heap"),
     ("deep stacks", ["test_unwind.test_deep_chains_equal_backtrace",
                      "test_unwind.test_deep_chains_through_uretprobes",

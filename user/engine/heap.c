@@ -283,26 +283,36 @@ static void file_probes(struct heap_file *f, const char *path)
 
 /*
  * File (DEV, INO) as an index into h->files, -1 when it has no allocator or
- * cannot be opened: the one PID maps at M (proc.h), else memtrail's own
- * file HOST. A file seen before is not opened again; an allocator's stays
- * open, so its probes go on that file whatever its path names later.
+ * cannot be opened: the one PID maps at M (proc.h), else HOST_FD, memtrail's
+ * own descriptor of file HOST (taken over: closed here when not kept). A
+ * file seen before is not opened again; an allocator's stays open, so its
+ * probes go on that file whatever its path names later.
  */
 static ssize_t file_get(struct heap *h, dev_t dev, ino_t ino, uint32_t pid,
-			const struct proc_map_line *m, const char *host)
+			const struct proc_map_line *m, const char *host, int host_fd)
 {
 	struct heap_file *f;
 	size_t i;
 	int fd;
 
 	for (i = 0; i < h->n_files; i++)
-		if (h->files[i].dev == dev && h->files[i].ino == ino)
+		if (h->files[i].dev == dev && h->files[i].ino == ino) {
+			if (!m)
+				close(host_fd);
 			return h->files[i].n_entry ? (ssize_t)i : -1;
-	if (array__grow((void **)&h->files, &h->cap_files, h->n_files + 1, sizeof(*h->files)))
+		}
+	if (array__grow((void **)&h->files, &h->cap_files, h->n_files + 1, sizeof(*h->files))) {
+		if (!m)
+			close(host_fd);
 		return -1;
+	}
 	f = &h->files[h->n_files];
 	memset(f, 0, sizeof(*f));
-	fd = m ? proc__open_mapped(pid, m, f->path, sizeof(f->path))
-	       : proc__open_file(host, dev, ino, f->path, sizeof(f->path));
+	fd = host_fd;
+	if (m)
+		fd = proc__open_mapped(pid, m, f->path, sizeof(f->path));
+	else
+		snprintf(f->path, sizeof(f->path), "/proc/self/fd/%d", fd);
 	if (fd < 0)
 		return -1;	/* not known: another process may open it */
 	f->dev = dev;
@@ -443,12 +453,23 @@ struct prepare_ctx {
 static void prepare_lib(void *ctx, const char *lib)
 {
 	struct prepare_ctx *c = ctx;
-	struct stat st;
+	struct file_ids ids;
+	char path[32];
 	ssize_t idx;
+	int fd = proc__reopen(lib, path, sizeof(path));
 
-	if (stat(lib, &st))
+	if (fd < 0)
 		return;
-	idx = file_get(c->h, st.st_dev, st.st_ino, 0, NULL, lib);
+	/*
+	 * known by the (device, inode) the process's maps will show, not by
+	 * stat's: on overlayfs (a container's root) they differ, and the file
+	 * would be probed twice, once under each
+	 */
+	if (proc__file_ids(fd, 0, true, &ids)) {
+		close(fd);
+		return;
+	}
+	idx = file_get(c->h, ids.maps_dev, ids.maps_ino, 0, NULL, lib, fd);
 	if (idx >= 0)
 		proc_add_file(c->h, c->p, idx);
 }
@@ -478,7 +499,7 @@ static struct heap_proc *scan_maps(struct heap *h, uint32_t pid, struct heap_pro
 	while (fgets(line, sizeof(line), f)) {
 		if (!proc__parse_map(line, &m) || !m.exec || !m.path)
 			continue;
-		idx = file_get(h, m.dev, m.ino, pid, &m, NULL);
+		idx = file_get(h, m.dev, m.ino, pid, &m, NULL, -1);
 		if (idx < 0)
 			continue;
 		p = p ? p : proc_get(h, pid, true);
@@ -975,7 +996,7 @@ static ssize_t calibrate_file(struct heap *h, uint32_t pid)
 		return -1;
 	while (idx < 0 && fgets(line, sizeof(line), f))
 		if (proc__parse_map(line, &m) && m.exec && m.path)
-			idx = file_get(h, m.dev, m.ino, pid, &m, NULL);
+			idx = file_get(h, m.dev, m.ino, pid, &m, NULL, -1);
 	fclose(f);
 	return idx;
 }
