@@ -255,6 +255,10 @@ arm64: $(ARM64_OUT)/vmlinux.btf
 vendor:
 	$(Q)$(PYTHON) tests/vendor.py
 
+# the same for arm64 (build-arm64/vendor), for the kernel matrix's arm64 rows
+vendor-arm64:
+	$(Q)$(PYTHON) tests/vendor.py --arch arm64
+
 unit: $(UNIT_TESTS)
 	$(Q)for t in $(UNIT_TESTS); do $$t || exit 1; done
 
@@ -262,12 +266,12 @@ integration: memtrail $(WORKLOADS)
 	$(Q)$(PYTHON) tests/integration/run.py
 
 test: deps deps-arm64
-	$(Q)$(MAKE) --no-print-directory all unit-build workloads fuzz-build vendor arm64
+	$(Q)$(MAKE) --no-print-directory all unit-build workloads fuzz-build vendor arm64 vendor-arm64
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) tests/run_all.py $(UNIT_TESTS)
 
 # KERNELS="6.1 6.12": only those; the matrix also goes to build/kernel-matrix.md
-test-kernels: deps
-	$(Q)$(MAKE) --no-print-directory all workloads
+test-kernels: deps deps-arm64
+	$(Q)$(MAKE) --no-print-directory all workloads vendor arm64 vendor-arm64
 	$(Q)$(PYTHON) tests/kernels/run.py --markdown $(OUT)/kernel-matrix.md $(KERNELS)
 
 unit-build: $(UNIT_TESTS)
@@ -313,7 +317,7 @@ clean:
 	$(call msg,CLEAN,$(OUT) $(BIN) $(ARM64_OUT))
 	$(Q)rm -rf $(OUT) $(BIN) $(ARM64_OUT)
 
-.PHONY: all arm64 deps deps-arm64 vendor unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
+.PHONY: all arm64 deps deps-arm64 vendor vendor-arm64 unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
 	bench-cpus demo clean
 
 -include $(USER_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(COMPAT_OBJS:.o=.d) $(UNIT_TESTS:=.d) $(WORKLOADS:=.d)

@@ -16,8 +16,9 @@ golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd
 python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev python3-torch
 python3-dbg debuginfod libdebuginfod1"
 if [ "${1:-}" = arm64 ]; then
-	# qemu-user-static: the arm64 binary's smoke run (tests/arm64.py)
-	PKGS="gcc-aarch64-linux-gnu qemu-user-static libbpf-dev:arm64 libdw-dev:arm64 libelf-dev:arm64
+	# qemu-user-static: the arm64 binary's smoke run (tests/kernels/arm64.py);
+	# qemu-system-arm: the kernel matrix's arm64 rows; g++: a C++ workload
+	PKGS="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static qemu-system-arm libbpf-dev:arm64 libdw-dev:arm64 libelf-dev:arm64
 zlib1g-dev:arm64 libjansson-dev:arm64 libyajl-dev:arm64 libprotobuf-c-dev:arm64 libmicrohttpd-dev:arm64
 libiberty-dev:arm64"
 fi
