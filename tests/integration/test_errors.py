@@ -201,6 +201,12 @@ def test_kernel_support_claim():
     kf = json.loads(p.stdout)
     fs = kf["features"]
     check_eq(kf["release"], os.uname().release, "the kernel release")
+    check_eq(kf["machine"], os.uname().machine, "the machine")
+    check_eq(kf["page_size"], os.sysconf("SC_PAGESIZE"), "the page size")
+    head = run([MEMTRAIL, "features"]).stdout.splitlines()[0]
+    check(head.startswith(f"kernel {os.uname().release} ({os.uname().machine}, "
+                          f"{os.sysconf('SC_PAGESIZE') // 1024} KiB pages), BTF "),
+          f"the table's head names the kernel, machine and page size: {head!r}")
     out = os.path.join(tmpdir(), "t.json")
     r = run([MEMTRAIL, "record", "-q", "-o", out, "--", "true"])
     check_eq(r.returncode, 0, f"record status (stderr {r.stderr!r})")

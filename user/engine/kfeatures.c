@@ -438,8 +438,11 @@ int features__probe(struct kernel_features *kf)
 	bool sys_exit;
 
 	memset(kf, 0, sizeof(*kf));
-	if (!uname(&u))
+	if (!uname(&u)) {
 		snprintf(kf->release, sizeof(kf->release), "%s", u.release);
+		snprintf(kf->machine, sizeof(kf->machine), "%s", u.machine);
+	}
+	kf->page_size = sysconf(_SC_PAGESIZE);
 	if (access(SYSFS_BTF, R_OK)) {
 		log__error("kernel BTF not found at '%s': %s (memtrail needs a kernel built "
 			   "with CONFIG_DEBUG_INFO_BTF=y)", SYSFS_BTF, strerror(errno));
@@ -505,7 +508,8 @@ void features__print(const struct kernel_features *kf, FILE *out)
 {
 	int i;
 
-	fprintf(out, "kernel %s, BTF %s\n", kf->release, kf->btf_source);
+	fprintf(out, "kernel %s (%s, %ld KiB pages), BTF %s\n", kf->release, kf->machine,
+		kf->page_size / 1024, kf->btf_source);
 	fprintf(out, "%-13s %-9s %s\n", "FEATURE", "STATE", "HOW");
 	for (i = 0; i < FEAT_MAX; i++)
 		fprintf(out, "%-13s %-9s %s\n", kf->f[i].name,
@@ -524,6 +528,8 @@ json_t *features__json(const struct kernel_features *kf)
 	}
 	json_object_set_new(root, "release", json_string(kf->release));
 	json_object_set_new(root, "btf", json_string(kf->btf_source));
+	json_object_set_new(root, "machine", json_string(kf->machine));
+	json_object_set_new(root, "page_size", json_integer(kf->page_size));
 	for (i = 0; i < FEAT_MAX; i++)
 		json_object_set_new(fs, kf->f[i].name,
 				    json_pack("{s:s, s:s}", "state",

@@ -47,6 +47,8 @@ struct feature {
 
 struct kernel_features {
 	char release[65];
+	char machine[65];	/* uname's: x86_64, aarch64 */
+	long page_size;		/* bytes: 4 KiB, or 16 or 64 KiB on some arm64 kernels */
 	char btf_source[64];
 	/* arities of tracepoints (arguments after the hidden first), -1: missing */
 	int exit_args;
