@@ -7,7 +7,8 @@ them; each package's files are unpacked into one folder (no maintainer
 script runs: none of these needs one to be used as the tests use it, and
 running arm64 scripts here would need binfmt). The same package list and the
 same archive make the same folder; it is cached under the kernel cache
-(MEMTRAIL_KERNEL_CACHE) and made again when the list changes.
+(MEMTRAIL_KERNEL_CACHE) and made again, beside the old one (a guest may be
+running on that), when the list changes.
 
     userland.py [ARCH]       prints the folder (arm64 by default)
 
@@ -35,7 +36,21 @@ CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
 PACKAGES = """busybox-static dash bash coreutils util-linux mount procps grep sed findutils
 gawk diffutils login passwd base-passwd base-files libc-bin python3 python3-minimal
 libbpf1 libdw1 libelf1 zlib1g libjansson4 libyajl2 libprotobuf-c1 libmicrohttpd12
-libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb python3-dbg libc6-dbg""".split()
+libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb python3-dbg libc6-dbg
+libpam-modules libpam-runtime""".split()
+
+
+PAM_COMMON = {
+    "common-auth": "auth [success=1 default=ignore] pam_unix.so nullok\n"
+                   "auth requisite pam_deny.so\nauth required pam_permit.so\n",
+    "common-account": "account [success=1 new_authtok_reqd=done default=ignore] pam_unix.so\n"
+                      "account requisite pam_deny.so\naccount required pam_permit.so\n",
+    "common-password": "password [success=1 default=ignore] pam_unix.so obscure yescrypt\n"
+                       "password requisite pam_deny.so\npassword required pam_permit.so\n",
+    "common-session": "session [default=1] pam_permit.so\nsession requisite pam_deny.so\n"
+                      "session required pam_permit.so\nsession required pam_unix.so\n",
+}
+PAM_COMMON["common-session-noninteractive"] = PAM_COMMON["common-session"]
 
 
 def sources(state):
@@ -106,6 +121,10 @@ def build(arch="arm64"):
     for f in ("passwd", "group"):
         shutil.copy(os.path.join(tmp, "usr/share/base-passwd", f + ".master"),
                     os.path.join(tmp, "etc", f))
+    # PAM's common files (pam-auth-update writes them; runuser and su include them)
+    for name, text in PAM_COMMON.items():
+        with open(os.path.join(tmp, "etc", "pam.d", name), "w") as f:
+            f.write(text)
     links = {"bin/sh": "dash", "usr/bin/awk": "gawk"}
     for path, target in links.items():
         full = os.path.join(tmp, path)
@@ -117,10 +136,6 @@ def build(arch="arm64"):
     open(os.path.join(tmp, ".complete"), "w").close()
     shutil.rmtree(root, ignore_errors=True)
     os.rename(tmp, root)
-    for name in os.listdir(os.path.dirname(root)):  # older package lists' folders
-        old = os.path.join(os.path.dirname(root), name)
-        if name.startswith(f"userland-{arch}-") and old != root:
-            shutil.rmtree(old, ignore_errors=True)
     return root
 
 
