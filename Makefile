@@ -4,8 +4,8 @@
 # make deps     install the Debian packages the build and the tests need
 # make test     unit tests (sanitizers), the fuzzer for FUZZ_SECONDS, integration
 #               tests (root, real BPF), the arm64 build under qemu-user, and the
-#               core of them on Linux 5.10 and 6.1 under QEMU
-# make test-kernels  that core on every supported kernel: the kernel matrix
+#               core of them on Linux 5.10 and 6.1 (x86) and 6.1 (arm64) under QEMU
+# make test-kernels  that core on every supported kernel, x86 and arm64: the kernel matrix
 # make bench    overhead against the untraced workloads, as ratios
 # make soak     watch for an hour beside OOM kills and a storm (SOAK_SECONDS)
 # make fuzz     fuzz 'memtrail report' (trail reader and renderers) for

@@ -5,7 +5,7 @@ FUZZ_SECONDS (300; tests/fuzz/run.py, one check), the integration tests, the
 BPF objects built with Linux 5.10's x86 and 6.1's arm64 headers
 (tests/kernels/headers.py), the arm64 build under qemu-user
 (tests/kernels/arm64.py), then the integration tests' core on Linux 5.10
-and 6.1 under QEMU (tests/kernels/run.py --ci; MEMTRAIL_NO_KERNELS=1 leaves
+and 6.1 (x86) and 6.1 (arm64) under QEMU (tests/kernels/run.py --ci; MEMTRAIL_NO_KERNELS=1 leaves
 out all but the unit, fuzz and integration tests); one closing line counts them all."""
 
 import os
@@ -58,7 +58,7 @@ def main():
                           ("headers", ["kernels", "headers.py"]),
                           # make arm64's binary says what this one says (qemu-user)
                           ("arm64", ["kernels", "arm64.py"]),
-                          # the core on the oldest and the most common kernels, under QEMU
+                          # the core on the oldest and the most common kernels, x86 and arm64, under QEMU
                           ("kernels", ["kernels", "run.py", "--ci"])):
         if label != "integration" and os.environ.get("MEMTRAIL_NO_KERNELS") == "1":
             continue
