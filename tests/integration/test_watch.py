@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from harness import (pprof_strings, py_hog, MiB, Background, check, check_eq, in_cgroup,
+from harness import (pprof_strings, py_hog, MiB, PAGE, Background, check, check_eq, in_cgroup,
                      kubelet_memcg, new_pod_ids, no_programs_left, remove_tree, run, MEMTRAIL,
                      one_line_error, tmpdir, workload)
 
@@ -555,7 +555,7 @@ def check_growing_line(storm=False):
         return
     lines = book["lines"]
     held = line_bytes(snap["targets"][0]["sites"]["list"], lines)
-    chunk, page = 8 * MiB, 4096
+    chunk, page = 8 * MiB, PAGE
     grown = book["held"]["grow"]
     # a bytearray is one mmap, its length and a header page; the kill may
     # come inside the next chunk's allocation, after its mapping
