@@ -21,6 +21,11 @@ if [ "${1:-}" = arm64 ]; then
 	PKGS="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static qemu-system-arm libbpf-dev:arm64 libdw-dev:arm64 libelf-dev:arm64
 zlib1g-dev:arm64 libjansson-dev:arm64 libyajl-dev:arm64 libprotobuf-c-dev:arm64 libmicrohttpd-dev:arm64
 libiberty-dev:arm64"
+	# on an arm64 machine the build is native (make deps has its libraries; gcc
+	# answers to aarch64-linux-gnu-gcc): only the emulators
+	if command -v dpkg >/dev/null 2>&1 && [ "$(dpkg --print-architecture)" = arm64 ]; then
+		PKGS="qemu-user-static qemu-system-arm"
+	fi
 fi
 
 if [ ! -r /etc/debian_version ] || ! command -v dpkg-query >/dev/null 2>&1; then
@@ -45,7 +50,8 @@ if [ "$(id -u)" -ne 0 ]; then
 	command -v sudo >/dev/null 2>&1 || { echo "memtrail: installing$missing needs root" >&2; exit 1; }
 	SUDO=sudo
 fi
-if [ "${1:-}" = arm64 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+if [ "${1:-}" = arm64 ] && [ "$(dpkg --print-architecture)" != arm64 ] &&
+	! dpkg --print-foreign-architectures | grep -qx arm64; then
 	$SUDO dpkg --add-architecture arm64
 fi
 echo "memtrail: installing$missing (waiting up to 10 minutes for another package manager's lock)"
