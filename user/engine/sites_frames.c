@@ -30,6 +30,18 @@ static int sym_rank(const GElf_Sym *sym)
 	}
 }
 
+/*
+ * An Arm mapping symbol ("$x", "$d", "$x.42"; also "$a" and "$t" on 32-bit
+ * Arm): it marks where code or data begins, and names no function. Local
+ * and untyped, it sits at many a function's own address, and after inline
+ * data within one: taken as a name, arm64 frames read "$x".
+ */
+static bool mapping_symbol(const char *name)
+{
+	return name[0] == '$' && name[1] && strchr("adtx", name[1]) &&
+	       (!name[2] || name[2] == '.');
+}
+
 /* M's function symbols, sorted: once per module. */
 static void module_read_syms(struct module *m)
 {
@@ -47,7 +59,7 @@ static void module_read_syms(struct module *m)
 							   NULL, NULL);
 		int type = GELF_ST_TYPE(sym.st_info);
 
-		if (!name || !*name || shndx == SHN_UNDEF ||
+		if (!name || !*name || shndx == SHN_UNDEF || mapping_symbol(name) ||
 		    (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE))
 			continue;
 		m->syms[m->n_syms++] = (struct modsym){ .addr = addr, .size = sym.st_size,
