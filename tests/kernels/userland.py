@@ -3,12 +3,13 @@
 """An arm64 userland for the kernel matrix's arm64 guests, made from Debian's
 own arm64 packages: apt (a private state, this machine's sources, an empty
 dpkg status) resolves PACKAGES and their dependencies for arm64 and downloads
-them; each package's files are unpacked into one folder (no maintainer
-script runs: none of these needs one to be used as the tests use it, and
-running arm64 scripts here would need binfmt). The same package list and the
-same archive make the same folder; it is cached under the kernel cache
-(MEMTRAIL_KERNEL_CACHE) and made again, beside the old one (a guest may be
-running on that), when the list changes.
+them; each package's files are unpacked into one folder. No maintainer
+script runs (arm64 scripts here would need binfmt): the few files and links
+the tests need from them are made here. The same file and the same archive
+make the same folder; it is cached under the kernel cache
+(MEMTRAIL_KERNEL_CACHE, keyed by this file: the list and how it is made)
+and made again, beside the old one (a guest may be running on that), when
+this file changes.
 
     userland.py [ARCH]       prints the folder (arm64 by default)
 
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from archive import apt_opts  # noqa: E402
 
 CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
+TRIPLET = {"arm64": "aarch64-linux-gnu", "amd64": "x86_64-linux-gnu"}
 
 # what the guest runs: a shell and the tools guest.sh and the tests call, the
 # Python the tests are written in, and the libraries memtrail links; as on
@@ -37,7 +39,7 @@ PACKAGES = """busybox-static dash bash coreutils util-linux mount procps grep se
 gawk diffutils login passwd base-passwd base-files libc-bin python3 python3-minimal
 libbpf1 libdw1 libelf1 zlib1g libjansson4 libyajl2 libprotobuf-c1 libmicrohttpd12
 libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb python3-dbg libc6-dbg
-libpam-modules libpam-runtime""".split()
+libpam-modules libpam-runtime python3-numpy""".split()
 
 
 PAM_COMMON = {
@@ -87,7 +89,8 @@ def apt(state, arch, *args, cwd=None):
 
 def build(arch="arm64"):
     """The folder of ARCH's userland, made (once) from the archive."""
-    key = hashlib.sha256((arch + " " + " ".join(PACKAGES)).encode()).hexdigest()[:12]
+    with open(os.path.abspath(__file__), "rb") as f:  # the list and how it is made
+        key = hashlib.sha256(arch.encode() + f.read()).hexdigest()[:12]
     root = os.path.join(CACHE, f"userland-{arch}-{key}")
     if os.path.exists(os.path.join(root, ".complete")):
         return root
@@ -96,8 +99,11 @@ def build(arch="arm64"):
         os.makedirs(os.path.join(state, sub), exist_ok=True)
     sources(state)
     apt(state, arch, "update")
-    apt(state, arch, "install", "--download-only", "-y", *PACKAGES)
     debs = os.path.join(state, "cache", "archives")
+    for name in os.listdir(debs):  # only what this list resolves to is unpacked
+        if name.endswith(".deb"):
+            os.unlink(os.path.join(debs, name))
+    apt(state, arch, "install", "--download-only", "-y", *PACKAGES)
     tmp = root + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.join(tmp, "usr"))
@@ -116,8 +122,8 @@ def build(arch="arm64"):
         deb.stdout.close()
         if deb.wait() != 0 or tar.returncode != 0:
             raise SystemExit(f"userland: cannot unpack {name}: {tar.stderr.strip()[-300:]}")
-    # what maintainer scripts would have made: accounts, /bin/sh, awk, the
-    # dynamic linker's search path (ld.so.conf.d) resolved into its cache
+    # what maintainer scripts would have made: accounts, /bin/sh, and the
+    # alternatives' links (awk, numpy's BLAS and LAPACK)
     for f in ("passwd", "group"):
         shutil.copy(os.path.join(tmp, "usr/share/base-passwd", f + ".master"),
                     os.path.join(tmp, "etc", f))
@@ -125,7 +131,10 @@ def build(arch="arm64"):
     for name, text in PAM_COMMON.items():
         with open(os.path.join(tmp, "etc", "pam.d", name), "w") as f:
             f.write(text)
-    links = {"bin/sh": "dash", "usr/bin/awk": "gawk"}
+    lib = f"usr/lib/{TRIPLET[arch]}"
+    links = {"bin/sh": "dash", "usr/bin/awk": "gawk",
+             f"{lib}/libblas.so.3": "blas/libblas.so.3",
+             f"{lib}/liblapack.so.3": "lapack/liblapack.so.3"}
     for path, target in links.items():
         full = os.path.join(tmp, path)
         if not os.path.lexists(full):

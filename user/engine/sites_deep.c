@@ -26,6 +26,7 @@
 #define UW_SLOT_ABOVE 0
 /* a call pushes its return address: every caller's stack pointer is above its callee's */
 #define UW_FRAMELESS 0
+#define UW_RA_SIGNED 0
 #elif defined(__aarch64__)
 #define UW_SP 31
 #define UW_FP 29
@@ -37,6 +38,8 @@
  * no frame (its caller's stack pointer is its own), and a frame record may lie
  * at the stack pointer itself (x29 == sp) */
 #define UW_FRAMELESS 1
+/* return addresses may be signed (pointer authentication) */
+#define UW_RA_SIGNED 1
 #else
 #define UW_SP 0
 #define UW_FP 0
@@ -44,6 +47,7 @@
 #define UW_NREGS 0
 #define UW_SLOT_ABOVE 0
 #define UW_FRAMELESS 0
+#define UW_RA_SIGNED 0
 #endif
 
 #define DEEP_DEPTH 128	/* frames kept per chain */
@@ -54,6 +58,7 @@ struct uw {
 	uint64_t r[MEMTRAIL_DEEP_REGS];
 	uint64_t valid;		/* bit per register */
 	uint32_t uret;		/* the next of e's pending uretprobe returns */
+	uint64_t ra_mask;	/* the address bits of a saved return address */
 };
 
 /* A live allocation (or mapped range) of a deep sample, by (tgid, kind, addr). */
@@ -271,9 +276,9 @@ static enum uw_step uw_step(struct sites *s, const struct pid_maps *pm, struct u
 		nvalid |= 1ull << UW_SP;
 	}
 #if defined(__aarch64__)
-	/* the return address is in the link register's column */
+	/* the return address is in the link register's column (signed: its address bits) */
 	if (nvalid >> ra & 1) {
-		nr[UW_PC] = nr[ra];
+		nr[UW_PC] = nr[ra] & u->ra_mask;
 		nvalid |= 1ull << UW_PC;
 	} else {
 		nvalid &= ~(1ull << UW_PC);
@@ -308,6 +313,7 @@ static enum uw_step uw_step_fp(struct sites *s, const struct pid_maps *pm, struc
 	if (!uw_has(u, UW_FP) || fp < u->r[UW_SP] + !UW_FRAMELESS || !uw_read(u, fp, &next_fp) ||
 	    !uw_read(u, fp + 8, &ret))
 		return UW_CUT_CODE;
+	ret &= u->ra_mask;
 	uw_uret(u, &ret);
 	sites_frame_resolve(pm, ret, &fr);
 	if (fr.module < 0 || !sites_return_address_ok(&s->modules[fr.module], fr.offset))
@@ -318,6 +324,43 @@ static enum uw_step uw_step_fp(struct sites *s, const struct pid_maps *pm, struc
 	u->valid = 1ull << UW_PC | 1ull << UW_SP | 1ull << UW_FP;
 	return UW_NEXT;
 }
+
+#if defined(__aarch64__)
+/*
+ * arm64's signal frames: a handler returns to the kernel's sigreturn
+ * trampoline, in the vDSO (no file here, so no call-frame information),
+ * with its stack pointer at the rt_sigframe the kernel wrote (siginfo, then
+ * the ucontext, whose uc_mcontext holds x0-x30, sp and pc in DWARF order
+ * from this offset) and x29 at the frame record the kernel put above it
+ * ({x29, x30} of the interrupted code). Where both agree, the interrupted
+ * registers are the caller's: its pc is where it was, not a return address.
+ */
+#define UW_SIGFRAME_REGS (128 + 176 + 8)
+
+static bool uw_step_sigframe(struct uw *u)
+{
+	uint64_t sp = u->r[UW_SP], fp = u->r[UW_FP], rec_fp, rec_lr, v[UW_NREGS];
+	int i;
+
+	if (!uw_has(u, UW_SP) || !uw_has(u, UW_FP) || fp <= sp || !uw_read(u, fp, &rec_fp) ||
+	    !uw_read(u, fp + 8, &rec_lr))
+		return false;
+	for (i = 0; i < UW_NREGS; i++)
+		if (!uw_read(u, sp + UW_SIGFRAME_REGS + 8 * (uint64_t)i, &v[i]))
+			return false;
+	if (v[UW_FP] != rec_fp || v[30] != rec_lr || v[UW_SP] <= sp || !v[UW_PC])
+		return false;
+	memcpy(u->r, v, sizeof(v));
+	u->valid = (1ull << UW_NREGS) - 1;
+	return true;
+}
+#else
+static bool uw_step_sigframe(struct uw *u)
+{
+	(void)u;
+	return false;	/* x86-64's trampoline is in the C library, with its own rules */
+}
+#endif
 
 /*
  * Whether return address PC is in the entry code of its file (the ELF entry
@@ -355,6 +398,14 @@ static int unwind(struct sites *s, const struct pid_maps *pm, const struct memtr
 		return 0;
 	}
 	memcpy(u.r, e->regs, sizeof(u.r));
+	/*
+	 * arm64 code built with pointer authentication (-mbranch-protection;
+	 * Debian's packages from 13, Ubuntu's, Amazon Linux's) saves its return
+	 * address signed, the signature in the bits above the address space:
+	 * the stack lies at its top, so the stack pointer's width is the
+	 * address's (48 bits, 47 with 16 KiB pages). x86-64's are whole.
+	 */
+	u.ra_mask = UW_RA_SIGNED && e->regs[UW_SP] ? ~0ull >> __builtin_clzll(e->regs[UW_SP]) : ~0ull;
 	u.valid = UW_NREGS == 64 ? ~0ull : (1ull << UW_NREGS) - 1;
 	/* a return in progress (the sample's own uretprobe) may be listed: not on the stack */
 	while (u.uret < e->n_uret && u.uret < MEMTRAIL_DEEP_URET &&
@@ -363,8 +414,12 @@ static int unwind(struct sites *s, const struct pid_maps *pm, const struct memtr
 	while (n < max) {
 		pcs[n++] = u.r[UW_PC];
 		r = uw_step(s, pm, &u, activation, &signal);
-		if (r == UW_CUT_CODE)
+		if (r == UW_CUT_CODE && !activation && uw_step_sigframe(&u)) {
+			r = UW_NEXT;
+			signal = true;
+		} else if (r == UW_CUT_CODE) {
 			r = uw_step_fp(s, pm, &u);
+		}
 		if (r == UW_CUT_CODE && !activation && uw_entry_code(s, pm, u.r[UW_PC]))
 			r = UW_END;	/* the process's first frame */
 		if (r != UW_NEXT)
