@@ -94,9 +94,12 @@ CHECKS = [
 # memtrail and an rm of a probed library, 5.10 and 6.1). make test-kernels
 # runs them
 CI_SKIP = {"first calls", "never stopped"}
-# nor, on arm64, Python 3.13's lines: the lines of the memory it maps are
-# not found there yet (its heap's are), a known gap make test-kernels shows
-CI_SKIP_ARCH = {"arm64": {"python 3.13"}}
+# nor, in the arm64 row, two tests that fail there (make test-kernels shows
+# them): Python 3.13's mapped lines (its heap's are found) on 7.3 with 16 KiB
+# pages, and short children's mapping sites on 6.1 (named from /proc while
+# the child lives: under arm64 emulation it is gone first)
+CI_SKIP_TESTS = {"arm64": {"test_unwind.test_python313_lines",
+                           "test_sites.test_short_children_sites_named_without_devices"}}
 
 
 def apt_state():
@@ -230,12 +233,12 @@ def main(argv):
         return 2
     debs = fetch(wanted)
 
-    def skipped(name, col):
-        return ci and col in CI_SKIP_ARCH.get(arch_of(name), ())
+    def skipped(name, test):
+        return ci and test in CI_SKIP_TESTS.get(arch_of(name), ())
     rows, passed, failed, why = [], 0, 0, []
     for name in wanted:
         t0 = time.time()
-        tests = [t for col, ts, _ in CHECKS if not skipped(name, col) for t in ts]
+        tests = [t for _, ts, _ in CHECKS for t in ts if not skipped(name, t)]
         release, feats, results, log = boot(name, debs[name], tests)
         states = {}
         for line in feats:
@@ -244,7 +247,8 @@ def main(argv):
                 states[f[0]] = f[1]
         cells, counted = [], []
         for col, ts, feature in CHECKS:
-            if skipped(name, col):
+            ts = [t for t in ts if not skipped(name, t)]
+            if not ts:
                 cells.append("not in CI")
                 continue
             if feature and states.get(feature) == "no":
@@ -273,6 +277,9 @@ def main(argv):
                 why.append(f"  {name} {t}: {m.group(0)[:400] if m else 'did not run'}"
                            + (" (after the guest kernel's oops above)" if oops and not m else ""))
                 print(why[-1])
+        left = sorted(CI_SKIP_TESTS.get(arch_of(name), ())) if ci else []
+        if left:
+            print(f"  {name}: not run in CI (make test-kernels runs them): {', '.join(left)}")
         for line in feats:
             f = line.split()
             if len(f) >= 2 and states.get(f[0], "yes") != "yes":

@@ -336,19 +336,23 @@ static enum uw_step uw_step_fp(struct sites *s, const struct pid_maps *pm, struc
  * registers are the caller's: its pc is where it was, not a return address.
  */
 #define UW_SIGFRAME_REGS (128 + 176 + 8)
+/* sizeof(struct rt_sigframe): the frame record lies at least this far above it */
+#define UW_SIGFRAME_SIZE (128 + 176 + 288 + 4096)
 
 static bool uw_step_sigframe(struct uw *u)
 {
 	uint64_t sp = u->r[UW_SP], fp = u->r[UW_FP], rec_fp, rec_lr, v[UW_NREGS];
 	int i;
 
-	if (!uw_has(u, UW_SP) || !uw_has(u, UW_FP) || fp <= sp || !uw_read(u, fp, &rec_fp) ||
-	    !uw_read(u, fp + 8, &rec_lr))
+	/* the trampoline, not a pending uretprobe return (also in no file) */
+	if (!uw_has(u, UW_SP) || !uw_has(u, UW_FP) || u->r[UW_PC] == u->e->uret_tramp ||
+	    fp < sp + UW_SIGFRAME_SIZE || !uw_read(u, fp, &rec_fp) || !uw_read(u, fp + 8, &rec_lr))
 		return false;
 	for (i = 0; i < UW_NREGS; i++)
 		if (!uw_read(u, sp + UW_SIGFRAME_REGS + 8 * (uint64_t)i, &v[i]))
 			return false;
-	if (v[UW_FP] != rec_fp || v[30] != rec_lr || v[UW_SP] <= sp || !v[UW_PC])
+	/* the interrupted code's registers: its frame record's, its stack above this one */
+	if (v[UW_FP] != rec_fp || v[30] != rec_lr || v[UW_SP] < fp + 16 || !v[UW_PC])
 		return false;
 	memcpy(u->r, v, sizeof(v));
 	u->valid = (1ull << UW_NREGS) - 1;
