@@ -84,7 +84,12 @@ static void uw_uret(struct uw *u, uint64_t *pc)
 {
 	const struct memtrail_event_deep *e = u->e;
 
-	if (!e->uret_tramp || *pc != e->uret_tramp)
+	/*
+	 * compared as return addresses are read (RA_MASK): an arm64 kernel with
+	 * 52-bit addresses (LPA2, Debian's from 6.12) puts the trampoline's page
+	 * at the top of them, above the 48 bits a process's stack and code use
+	 */
+	if (!e->uret_tramp || (*pc & u->ra_mask) != (e->uret_tramp & u->ra_mask))
 		return;
 	if (u->uret < e->n_uret && u->uret < MEMTRAIL_DEEP_URET)
 		*pc = e->uret[u->uret++].ret;
