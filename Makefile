@@ -269,7 +269,8 @@ test: deps deps-arm64
 	$(Q)$(MAKE) --no-print-directory all unit-build workloads fuzz-build vendor arm64 vendor-arm64
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) tests/run_all.py $(UNIT_TESTS)
 
-# KERNELS="6.1 6.12": only those; the matrix also goes to build/kernel-matrix.md
+# KERNELS="6.1 arm64-16k": only those (x86: 5.10 6.1 6.12 6.17 7.x; arm64: arm64-6.1
+# arm64-6.12 arm64-7.x arm64-16k); the matrix also goes to build/kernel-matrix.md
 test-kernels: deps deps-arm64
 	$(Q)$(MAKE) --no-print-directory all workloads vendor arm64 vendor-arm64
 	$(Q)$(PYTHON) tests/kernels/run.py --markdown $(OUT)/kernel-matrix.md $(KERNELS)
