@@ -211,7 +211,8 @@ def main(argv):
         print("usage: tests/kernels/run.py [--ci] [--markdown FILE] [KERNEL ...]\n"
               "Boot each KERNEL (default: all; with --ci, the CI rows) under QEMU and run the\n"
               f"matrix's checks in it. Kernels: {', '.join(k[0] for k in KERNELS)}. --ci leaves out\n"
-              f"the cells {', '.join(sorted(CI_SKIP)) or 'none'}; --markdown writes the table to FILE.")
+              f"the cells {', '.join(sorted(CI_SKIP)) or 'none'}, and in arm64 rows "
+              f"{', '.join(sorted(CI_SKIP_TESTS['arm64']))};\n--markdown writes the table to FILE.")
         return 0
     ci = "--ci" in argv
     if ci:
