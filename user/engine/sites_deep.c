@@ -80,16 +80,22 @@ static bool uw_has(const struct uw *u, int reg)
  * A return address *PC that is the uretprobe trampoline: the real one, the
  * next pending return's (they are listed newest first, as frames unwind).
  */
+/*
+ * Whether PC is the uretprobe trampoline, compared as return addresses are
+ * read (RA_MASK): an arm64 kernel with 52-bit addresses (LPA2, Debian's
+ * from 6.12) puts the trampoline's page at the top of them, above the 48
+ * bits a process's stack and code use.
+ */
+static bool uw_tramp(const struct uw *u, uint64_t pc)
+{
+	return u->e->uret_tramp && (pc & u->ra_mask) == (u->e->uret_tramp & u->ra_mask);
+}
+
 static void uw_uret(struct uw *u, uint64_t *pc)
 {
 	const struct memtrail_event_deep *e = u->e;
 
-	/*
-	 * compared as return addresses are read (RA_MASK): an arm64 kernel with
-	 * 52-bit addresses (LPA2, Debian's from 6.12) puts the trampoline's page
-	 * at the top of them, above the 48 bits a process's stack and code use
-	 */
-	if (!e->uret_tramp || (*pc & u->ra_mask) != (e->uret_tramp & u->ra_mask))
+	if (!uw_tramp(u, *pc))
 		return;
 	if (u->uret < e->n_uret && u->uret < MEMTRAIL_DEEP_URET)
 		*pc = e->uret[u->uret++].ret;
@@ -350,7 +356,7 @@ static bool uw_step_sigframe(struct uw *u)
 	int i;
 
 	/* the trampoline, not a pending uretprobe return (also in no file) */
-	if (!uw_has(u, UW_SP) || !uw_has(u, UW_FP) || u->r[UW_PC] == u->e->uret_tramp ||
+	if (!uw_has(u, UW_SP) || !uw_has(u, UW_FP) || uw_tramp(u, u->r[UW_PC]) ||
 	    fp < sp + UW_SIGFRAME_SIZE || !uw_read(u, fp, &rec_fp) || !uw_read(u, fp + 8, &rec_lr))
 		return false;
 	for (i = 0; i < UW_NREGS; i++)
