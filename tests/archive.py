@@ -6,6 +6,9 @@ libraries)."""
 
 import re
 
+# apt options that list both architectures' packages, whatever this machine's dpkg has
+BOTH_ARCHS = ["-o", "APT::Architectures::=amd64", "-o", "APT::Architectures::=arm64"]
+
 
 def apt_opts(state):
     """apt-get/apt-cache options that keep every list and download under STATE."""

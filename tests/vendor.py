@@ -29,7 +29,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from archive import apt_opts, archive_uri  # noqa: E402
+from archive import BOTH_ARCHS, apt_opts, archive_uri  # noqa: E402
 CACHE = os.environ.get("MEMTRAIL_VENDOR_CACHE", "/var/cache/memtrail/nvidia")
 # (package, suite, what it holds)
 PACKAGES = [
@@ -53,7 +53,6 @@ def download(cache, arch):
                      and f.endswith((f"_{arch}.deb", "_all.deb"))), None) for p, _, _ in PACKAGES}
     if all(have.values()):
         return {p: os.path.join(cache, f) for p, f in have.items()}
-    archs = ["-o", "APT::Architectures::=amd64", "-o", "APT::Architectures::=arm64"]
     state = os.path.join(cache, "apt")
     for d in ("lists/partial", "cache/archives/partial"):
         os.makedirs(os.path.join(state, d), exist_ok=True)
@@ -64,14 +63,14 @@ def download(cache, arch):
         for suite in sorted({s for _, s, _ in PACKAGES}):
             f.write(f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} "
                     f"{suite} main contrib non-free\n")
-    p = subprocess.run(["apt-get", *apt_opts(state), *archs, "update"], capture_output=True,
+    p = subprocess.run(["apt-get", *apt_opts(state), *BOTH_ARCHS, "update"], capture_output=True,
                        text=True)
     if p.returncode != 0:
         fail(f"apt-get update failed: {p.stderr.strip()[-300:]}")
     for pkg, suite, _ in PACKAGES:
         if have[pkg]:
             continue
-        p = subprocess.run(["apt-get", *apt_opts(state), *archs, "download", f"{pkg}:{arch}/{suite}"],
+        p = subprocess.run(["apt-get", *apt_opts(state), *BOTH_ARCHS, "download", f"{pkg}:{arch}/{suite}"],
                            cwd=cache, capture_output=True, text=True)
         if p.returncode != 0:
             fail(f"cannot download {pkg} from {suite}: {p.stderr.strip()[-300:]}")

@@ -22,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.dirname(HERE))
-from archive import apt_opts, archive_uri  # noqa: E402
+from archive import BOTH_ARCHS, apt_opts, archive_uri  # noqa: E402
 
 CACHE = os.environ.get("MEMTRAIL_KERNEL_CACHE", "/var/cache/memtrail/kernels")
 
@@ -42,8 +42,6 @@ KERNELS = [
     ("arm64-16k", "trixie-backports", "linux-binary-7.", "+deb13-arm64-16k", "arm64"),
 ]
 DEB_ARCH = {"x86": "amd64", "arm64": "arm64"}
-# both architectures' package lists, whatever this machine's dpkg has
-ARCH_OPTS = ["-o", "APT::Architectures::=amd64", "-o", "APT::Architectures::=arm64"]
 CI_KERNELS = ["5.10", "6.1", "arm64-6.1"]
 # kernels booted with every vCPU on one host thread (boot.sh MEMTRAIL_TCG):
 # under multi-threaded TCG they die now and then of an int3 oops as memtrail
@@ -116,7 +114,7 @@ def apt_state():
 
 def newest(state, prefix, suffix, opts=()):
     """The newest package PREFIX*SUFFIX in STATE's lists (apt-cache OPTS beside), or None."""
-    p = subprocess.run(["apt-cache", *apt_opts(state), *ARCH_OPTS, *opts, "pkgnames", prefix],
+    p = subprocess.run(["apt-cache", *apt_opts(state), *BOTH_ARCHS, *opts, "pkgnames", prefix],
                        capture_output=True, text=True)
     names = [n for n in p.stdout.split() if n.endswith(suffix)
              and not any(x in n for x in ("-dbg", "-cloud-", "-rt-"))]
@@ -132,7 +130,7 @@ def fetch(names):
     state = apt_state()
     updated = os.path.join(state, "updated")
     if not os.path.exists(updated) or time.time() - os.path.getmtime(updated) > 7 * 86400:
-        p = subprocess.run(["apt-get", *apt_opts(state), *ARCH_OPTS, "update"],
+        p = subprocess.run(["apt-get", *apt_opts(state), *BOTH_ARCHS, "update"],
                            capture_output=True, text=True)
         if p.returncode != 0:
             raise SystemExit(f"test-kernels: apt-get update failed: {p.stderr.strip()[-300:]}")
@@ -149,7 +147,7 @@ def fetch(names):
             want.append("linux-modules-" + pkg[len("linux-binary-"):])
         for w in want:
             if not any(f.startswith(w + "_") for f in os.listdir(CACHE)):
-                p = subprocess.run(["apt-get", *apt_opts(state), *ARCH_OPTS, "download",
+                p = subprocess.run(["apt-get", *apt_opts(state), *BOTH_ARCHS, "download",
                                     f"{w}:{DEB_ARCH[arch]}"], cwd=CACHE,
                                    capture_output=True, text=True)
                 if p.returncode != 0:
