@@ -231,6 +231,8 @@ int BPF_PROG(mt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	lib_mapped(BPF_CORE_READ(bprm, file), MT_PROT_EXEC);
 	if (t->lib_fresh)
 		lib_event(t, tgid);
+	else
+		maps_want(tgid);	/* a static program's code is all mapped now */
 	return 0;
 }
 

@@ -79,6 +79,24 @@ static __always_inline struct memtrail_target *live_target(__u32 tgid)
 }
 
 /*
+ * Where maps are read from /proc (libs_urgent): the maps reader's thread is
+ * asked to read TGID's now. Lost when it is full (a reader thousands of
+ * processes behind): the event loop's own read is still to come.
+ */
+static __always_inline void maps_want(__u32 tgid)
+{
+	__u32 *w;
+
+	if (!libs_urgent)
+		return;
+	w = bpf_ringbuf_reserve(&maps_wanted, sizeof(*w), 0);
+	if (!w)
+		return;
+	*w = tgid;
+	bpf_ringbuf_submit(w, 0);
+}
+
+/*
  * Where the code of files mapped since the last scan is about to run (the
  * dynamic linker's hook, an exec): user space is told. No process is ever
  * stopped for it: a file known before it is mapped has its probes in place
@@ -100,6 +118,7 @@ static __always_inline void lib_event(struct memtrail_target *t, __u32 tgid)
 	bool urgent = !track_libs || fresh || libs_urgent;
 	struct memtrail_event_libs *e;
 
+	maps_want(tgid);
 	e = event_reserve(sizeof(*e), MEMTRAIL_EV_LIBS, tgid);
 	if (!e)
 		return;

@@ -73,6 +73,17 @@ struct {
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps") __weak;
 
+/*
+ * Processes whose /proc/PID/maps user space should read now (a __u32 tgid
+ * each), where BPF does not tell code mappings itself (libs_urgent): a
+ * thread of its own reads them, so that a short process's maps are read
+ * while it lives even when the event loop is busy (maps_reader.c).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 10);
+} maps_wanted SEC(".maps") __weak;
+
 /* Drop counters, indexed by enum memtrail_lost. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -538,6 +538,9 @@ int session__on_event(void *ctx, const void *data, size_t size)
 	s->events++;
 	if (size < sizeof(*h))
 		return 0;
+	/* maps read meanwhile, where a process may be gone before the loop's own read */
+	if (s->sites)
+		sites__take_maps(s->sites, h->ts_ns);
 	switch (h->type) {
 	case MEMTRAIL_EV_TARGET:
 		if (size >= sizeof(struct memtrail_event_target))

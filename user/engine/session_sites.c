@@ -81,6 +81,7 @@ void session__finish_sites(struct session *s)
 
 	if (!s->sites)
 		return;
+	sites__take_maps(s->sites, UINT64_MAX);
 	sites__harvest(s->sites);
 	/* a second Ctrl-C gives the trail up: no more symbolizing for it */
 	for (i = 0; i < s->trail.n_targets && !session__stop_again; i++) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "array.h"
+#include "maps_reader.h"
 #include "roots.h"
 #include "sites_int.h"
 
@@ -18,6 +19,7 @@ int sites__open(struct sites **out, struct tracer *t, struct trail *trail)
 	s->tracer = t;
 	s->trail = trail;
 	s->maps_told = tracer__maps_told(t);
+	s->maps_reader = maps_reader__start(tracer__maps_wanted_fd(t));
 	s->sweep_at = MODULES_SWEEP_MIN;
 	/* a process in another root (a container's) has its debug files looked for there */
 	if (roots__id(0, &s->root_dev, &s->root_ino))
@@ -493,6 +495,7 @@ void sites__destroy(struct sites *s)
 
 	if (!s)
 		return;
+	maps_reader__stop(s->maps_reader);
 	for (i = 0; i < s->n_modules; i++)
 		sites_module_close(&s->modules[i]);
 	sites_deep_destroy(s);

@@ -45,6 +45,11 @@ void sites__destroy(struct sites *s);
 void sites__harvest(struct sites *s);
 /* Remember PID's mappings now (its stacks resolve after it exits). */
 void sites__note_maps(struct sites *s, uint32_t pid);
+/*
+ * The maps the maps reader read for BPF (where BPF does not tell them) at
+ * UNTIL_NS or before: before each event of that time is acted on.
+ */
+void sites__take_maps(struct sites *s, uint64_t until_ns);
 /* Whether BPF tells processes' code mappings (then maps are read only to learn a new file). */
 bool sites__maps_told(const struct sites *s);
 /*

@@ -161,6 +161,7 @@ struct sites {
 	 * read only to learn a file BPF names by an unknown (dev, inode)
 	 */
 	bool maps_told;
+	struct maps_reader *maps_reader;	/* elsewhere: maps read as BPF asks (maps_reader.h) */
 	struct trail *trail;	/* its targets' phases, for folding */
 	struct memtrail_site_key *fold;	/* kernel sites to fold, this harvest */
 	size_t n_fold, cap_fold;

@@ -13,6 +13,7 @@
 #include <sys/sysmacros.h>
 
 #include "array.h"
+#include "maps_reader.h"
 #include "proc.h"
 #include "roots.h"
 #include "sites_int.h"
@@ -298,21 +299,22 @@ static void maps_keep_unmapped(struct pid_maps *p, size_t old)
 
 static void told_learn(struct sites *s, uint32_t pid);
 
-void sites__note_maps(struct sites *s, uint32_t pid)
+/*
+ * PID's maps read at READ_NS, from F (closed here): /proc/PID/maps, or a read
+ * the maps reader took; LIVE where F is /proc's (else a file new to memtrail
+ * is opened only where the process still lives: never known by a module
+ * without its symbols).
+ */
+static void maps_parse(struct sites *s, uint32_t pid, FILE *f, uint64_t read_ns, bool live)
 {
-	char name[64], line[4096 + 128], full[32], perms[8];
+	char line[4096 + 128], full[32], perms[8];
 	unsigned long long start, end, pgoff, inode;
 	struct proc_map_line pm;
 	unsigned int maj, min;
 	struct pid_maps *p;
 	size_t old;
-	FILE *f;
 	int pos, fd;
 
-	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
-	f = fopen(name, "re");
-	if (!f)
-		return;		/* gone: the last mappings seen stay */
 	p = sites_pid_maps_get(s, pid, true);
 	if (!p) {
 		fclose(f);
@@ -320,7 +322,6 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 	}
 	/* read after the mappings kept: a zombie's maps read empty, and those stay */
 	old = p->n;
-	p->read_ns = sites_now_ns();
 	while (fgets(line, sizeof(line), f)) {
 		struct map *m;
 
@@ -331,6 +332,8 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 			continue;
 		if (array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
 			break;
+		/* when: a zombie's (empty) leaves the time of the last it had */
+		p->read_ns = read_ns;
 		m = &p->maps[p->n++];
 		*m = (struct map){ start, end, pgoff, -1 };
 		if (!pos || line[pos] != '/' || !inode)
@@ -342,6 +345,11 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		pm = (struct proc_map_line){ .start = start, .end = end, .dev = makedev(maj, min),
 					     .ino = inode, .path = line + pos };
 		fd = proc__open_mapped(pid, &pm, full, sizeof(full));
+		/* gone since the maps reader read them: the file in memtrail's root, if the same one */
+		if (fd < 0 && !live)
+			fd = proc__open_file(line + pos, pm.dev, pm.ino, full, sizeof(full));
+		if (fd < 0 && !live)
+			continue;
 		m->module = module_add(s, pid, line + pos, fd >= 0 ? full : "",
 				       DEV_KEY(maj, min), inode);
 		if (fd >= 0)
@@ -352,6 +360,41 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 		maps_keep_unmapped(p, old);
 	told_learn(s, pid);
 	sites_python_note(s, p);
+}
+
+static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns);
+
+void sites__note_maps(struct sites *s, uint32_t pid)
+{
+	char name[64];
+	FILE *f;
+
+	/* the maps reader's first: older than this read, and all there is where it is gone */
+	maps_reader__take_pid(s->maps_reader, pid, on_maps_read, s);
+	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
+	f = fopen(name, "re");
+	if (!f)
+		return;		/* gone: the last mappings seen stay */
+	maps_parse(s, pid, f, sites_now_ns(), true);
+}
+
+/* A read of the maps reader's: where none newer was read here (the newest mappings first). */
+static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns)
+{
+	struct sites *s = ctx;
+	struct pid_maps *p = sites_pid_maps_get(s, pid, false);
+
+	if (p && p->read_ns >= read_ns) {
+		fclose(f);
+		return;
+	}
+	maps_parse(s, pid, f, read_ns, false);
+}
+
+void sites__take_maps(struct sites *s, uint64_t until_ns)
+{
+	if (s)
+		maps_reader__take(s->maps_reader, until_ns, on_maps_read, s);
 }
 
 void sites__fork(struct sites *s, uint32_t parent, uint32_t child)

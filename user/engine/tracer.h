@@ -215,6 +215,11 @@ bool tracer__heap_multi(const struct tracer *t);
 /* Whether BPF tells each target's code mappings (MEMTRAIL_EV_MAP; Linux 6.7, sites on). */
 bool tracer__maps_told(const struct tracer *t);
 /*
+ * Elsewhere, where sites name stacks: the ring buffer of pids whose maps BPF
+ * asks to be read now (maps_reader.h), or -1.
+ */
+int tracer__maps_wanted_fd(const struct tracer *t);
+/*
  * Kernels without uprobe_multi links: the heap probes of PID on PATH as one
  * perf-event uprobe link per function and direction, into SET (removed with
  * tracer__detach_device_set). 0 or -errno (nothing left attached).

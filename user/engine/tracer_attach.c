@@ -394,6 +394,11 @@ bool tracer__maps_told(const struct tracer *t)
 	return t->maps_tell;
 }
 
+int tracer__maps_wanted_fd(const struct tracer *t)
+{
+	return t->maps_wanted ? bpf_map__fd(t->skel->maps.maps_wanted) : -1;
+}
+
 int tracer__attach_heap_each(struct tracer *t, int pid, const char *path,
 			     const uint64_t *entry_off, const uint64_t *entry_cookie, size_t n_entry,
 			     const uint64_t *ret_off, const uint64_t *ret_cookie, size_t n_ret,

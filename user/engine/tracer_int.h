@@ -33,6 +33,7 @@ struct tracer {
 	bool compat;		/* the object for kernels without BPF atomic fetch operations */
 	bool track;		/* files mapped executable are tracked: new ones told at once (lib_event) */
 	bool maps_tell;		/* BPF tells targets' code mappings (maps.bpf.c) */
+	bool maps_wanted;	/* elsewhere, with stacks: BPF asks for maps reads (maps_wanted) */
 	/* files first mapped by a process, marked scanned once that process was */
 	struct lib_new {
 		uint32_t pid;

@@ -220,6 +220,7 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
 	s->rodata->track_libs = track;
 	/* elsewhere the maps are read from /proc, at once */
 	s->rodata->libs_urgent = stacks && !t->maps_tell;
+	t->maps_wanted = s->rodata->libs_urgent;
 	if (kf->mmap_lock_args < 3)
 		bpf_program__set_autoload(s->progs.mt_unmapped_area, false);
 

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Processes' code mappings read from /proc on a thread of their own (maps_reader.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+
+#include "array.h"
+#include "log.h"
+#include "maps_reader.h"
+
+#define POLL_MS 100
+/* reads waiting for the loop at most, in bytes: beyond, a read is dropped (the loop's own comes) */
+#define PENDING_MAX (16u << 20)
+/* a process's maps are read once per wake-up however often asked */
+#define BATCH_MAX 256
+/* a maps file larger than this is cut (a process with 100,000 mappings) */
+#define MAPS_MAX (8u << 20)
+
+struct maps_read {
+	uint32_t pid;
+	uint64_t read_ns;
+	char *text;		/* its code lines */
+	size_t len;
+};
+
+struct maps_reader {
+	struct ring_buffer *rb;
+	pthread_t tid;
+	volatile sig_atomic_t stop;
+	uint32_t batch[BATCH_MAX];
+	size_t n_batch;
+	char *buf;		/* the thread's: a maps file as read */
+	size_t cap_buf;
+	pthread_mutex_t lock;	/* the reads below */
+	struct maps_read *reads;	/* oldest first, from head on */
+	size_t head, n_reads, cap_reads, pending;
+	unsigned int waiting;	/* n_reads - head, read without the lock */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int on_want(void *ctx, void *data, size_t size)
+{
+	struct maps_reader *r = ctx;
+	uint32_t pid;
+	size_t i;
+
+	if (size < sizeof(pid))
+		return 0;
+	memcpy(&pid, data, sizeof(pid));
+	for (i = 0; i < r->n_batch; i++)
+		if (r->batch[i] == pid)
+			return 0;
+	if (r->n_batch < BATCH_MAX)
+		r->batch[r->n_batch++] = pid;
+	return 0;
+}
+
+/* PID's maps file into r->buf: its length, 0 where gone (a zombie's reads empty). */
+static size_t read_maps(struct maps_reader *r, uint32_t pid)
+{
+	char name[32];
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
+	fd = open(name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	for (;;) {
+		if (len + 4096 > r->cap_buf &&
+		    (len + 4096 > MAPS_MAX || array__grow((void **)&r->buf, &r->cap_buf,
+							     len + 4096, 1)))
+			break;
+		n = read(fd, r->buf + len, r->cap_buf - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	return len;
+}
+
+/* Keeps the code lines ("r-xp") of the LEN bytes read: a copy of its own. */
+static char *code_lines(const char *text, size_t len, size_t *out_len)
+{
+	char *code = malloc(len + 1), *o = code;
+	const char *p = text, *end = text + len, *nl, *sp;
+
+	if (!code)
+		return NULL;
+	for (; p < end; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			break;		/* cut: its last line half read */
+		sp = memchr(p, ' ', (size_t)(nl - p));
+		if (sp && nl - sp > 3 && sp[3] == 'x') {
+			memcpy(o, p, (size_t)(nl - p) + 1);
+			o += nl - p + 1;
+		}
+	}
+	*o = '\0';
+	*out_len = (size_t)(o - code);
+	return code;
+}
+
+static void read_batch(struct maps_reader *r)
+{
+	struct maps_read m;
+	size_t i, len;
+
+	for (i = 0; i < r->n_batch && !r->stop; i++) {
+		len = read_maps(r, r->batch[i]);
+		m = (struct maps_read){ .pid = r->batch[i], .read_ns = now_ns() };
+		if (!len || !(m.text = code_lines(r->buf, len, &m.len)))
+			continue;
+		pthread_mutex_lock(&r->lock);
+		if (r->pending + m.len > PENDING_MAX ||
+		    array__grow((void **)&r->reads, &r->cap_reads, r->n_reads + 1,
+				sizeof(*r->reads))) {
+			pthread_mutex_unlock(&r->lock);
+			free(m.text);
+			continue;
+		}
+		r->reads[r->n_reads++] = m;
+		r->pending += m.len;
+		__atomic_store_n(&r->waiting, (unsigned int)(r->n_reads - r->head), __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&r->lock);
+	}
+	r->n_batch = 0;
+}
+
+static void *reader(void *arg)
+{
+	struct maps_reader *r = arg;
+
+	while (!r->stop) {
+		if (ring_buffer__poll(r->rb, POLL_MS) < 0 && errno != EINTR)
+			break;
+		read_batch(r);
+	}
+	return NULL;
+}
+
+struct maps_reader *maps_reader__start(int fd)
+{
+	struct maps_reader *r;
+	sigset_t all, old;
+	int err;
+
+	if (fd < 0 || !(r = calloc(1, sizeof(*r))))
+		return NULL;
+	pthread_mutex_init(&r->lock, NULL);
+	r->rb = ring_buffer__new(fd, on_want, r, NULL);
+	if (!r->rb) {
+		log__debug("maps reader: %s: maps are read by the event loop only", strerror(errno));
+		free(r);
+		return NULL;
+	}
+	/* signals stay with the main thread: its loop stops on Ctrl-C */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	err = pthread_create(&r->tid, NULL, reader, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		log__debug("maps reader: %s: maps are read by the event loop only", strerror(err));
+		ring_buffer__free(r->rb);
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void maps_reader__take(struct maps_reader *r, uint64_t until_ns, maps_read_fn fn, void *ctx)
+{
+	struct maps_read m;
+	FILE *f;
+
+	if (!r || !__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
+		return;
+	for (;;) {
+		pthread_mutex_lock(&r->lock);
+		if (r->head == r->n_reads || r->reads[r->head].read_ns > until_ns) {
+			if (r->head == r->n_reads)
+				r->head = r->n_reads = 0;
+			__atomic_store_n(&r->waiting, (unsigned int)(r->n_reads - r->head),
+					 __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&r->lock);
+			return;
+		}
+		m = r->reads[r->head++];
+		r->pending -= m.len;
+		pthread_mutex_unlock(&r->lock);
+		if (!m.pid)
+			continue;	/* taken by maps_reader__take_pid */
+		/* FN closes it */
+		f = fmemopen(m.text, m.len, "r");
+		if (f)
+			fn(ctx, m.pid, f, m.read_ns);
+		free(m.text);
+	}
+}
+
+void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, maps_read_fn fn, void *ctx)
+{
+	struct maps_read m;
+	size_t i;
+	FILE *f;
+
+	if (!r || !pid || !__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
+		return;
+	for (i = 0;; i++) {
+		pthread_mutex_lock(&r->lock);
+		for (i = i > r->head ? i : r->head; i < r->n_reads && r->reads[i].pid != pid; i++)
+			;
+		if (i == r->n_reads) {
+			pthread_mutex_unlock(&r->lock);
+			return;
+		}
+		/* left in place, taken: pid 0 and no text */
+		m = r->reads[i];
+		r->reads[i].pid = 0;
+		r->reads[i].text = NULL;
+		r->reads[i].len = 0;
+		r->pending -= m.len;
+		pthread_mutex_unlock(&r->lock);
+		f = fmemopen(m.text, m.len, "r");
+		if (f)
+			fn(ctx, m.pid, f, m.read_ns);
+		free(m.text);
+	}
+}
+
+void maps_reader__stop(struct maps_reader *r)
+{
+	size_t i;
+
+	if (!r)
+		return;
+	r->stop = 1;
+	pthread_join(r->tid, NULL);
+	ring_buffer__free(r->rb);
+	for (i = r->head; i < r->n_reads; i++)
+		free(r->reads[i].text);
+	free(r->reads);
+	free(r->buf);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
