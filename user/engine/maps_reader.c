@@ -126,8 +126,9 @@ static void read_batch(struct maps_reader *r)
 	size_t i, len;
 
 	for (i = 0; i < r->n_batch && !r->stop; i++) {
-		len = read_maps(r, r->batch[i]);
+		/* its time is the open's: before the exit of a process that ends as it is read */
 		m = (struct maps_read){ .pid = r->batch[i], .read_ns = now_ns() };
+		len = read_maps(r, r->batch[i]);
 		if (!len || !(m.text = code_lines(r->buf, len, &m.len)))
 			continue;
 		pthread_mutex_lock(&r->lock);
