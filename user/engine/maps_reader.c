@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <search.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/sysmacros.h>
 #include <bpf/libbpf.h>
 
 #include "array.h"
@@ -22,12 +24,17 @@
 #define BATCH_MAX 256
 /* a maps file larger than this is cut (a process with 100,000 mappings) */
 #define MAPS_MAX (8u << 20)
+/* files opened for the loop at most: waiting in reads, and ever (then the loop's reads only) */
+#define FILES_PENDING_MAX 256
+#define FILES_SEEN_MAX 65536
 
 struct maps_read {
 	uint32_t pid;
 	uint64_t read_ns;
 	char *text;		/* its code lines */
 	size_t len;
+	struct maps_file *files;	/* files first seen in it, open */
+	size_t n_files;
 };
 
 struct maps_reader {
@@ -42,6 +49,9 @@ struct maps_reader {
 	struct maps_read *reads;	/* oldest first, from head on */
 	size_t head, n_reads, cap_reads, pending;
 	unsigned int waiting;	/* n_reads - head, read without the lock */
+	size_t files_pending;	/* open in reads, under the lock */
+	void *seen;		/* the thread's: (dev, inode) of files opened for the loop */
+	size_t n_seen;
 };
 
 static uint64_t now_ns(void)
@@ -120,6 +130,87 @@ static char *code_lines(const char *text, size_t len, size_t *out_len)
 	return code;
 }
 
+static int key_cmp(const void *a, const void *b)
+{
+	const struct maps_file *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/*
+ * The files of PID's code lines (TEXT) that no read opened before, opened
+ * now through the process's own mapping: the loop names a file by these
+ * where it is new to it and the process gone by then (its path, from
+ * memtrail's root, is another file on overlayfs, or none in a container).
+ */
+static void open_files(struct maps_reader *r, struct maps_read *m)
+{
+	unsigned long long start, end, inode;
+	unsigned int maj, min;
+	char name[96], perms[8];
+	struct maps_file *f, *key;
+	const char *p, *nl;
+	size_t cap = 0;
+	int pos, fd;
+
+	for (p = m->text; *p; p = nl + 1) {
+		nl = strchr(p, '\n');
+		if (!nl)
+			break;
+		pos = 0;
+		if (sscanf(p, "%llx-%llx %7s %*x %x:%x %llu %n", &start, &end, perms, &maj, &min,
+			   &inode, &pos) < 6 || !inode || !pos || p[pos] != '/')
+			continue;
+		key = &(struct maps_file){ .dev = makedev(maj, min), .ino = inode };
+		if (tfind(key, &r->seen, key_cmp) || r->n_seen >= FILES_SEEN_MAX)
+			continue;
+		pthread_mutex_lock(&r->lock);
+		fd = r->files_pending < FILES_PENDING_MAX ? 0 : -1;
+		if (!fd)
+			r->files_pending++;
+		pthread_mutex_unlock(&r->lock);
+		if (fd < 0)
+			return;
+		snprintf(name, sizeof(name), "/proc/%u/map_files/%llx-%llx", m->pid, start, end);
+		fd = open(name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || array__grow((void **)&m->files, &cap, m->n_files + 1, sizeof(*f)) ||
+		    !(f = malloc(sizeof(*f)))) {
+			if (fd >= 0)
+				close(fd);
+			pthread_mutex_lock(&r->lock);
+			r->files_pending--;
+			pthread_mutex_unlock(&r->lock);
+			continue;
+		}
+		*f = (struct maps_file){ .dev = key->dev, .ino = key->ino, .fd = fd };
+		if (!tsearch(f, &r->seen, key_cmp)) {
+			free(f);
+			close(fd);
+			pthread_mutex_lock(&r->lock);
+			r->files_pending--;
+			pthread_mutex_unlock(&r->lock);
+			continue;
+		}
+		r->n_seen++;
+		m->files[m->n_files++] = *f;
+	}
+}
+
+static void read_free(struct maps_reader *r, struct maps_read *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->n_files; i++)
+		close(m->files[i].fd);
+	pthread_mutex_lock(&r->lock);
+	r->files_pending -= m->n_files;
+	pthread_mutex_unlock(&r->lock);
+	free(m->files);
+	free(m->text);
+}
+
 static void read_batch(struct maps_reader *r)
 {
 	struct maps_read m;
@@ -131,12 +222,13 @@ static void read_batch(struct maps_reader *r)
 		len = read_maps(r, r->batch[i]);
 		if (!len || !(m.text = code_lines(r->buf, len, &m.len)))
 			continue;
+		open_files(r, &m);
 		pthread_mutex_lock(&r->lock);
 		if (r->pending + m.len > PENDING_MAX ||
 		    array__grow((void **)&r->reads, &r->cap_reads, r->n_reads + 1,
 				sizeof(*r->reads))) {
 			pthread_mutex_unlock(&r->lock);
-			free(m.text);
+			read_free(r, &m);
 			continue;
 		}
 		r->reads[r->n_reads++] = m;
@@ -188,10 +280,20 @@ struct maps_reader *maps_reader__start(int fd)
 	return r;
 }
 
+/* M to FN, then its files closed and its text freed. */
+static void hand(struct maps_reader *r, struct maps_read *m, maps_read_fn fn, void *ctx)
+{
+	FILE *f = fmemopen(m->text, m->len, "r");
+
+	/* FN closes it */
+	if (f)
+		fn(ctx, m->pid, f, m->read_ns, m->files, m->n_files);
+	read_free(r, m);
+}
+
 void maps_reader__take(struct maps_reader *r, uint64_t until_ns, maps_read_fn fn, void *ctx)
 {
 	struct maps_read m;
-	FILE *f;
 
 	if (!r || !__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
 		return;
@@ -210,11 +312,7 @@ void maps_reader__take(struct maps_reader *r, uint64_t until_ns, maps_read_fn fn
 		pthread_mutex_unlock(&r->lock);
 		if (!m.pid)
 			continue;	/* taken by maps_reader__take_pid */
-		/* FN closes it */
-		f = fmemopen(m.text, m.len, "r");
-		if (f)
-			fn(ctx, m.pid, f, m.read_ns);
-		free(m.text);
+		hand(r, &m, fn, ctx);
 	}
 }
 
@@ -222,7 +320,6 @@ void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, maps_read_fn fn,
 {
 	struct maps_read m;
 	size_t i;
-	FILE *f;
 
 	if (!r || !pid || !__atomic_load_n(&r->waiting, __ATOMIC_ACQUIRE))
 		return;
@@ -236,15 +333,10 @@ void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, maps_read_fn fn,
 		}
 		/* left in place, taken: pid 0 and no text */
 		m = r->reads[i];
-		r->reads[i].pid = 0;
-		r->reads[i].text = NULL;
-		r->reads[i].len = 0;
+		r->reads[i] = (struct maps_read){ .pid = 0 };
 		r->pending -= m.len;
 		pthread_mutex_unlock(&r->lock);
-		f = fmemopen(m.text, m.len, "r");
-		if (f)
-			fn(ctx, m.pid, f, m.read_ns);
-		free(m.text);
+		hand(r, &m, fn, ctx);
 	}
 }
 
@@ -258,8 +350,9 @@ void maps_reader__stop(struct maps_reader *r)
 	pthread_join(r->tid, NULL);
 	ring_buffer__free(r->rb);
 	for (i = r->head; i < r->n_reads; i++)
-		free(r->reads[i].text);
+		read_free(r, &r->reads[i]);
 	free(r->reads);
+	tdestroy(r->seen, free);
 	free(r->buf);
 	pthread_mutex_destroy(&r->lock);
 	free(r);

@@ -26,9 +26,18 @@ void maps_reader__stop(struct maps_reader *r);
  * Hands each read taken at UNTIL_NS or before (CLOCK_MONOTONIC, as BPF's
  * event times) to FN, oldest first: the events before it are the loop's to
  * act on first (an exec). MAPS is a stream of its code lines, for FN to
- * close. A check of one counter where there is none.
+ * close; FILES, the files of those no read before had (each opened once a
+ * session, through the process's map_files: a file new to the loop is
+ * named by it when the process is gone). A check of one counter where
+ * there is none.
  */
-typedef void (*maps_read_fn)(void *ctx, uint32_t pid, FILE *maps, uint64_t read_ns);
+struct maps_file {
+	uint64_t dev;		/* as maps shows it: makedev(major, minor) */
+	uint64_t ino;
+	int fd;			/* the file as mapped, open until FN returns */
+};
+typedef void (*maps_read_fn)(void *ctx, uint32_t pid, FILE *maps, uint64_t read_ns,
+			     const struct maps_file *files, size_t n_files);
 void maps_reader__take(struct maps_reader *r, uint64_t until_ns, maps_read_fn fn, void *ctx);
 /* PID's reads not yet taken, whenever read: before a read of its maps of the loop's own. */
 void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, maps_read_fn fn, void *ctx);

@@ -301,18 +301,19 @@ static void told_learn(struct sites *s, uint32_t pid);
 
 /*
  * PID's maps read at READ_NS, from F (closed here): /proc/PID/maps, or a read
- * the maps reader took; LIVE where F is /proc's (else a file new to memtrail
- * is opened only where the process still lives: never known by a module
- * without its symbols).
+ * the maps reader took, with the FILES it opened; LIVE where F is /proc's
+ * (else a file new to memtrail is opened where the process still lives, or
+ * from FILES, and is never known by a module without its symbols).
  */
-static void maps_parse(struct sites *s, uint32_t pid, FILE *f, uint64_t read_ns, bool live)
+static void maps_parse(struct sites *s, uint32_t pid, FILE *f, uint64_t read_ns, bool live,
+		       const struct maps_file *files, size_t n_files)
 {
 	char line[4096 + 128], full[32], perms[8];
 	unsigned long long start, end, pgoff, inode;
 	struct proc_map_line pm;
 	unsigned int maj, min;
 	struct pid_maps *p;
-	size_t old;
+	size_t old, i;
 	int pos, fd;
 
 	p = sites_pid_maps_get(s, pid, true);
@@ -345,12 +346,15 @@ static void maps_parse(struct sites *s, uint32_t pid, FILE *f, uint64_t read_ns,
 		pm = (struct proc_map_line){ .start = start, .end = end, .dev = makedev(maj, min),
 					     .ino = inode, .path = line + pos };
 		fd = proc__open_mapped(pid, &pm, full, sizeof(full));
-		/* gone since the maps reader read them: the file in memtrail's root, if the same one */
-		if (fd < 0 && !live)
-			fd = proc__open_file(line + pos, pm.dev, pm.ino, full, sizeof(full));
-		if (fd < 0 && !live)
+		/* gone since the maps reader read them: the file it opened then */
+		for (i = 0; fd < 0 && i < n_files; i++)
+			if (files[i].dev == pm.dev && files[i].ino == pm.ino) {
+				snprintf(full, sizeof(full), "/proc/self/fd/%d", files[i].fd);
+				break;
+			}
+		if (fd < 0 && !live && i == n_files)
 			continue;
-		m->module = module_add(s, pid, line + pos, fd >= 0 ? full : "",
+		m->module = module_add(s, pid, line + pos, fd >= 0 || i < n_files ? full : "",
 				       DEV_KEY(maj, min), inode);
 		if (fd >= 0)
 			close(fd);	/* libdw opened its own */
@@ -362,7 +366,8 @@ static void maps_parse(struct sites *s, uint32_t pid, FILE *f, uint64_t read_ns,
 	sites_python_note(s, p);
 }
 
-static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns);
+static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns,
+			 const struct maps_file *files, size_t n_files);
 
 void sites__note_maps(struct sites *s, uint32_t pid)
 {
@@ -375,11 +380,12 @@ void sites__note_maps(struct sites *s, uint32_t pid)
 	f = fopen(name, "re");
 	if (!f)
 		return;		/* gone: the last mappings seen stay */
-	maps_parse(s, pid, f, sites_now_ns(), true);
+	maps_parse(s, pid, f, sites_now_ns(), true, NULL, 0);
 }
 
 /* A read of the maps reader's: where none newer was read here (the newest mappings first). */
-static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns)
+static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns,
+			 const struct maps_file *files, size_t n_files)
 {
 	struct sites *s = ctx;
 	struct pid_maps *p = sites_pid_maps_get(s, pid, false);
@@ -388,7 +394,7 @@ static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns)
 		fclose(f);
 		return;
 	}
-	maps_parse(s, pid, f, read_ns, false);
+	maps_parse(s, pid, f, read_ns, false, files, n_files);
 }
 
 void sites__take_maps(struct sites *s, uint64_t until_ns)
