@@ -139,6 +139,19 @@ static int key_cmp(const void *a, const void *b)
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
+/* N more files open in reads (N < 0: fewer); false where that would pass the bound. */
+static bool files_count(struct maps_reader *r, long n)
+{
+	bool ok;
+
+	pthread_mutex_lock(&r->lock);
+	ok = n <= 0 || r->files_pending + (size_t)n <= FILES_PENDING_MAX;
+	if (ok)
+		r->files_pending += (size_t)n;
+	pthread_mutex_unlock(&r->lock);
+	return ok;
+}
+
 /*
  * The files of PID's code lines (TEXT) that no read opened before, opened
  * now through the process's own mapping: the loop names a file by these
@@ -161,36 +174,28 @@ static void open_files(struct maps_reader *r, struct maps_read *m)
 			break;
 		pos = 0;
 		if (sscanf(p, "%llx-%llx %7s %*x %x:%x %llu %n", &start, &end, perms, &maj, &min,
-			   &inode, &pos) < 6 || !inode || !pos || p[pos] != '/')
+			   &inode, &pos) < 6 || !inode || !pos || p + pos >= nl || p[pos] != '/')
 			continue;
 		key = &(struct maps_file){ .dev = makedev(maj, min), .ino = inode };
 		if (tfind(key, &r->seen, key_cmp) || r->n_seen >= FILES_SEEN_MAX)
 			continue;
-		pthread_mutex_lock(&r->lock);
-		fd = r->files_pending < FILES_PENDING_MAX ? 0 : -1;
-		if (!fd)
-			r->files_pending++;
-		pthread_mutex_unlock(&r->lock);
-		if (fd < 0)
+		if (!files_count(r, 1))
 			return;
 		snprintf(name, sizeof(name), "/proc/%u/map_files/%llx-%llx", m->pid, start, end);
 		fd = open(name, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || array__grow((void **)&m->files, &cap, m->n_files + 1, sizeof(*f)) ||
-		    !(f = malloc(sizeof(*f)))) {
+		f = fd >= 0 && !array__grow((void **)&m->files, &cap, m->n_files + 1, sizeof(*f)) ?
+			malloc(sizeof(*f)) : NULL;
+		if (f) {
+			*f = (struct maps_file){ .dev = key->dev, .ino = key->ino, .fd = fd };
+			if (!tsearch(f, &r->seen, key_cmp)) {
+				free(f);
+				f = NULL;
+			}
+		}
+		if (!f) {
 			if (fd >= 0)
 				close(fd);
-			pthread_mutex_lock(&r->lock);
-			r->files_pending--;
-			pthread_mutex_unlock(&r->lock);
-			continue;
-		}
-		*f = (struct maps_file){ .dev = key->dev, .ino = key->ino, .fd = fd };
-		if (!tsearch(f, &r->seen, key_cmp)) {
-			free(f);
-			close(fd);
-			pthread_mutex_lock(&r->lock);
-			r->files_pending--;
-			pthread_mutex_unlock(&r->lock);
+			files_count(r, -1);
 			continue;
 		}
 		r->n_seen++;
@@ -204,9 +209,7 @@ static void read_free(struct maps_reader *r, struct maps_read *m)
 
 	for (i = 0; i < m->n_files; i++)
 		close(m->files[i].fd);
-	pthread_mutex_lock(&r->lock);
-	r->files_pending -= m->n_files;
-	pthread_mutex_unlock(&r->lock);
+	files_count(r, -(long)m->n_files);
 	free(m->files);
 	free(m->text);
 }
