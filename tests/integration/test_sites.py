@@ -73,13 +73,16 @@ def mappers_named(out):
         trail = json.load(f)
     mappers = [t for t in trail["targets"] if t.get("comm") == "mapper"]
     check_eq(len(mappers), 3, "three mapper targets")
-    for t in mappers:
+    for n, t in enumerate(sorted(mappers, key=lambda t: t["pid"])):
         mapped = [s for s in t["sites"]["list"] if s["kind"] == "mapped"]
         named = sum(s["alloc_bytes"] for s in mapped
                     if "main" in [f.get("function") for f in s["frames"][:3]])
-        unknown = [s["alloc_bytes"] for s in mapped if s["frames"][0]["function"] == "[unknown]"]
+        others = [(s["alloc_bytes"], [f.get("function") or f.get("module") or f.get("address")
+                                      for f in s["frames"][:3]])
+                  for s in mapped if "main" not in [f.get("function") for f in s["frames"][:3]]]
         check_eq(named, MAPPER_STEPS_MAPPED,
-                 f"mapper {t['pid']}: bytes mapped by main (unnamed sites: {unknown})")
+                 f"mapper {n + 1} of 3 (pid {t['pid']}): bytes mapped by main "
+                 f"(other sites: {others[:4]})")
 
 
 def test_short_children_sites_named_without_devices():

@@ -319,7 +319,8 @@ void maps_reader__take(struct maps_reader *r, uint64_t until_ns, maps_read_fn fn
 	}
 }
 
-void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, maps_read_fn fn, void *ctx)
+void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, uint64_t until_ns,
+			   maps_read_fn fn, void *ctx)
 {
 	struct maps_read m;
 	size_t i;
@@ -328,9 +329,10 @@ void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, maps_read_fn fn,
 		return;
 	for (i = 0;; i++) {
 		pthread_mutex_lock(&r->lock);
-		for (i = i > r->head ? i : r->head; i < r->n_reads && r->reads[i].pid != pid; i++)
+		for (i = i > r->head ? i : r->head; i < r->n_reads && r->reads[i].pid != pid &&
+		     r->reads[i].read_ns <= until_ns; i++)
 			;
-		if (i == r->n_reads) {
+		if (i == r->n_reads || r->reads[i].read_ns > until_ns) {
 			pthread_mutex_unlock(&r->lock);
 			return;
 		}

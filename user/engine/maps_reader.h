@@ -39,7 +39,8 @@ struct maps_file {
 typedef void (*maps_read_fn)(void *ctx, uint32_t pid, FILE *maps, uint64_t read_ns,
 			     const struct maps_file *files, size_t n_files);
 void maps_reader__take(struct maps_reader *r, uint64_t until_ns, maps_read_fn fn, void *ctx);
-/* PID's reads not yet taken, whenever read: before a read of its maps of the loop's own. */
-void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, maps_read_fn fn, void *ctx);
+/* PID's reads taken at UNTIL_NS or before: before a read of its maps of the loop's own. */
+void maps_reader__take_pid(struct maps_reader *r, uint32_t pid, uint64_t until_ns,
+			   maps_read_fn fn, void *ctx);
 
 #endif

@@ -305,7 +305,7 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	 * harvest (heap probes attached a link per function take long)
 	 */
 	if (s->sites) {
-		sites__exec(s->sites, tt->pid);
+		sites__exec(s->sites, tt->pid, e->hdr.ts_ns);
 		if (!told)
 			sites__note_maps(s->sites, tt->pid);
 	}

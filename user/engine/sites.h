@@ -60,10 +60,11 @@ bool sites__maps_told(const struct sites *s);
  */
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e);
 /*
- * PID exec'd: the interpreter found in its mappings before (its parent's,
- * from the fork) is forgotten, here and in BPF, until its new maps are read.
+ * PID exec'd at TS_NS: the interpreter found in its mappings before (its
+ * parent's, from the fork) is forgotten, here and in BPF, until its new maps
+ * are read; a deep sample after it is never unwound by the maps of before.
  */
-void sites__exec(struct sites *s, uint32_t pid);
+void sites__exec(struct sites *s, uint32_t pid, uint64_t ts_ns);
 /*
  * CHILD was forked by PARENT: its code mappings, read now; where it is gone
  * already, PARENT's (read now too), as its code lay where PARENT's does.

@@ -523,13 +523,21 @@ static int32_t deep_stack_id(struct sites *s, uint32_t pid, const struct frame *
 	return st->id;
 }
 
-/* PID's mappings, read again where this harvest has not read them (code mapped since). */
+/*
+ * PID's mappings, read again where this harvest has not read them (code
+ * mapped since); AGAIN: the sample's code is in none of them, so the maps
+ * reader's reads of after the sample are taken too (where it is gone, all
+ * there is).
+ */
 static struct pid_maps *deep_maps(struct sites *s, uint32_t pid, bool again)
 {
 	struct pid_maps *pm = sites_pid_maps_get(s, pid, false);
 
+	/* maps of before its exec (its parent's, from the fork) are another program's */
+	if (pm && pm->read_ns < pm->exec_ns && !s->maps_told)
+		again = true;
 	if (!pm || (!s->maps_told && pm->gen != s->gen) || again) {
-		sites__note_maps(s, pid);
+		sites_maps_read(s, pid, again ? UINT64_MAX : s->event_ns);
 		pm = sites_pid_maps_get(s, pid, false);
 		if (pm)
 			pm->gen = s->gen;

@@ -121,6 +121,7 @@ struct pid_maps {
 	uint64_t gen;	/* the harvest that read them last */
 	bool py_set;	/* its interpreter told to BPF (or none found) */
 	uint64_t read_ns;	/* CLOCK_MONOTONIC when they were last read from /proc */
+	uint64_t exec_ns;	/* its last exec's time: maps read before are another program's */
 	struct map {
 		unsigned long long start, end, pgoff;
 		int32_t module;	/* -1: anonymous */
@@ -162,6 +163,7 @@ struct sites {
 	 */
 	bool maps_told;
 	struct maps_reader *maps_reader;	/* elsewhere: maps read as BPF asks (maps_reader.h) */
+	uint64_t event_ns;	/* the time of the event being acted on: its reads are taken */
 	struct trail *trail;	/* its targets' phases, for folding */
 	struct memtrail_site_key *fold;	/* kernel sites to fold, this harvest */
 	size_t n_fold, cap_fold;
@@ -256,6 +258,8 @@ size_t sites_tree_take(void **root, int (*cmp)(const void *, const void *), uint
 		       uint32_t (*pid_of)(const void *node), void ***out);
 /* PID's mappings as kept (sites_maps.c); with CREATE, made empty where none are. NULL: none. */
 struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create);
+/* PID's maps: the maps reader's reads of UNTIL_NS or before, then /proc's now. */
+void sites_maps_read(struct sites *s, uint32_t pid, uint64_t until_ns);
 /* The stack ID of PID as resolved, or NULL. */
 struct stack *sites_stack_find(struct sites *s, uint32_t pid, int32_t id);
 

@@ -369,18 +369,23 @@ static void maps_parse(struct sites *s, uint32_t pid, FILE *f, uint64_t read_ns,
 static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns,
 			 const struct maps_file *files, size_t n_files);
 
-void sites__note_maps(struct sites *s, uint32_t pid)
+void sites_maps_read(struct sites *s, uint32_t pid, uint64_t until_ns)
 {
 	char name[64];
 	FILE *f;
 
 	/* the maps reader's first: older than this read, and all there is where it is gone */
-	maps_reader__take_pid(s->maps_reader, pid, on_maps_read, s);
+	maps_reader__take_pid(s->maps_reader, pid, until_ns, on_maps_read, s);
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
 	if (!f)
 		return;		/* gone: the last mappings seen stay */
 	maps_parse(s, pid, f, sites_now_ns(), true, NULL, 0);
+}
+
+void sites__note_maps(struct sites *s, uint32_t pid)
+{
+	sites_maps_read(s, pid, s->event_ns);
 }
 
 /* A read of the maps reader's: where none newer was read here (the newest mappings first). */
@@ -399,8 +404,10 @@ static void on_maps_read(void *ctx, uint32_t pid, FILE *f, uint64_t read_ns,
 
 void sites__take_maps(struct sites *s, uint64_t until_ns)
 {
-	if (s)
-		maps_reader__take(s->maps_reader, until_ns, on_maps_read, s);
+	if (!s)
+		return;
+	s->event_ns = until_ns;
+	maps_reader__take(s->maps_reader, until_ns, on_maps_read, s);
 }
 
 void sites__fork(struct sites *s, uint32_t parent, uint32_t child)

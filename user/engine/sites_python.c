@@ -554,10 +554,12 @@ static uint32_t py_code_pid(const void *node)
 	return ((const struct py_code *)node)->pid;
 }
 
-void sites__exec(struct sites *s, uint32_t pid)
+void sites__exec(struct sites *s, uint32_t pid, uint64_t ts_ns)
 {
-	struct pid_maps *pm = sites_pid_maps_get(s, pid, false);
+	struct pid_maps *pm = sites_pid_maps_get(s, pid, true);
 
+	if (pm)
+		pm->exec_ns = ts_ns;
 	/* the interpreter its parent ran (forked, then exec) is not its own */
 	if (pm && pm->py_set) {
 		pm->py_set = false;
