@@ -556,7 +556,8 @@ static uint32_t py_code_pid(const void *node)
 
 void sites__exec(struct sites *s, uint32_t pid, uint64_t ts_ns)
 {
-	struct pid_maps *pm = sites_pid_maps_get(s, pid, true);
+	/* from /proc: its maps are the parent's until read (BPF tells them where it can) */
+	struct pid_maps *pm = sites_pid_maps_get(s, pid, !s->maps_told);
 
 	if (pm)
 		pm->exec_ns = ts_ns;
