@@ -93,10 +93,6 @@ CHECKS = [
 # memtrail and an rm of a probed library, 5.10 and 6.1). make test-kernels
 # runs them
 CI_SKIP = {"first calls", "never stopped"}
-# nor any test by name in a row of one architecture (none now: an arm64
-# row used to leave out short children's sites, from /proc after the child
-# was gone; the maps reader's thread reads them now)
-CI_SKIP_TESTS = {"arm64": set()}
 
 
 def apt_state():
@@ -210,9 +206,8 @@ def main(argv):
         print("usage: tests/kernels/run.py [--ci] [--markdown FILE] [KERNEL ...]\n"
               "Boot each KERNEL (default: all; with --ci, the CI rows) under QEMU and run the\n"
               f"matrix's checks in it. Kernels: {', '.join(k[0] for k in KERNELS)}. --ci leaves out\n"
-              f"the cells {', '.join(sorted(CI_SKIP)) or 'none'}, and in arm64 rows "
-              f"{', '.join(sorted(CI_SKIP_TESTS['arm64'])) or 'no test'};\n"
-              "--markdown writes the table to FILE.")
+              f"the cells {', '.join(sorted(CI_SKIP)) or 'none'}; --markdown writes the table\n"
+              "to FILE.")
         return 0
     ci = "--ci" in argv
     if ci:
@@ -232,12 +227,10 @@ def main(argv):
         return 2
     debs = fetch(wanted)
 
-    def skipped(name, test):
-        return ci and test in CI_SKIP_TESTS.get(arch_of(name), ())
     rows, passed, failed, why = [], 0, 0, []
     for name in wanted:
         t0 = time.time()
-        tests = [t for _, ts, _ in CHECKS for t in ts if not skipped(name, t)]
+        tests = [t for _, ts, _ in CHECKS for t in ts]
         release, feats, results, log = boot(name, debs[name], tests)
         states = {}
         for line in feats:
@@ -246,10 +239,6 @@ def main(argv):
                 states[f[0]] = f[1]
         cells, counted = [], []
         for col, ts, feature in CHECKS:
-            ts = [t for t in ts if not skipped(name, t)]
-            if not ts:
-                cells.append("not in CI")
-                continue
             if feature and states.get(feature) == "no":
                 cells.append("no")
                 continue
@@ -276,9 +265,6 @@ def main(argv):
                 why.append(f"  {name} {t}: {m.group(0)[:400] if m else 'did not run'}"
                            + (" (after the guest kernel's oops above)" if oops and not m else ""))
                 print(why[-1])
-        left = sorted(CI_SKIP_TESTS.get(arch_of(name), ())) if ci else []
-        if left:
-            print(f"  {name}: not run in CI (make test-kernels runs them): {', '.join(left)}")
         for line in feats:
             f = line.split()
             if len(f) >= 2 and states.get(f[0], "yes") != "yes":
