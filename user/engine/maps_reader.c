@@ -8,7 +8,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/sysmacros.h>
 #include <bpf/libbpf.h>
@@ -16,6 +15,7 @@
 #include "array.h"
 #include "log.h"
 #include "maps_reader.h"
+#include "sites_int.h"	/* sites_now_ns: the clock sites' own reads are timed by */
 
 #define POLL_MS 100
 /* reads waiting for the loop at most, in bytes: beyond, a read is dropped (the loop's own comes) */
@@ -53,14 +53,6 @@ struct maps_reader {
 	void *seen;		/* the thread's: (dev, inode) of files opened for the loop */
 	size_t n_seen;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int on_want(void *ctx, void *data, size_t size)
 {
@@ -221,7 +213,7 @@ static void read_batch(struct maps_reader *r)
 
 	for (i = 0; i < r->n_batch && !r->stop; i++) {
 		/* its time is the open's: before the exit of a process that ends as it is read */
-		m = (struct maps_read){ .pid = r->batch[i], .read_ns = now_ns() };
+		m = (struct maps_read){ .pid = r->batch[i], .read_ns = sites_now_ns() };
 		len = read_maps(r, r->batch[i]);
 		if (!len || !(m.text = code_lines(r->buf, len, &m.len)))
 			continue;

@@ -77,10 +77,6 @@ static bool uw_has(const struct uw *u, int reg)
 }
 
 /*
- * A return address *PC that is the uretprobe trampoline: the real one, the
- * next pending return's (they are listed newest first, as frames unwind).
- */
-/*
  * Whether PC is the uretprobe trampoline, compared as return addresses are
  * read (RA_MASK): an arm64 kernel with 52-bit addresses (LPA2, Debian's
  * from 6.12) puts the trampoline's page at the top of them, above the 48
@@ -91,6 +87,10 @@ static bool uw_tramp(const struct uw *u, uint64_t pc)
 	return u->e->uret_tramp && (pc & u->ra_mask) == (u->e->uret_tramp & u->ra_mask);
 }
 
+/*
+ * A return address *PC that is the uretprobe trampoline: the real one, the
+ * next pending return's (they are listed newest first, as frames unwind).
+ */
 static void uw_uret(struct uw *u, uint64_t *pc)
 {
 	const struct memtrail_event_deep *e = u->e;
