@@ -363,7 +363,7 @@ static __always_inline bool mapping_deep(void *ctx, struct memtrail_target *t, _
 	e->fp_caller = leaf_caller();
 	deep_fill(e, regs);
 	deep_uret(e);
-	py_walk(e, tgid, e->tid);
+	py_walk(e, tgid);
 	event_submit(e, true);
 	return true;
 #endif

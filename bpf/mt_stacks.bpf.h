@@ -257,16 +257,33 @@ static __always_inline __u64 read_ptr(__u64 addr)
 }
 
 /*
- * The Python frames thread TID of TGID runs, innermost first, into E: its
- * thread state found among the interpreter's by native thread id (a thread
+ * The Python frames the calling thread of TGID runs, innermost first, into
+ * E: its thread state found among the interpreter's by native thread id,
+ * as its pid namespace numbers it (3.10:
+ * by the kernel's id in the C library's descriptor of the thread; a thread
  * that let the GIL go, as libtorch's calls do, keeps its frames), then its
  * frame chain. Each frame's code object and last instruction are sent;
  * user space reads the code object's names and line table.
  */
-static __always_inline void py_walk(struct memtrail_event_deep *e, __u32 tgid, __u32 tid)
+/*
+ * The calling thread's id as its own pid namespace numbers it: what the
+ * interpreter's thread states hold (gettid() in a container is the
+ * container's), the kernel's where the process is in the first namespace.
+ */
+static __always_inline __u32 ns_tid(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct pid *pid = BPF_CORE_READ(task, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+
+	return (__u32)BPF_CORE_READ(pid, numbers[level].nr);
+}
+
+static __always_inline void py_walk(struct memtrail_event_deep *e, __u32 tgid)
 {
 	struct memtrail_py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
 	__u64 interp, ts, frame, tsid;
+	__u32 tid;
 	__u8 entry;
 	int i;
 
@@ -275,12 +292,22 @@ static __always_inline void py_walk(struct memtrail_event_deep *e, __u32 tgid, _
 	if (!p)
 		return;
 	e->py_status = MEMTRAIL_PY_NO_THREAD;
+	tid = ns_tid();
 	interp = read_ptr(p->runtime + p->runtime_main);
 	ts = interp ? read_ptr(interp + p->interp_threads) : 0;
 	for (i = 0; i < MEMTRAIL_PY_THREADS && ts; i++) {
 		tsid = 0;
 		if (bpf_probe_read_user(&tsid, sizeof(tsid), (const void *)(ts + p->tstate_tid)))
 			return;
+		if (p->pthread_tid != MEMTRAIL_PY_TID_NATIVE) {
+			/* 3.10: the thread's pthread_t; a thread gone may have freed it */
+			__u32 ktid = 0;
+
+			if (!tsid || bpf_probe_read_user(&ktid, sizeof(ktid),
+							 (const void *)(tsid + p->pthread_tid)))
+				ktid = 0;
+			tsid = ktid;
+		}
 		if (tsid == tid)
 			break;
 		ts = read_ptr(ts + p->tstate_next);

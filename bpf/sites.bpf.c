@@ -140,7 +140,7 @@ static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t
 	e->fp_caller = 0;
 	deep_fill(e, ctx);
 	deep_uret(e);
-	py_walk(e, tgid, e->tid);
+	py_walk(e, tgid);
 	a->stack = MEMTRAIL_STACK_DEEP;
 	if (heap_track) {
 		if (bpf_map_update_elem(&heap_allocs, key, a, BPF_ANY)) {

@@ -530,14 +530,23 @@ struct memtrail_py_proc {
 	__u32 runtime_main;	/* _PyRuntimeState: interpreters.main */
 	__u32 interp_threads;	/* PyInterpreterState: threads.head */
 	__u32 tstate_next;	/* PyThreadState: next */
-	__u32 tstate_tid;	/* PyThreadState: native_thread_id */
+	__u32 tstate_tid;	/* PyThreadState: native_thread_id (3.10: thread_id, see pthread_tid) */
 	__u32 tstate_cframe;	/* PyThreadState: cframe (3.11, 3.12); MEMTRAIL_PY_NO_CFRAME */
 	__u32 cframe_current;	/* _PyCFrame (or, without one, PyThreadState): current_frame */
 	__u32 frame_code;	/* _PyInterpreterFrame: f_code (3.13: f_executable) */
 	__u32 frame_previous;	/* _PyInterpreterFrame: previous */
 	__u32 frame_instr;	/* _PyInterpreterFrame: prev_instr (3.13: instr_ptr) */
-	__u32 frame_entry;	/* _PyInterpreterFrame: is_entry (3.11; 3.13: owner), a byte */
+	__u32 frame_entry;	/* _PyInterpreterFrame: is_entry (3.11; 3.12 on: owner), a byte */
+	/*
+	 * MEMTRAIL_PY_TID_NATIVE: tstate_tid holds the kernel's thread id;
+	 * else (3.10, whose thread state has none) it holds pthread_self(),
+	 * the C library's thread descriptor, with the kernel's id (a 32-bit
+	 * pid_t) at this offset in it
+	 */
+	__u32 pthread_tid;
 };
+
+#define MEMTRAIL_PY_TID_NATIVE 0xffffffffu
 
 /* tstate_cframe of an interpreter whose thread state holds current_frame itself (3.13) */
 #define MEMTRAIL_PY_NO_CFRAME 0xffffffffu

@@ -227,15 +227,19 @@ def deep_maps(trail):
             and not os.environ.get("MEMTRAIL_COMPAT"))
 
 
-def check_python_lines(data, t, mapped=False):
+def check_python_lines(data, t, mapped=False, qualname=True):
     """Each allocation py_lines.py made is a heap site whose first Python
     frame is the function and line it says, holding its bytes (a bytearray
     asks one more for its terminating NUL); the re-entry's chain has the
     key function, then sorted()'s own C frames, then by_size. MAPPED: the
     memory glibc mapped for each (mmap, or brk growing its heap) is at
     mapping sites naming the same line: its bytes, rounded up to pages, and
-    at most the heap's top pad more."""
+    at most the heap's top pad more. QUALNAME false (3.10, whose code
+    objects have no co_qualname): functions are named by co_name."""
     heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
+    if not qualname:
+        for a in data["allocs"]:
+            a["function"] = a["function"].rsplit(".", 1)[-1]
     for a in data["allocs"]:
         rows = [s for s in heap if a["size"] <= s["alloc_bytes"] <= a["size"] + 64]
         check_eq(len(rows), 1, f"one site of {a['where']}'s {a['size']} bytes: "
@@ -258,7 +262,7 @@ def check_python_lines(data, t, mapped=False):
     key = next(s for s in heap if s["alloc_bytes"] > data["allocs"][4]["size"] - 1 and
                s["alloc_bytes"] <= data["allocs"][4]["size"] + 64)["frames"]
     names = [x.get("function") for x in key]
-    at, up = names.index("by_size.<locals>.key"), names.index("by_size")
+    at, up = names.index(data["allocs"][4]["function"]), names.index("by_size")
     check(up > at + 1 and all(x.get("address") for x in key[at + 1:up]),
           f"C frames of sorted() between the key function and its caller: {names}")
 
@@ -329,4 +333,71 @@ def test_python313_lines():
         trail = json.load(f)
     check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
                        deep_maps(trail))
+    no_programs_left()
+
+
+PYENV = "/root/.pyenv/versions"
+
+
+def pyenv(version):
+    """pyenv's build of CPython VERSION (a shared libpython), which the tests need."""
+    path = os.path.join(PYENV, version, "bin", "python" + version.rsplit(".", 1)[0])
+    check(os.access(path, os.X_OK), f"{path} is missing: the tests need pyenv's CPython "
+          f"{version} (in {PYENV}, as on the development machines)")
+    return path
+
+
+def python_lines_of(cmd, minor, qualname=True):
+    """record --heap of py_lines.py run by CMD: the interpreter is said to be
+    read and the five allocations name their functions and lines."""
+    out = os.path.join(tmpdir(), f"py3{minor}.json")
+    line, stderr = record_alive(cmd, out, ["-v"])
+    data = json.loads(line)
+    check(f"pid {data['pid']} runs Python 3.{minor}" in stderr and "its frames are read" in stderr,
+          f"the 3.{minor} interpreter is known: {stderr[-1500:]}")
+    check("its Python frames are not read" not in stderr, f"no word of frames not read: {stderr[-800:]}")
+    with open(out) as f:
+        trail = json.load(f)
+    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
+                       deep_maps(trail), qualname)
+    no_programs_left()
+
+
+def test_python310_lines():
+    """pyenv's CPython 3.10 (libpython3.10.so): a PyFrameObject per eval loop
+    call, f_lasti in code units, 3.10's own line table, thread states that
+    hold pthread_self() (matched by the kernel's id in glibc's descriptor),
+    no Py_Version (the file's name says 3.10) and no co_qualname (functions
+    by co_name)."""
+    python_lines_of([pyenv("3.10.13"), PY_LINES], 10, qualname=False)
+
+
+def test_python312_lines():
+    """pyenv's CPython 3.12 (libpython3.12.so): _PyInterpreterFrame through
+    the thread state's cframe, prev_instr, and the C stack's shim frame
+    below each eval loop call's frames."""
+    python_lines_of([pyenv("3.12.1"), PY_LINES], 12)
+
+
+def test_python_unread_said():
+    """pyenv's CPython 3.9, whose frames memtrail does not read: record says
+    so once, naming the process and the version, and its allocations keep
+    their native chains (the interpreter's own functions)."""
+    out = os.path.join(tmpdir(), "py39.json")
+    line, stderr = record_alive([pyenv("3.9.18"), PY_LINES], out)
+    data = json.loads(line)
+    said = [x for x in stderr.splitlines() if "its Python frames are not read" in x]
+    check_eq(len(said), 1, f"one word of the frames not read: {stderr[-1500:]}")
+    check(f"python: {data['pid']} (python3.9) runs CPython 3.9: " in said[0] and
+          "3.10 to 3.14" in said[0], f"the word names the process and the version: {said}")
+    with open(out) as f:
+        trail = json.load(f)
+    t = next(x for x in trail["targets"] if x["pid"] == data["pid"])
+    heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
+    for a in data["allocs"]:
+        rows = [s for s in heap if a["size"] <= s["alloc_bytes"] <= a["size"] + 64]
+        check_eq(len(rows), 1, f"one site of {a['where']}'s {a['size']} bytes")
+        names = [f.get("function") for f in rows[0]["frames"]]
+        check(first_py(rows[0]) is None and "_PyEval_EvalFrameDefault" in names,
+              f"{a['where']}: its native chain, through the eval loop: {names}")
     no_programs_left()

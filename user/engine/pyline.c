@@ -4,6 +4,7 @@
  * reads it (Objects/codeobject.c: advance, get_line_delta): entries of a
  * first byte (bit 7 set; bits 3-6 the kind, bits 0-2 the code units it
  * covers less one) and the kind's varints; only the line is needed here.
+ * 3.10's co_linetable (PEP 626) is pairs of bytes instead.
  */
 #include "pyline.h"
 
@@ -53,3 +54,27 @@ int pyline__line(const unsigned char *lt, size_t len, int firstlineno, uint64_t 
 	return 0;
 }
 
+
+/*
+ * 3.10's table, as its Objects/codeobject.c advance() and
+ * _PyCode_CheckLineNumber() read it: pairs of the bytes of code a range
+ * covers (unsigned) and its line's change from the last line (signed;
+ * -128: the range has no line). Ranges of no bytes only move the line.
+ */
+int pyline__line310(const unsigned char *lt, size_t len, int firstlineno, uint64_t offset)
+{
+	uint64_t end = 0;
+	int line = firstlineno;
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2) {
+		int delta = (signed char)lt[i + 1];
+
+		end += lt[i];
+		if (delta != -128)
+			line += delta;
+		if (offset < end)
+			return delta == -128 ? 0 : line;
+	}
+	return 0;
+}

@@ -11,5 +11,7 @@
  * code.co_lines() gives it; 0 where it has none (or LT is not one).
  */
 int pyline__line(const unsigned char *lt, size_t len, int firstlineno, uint64_t offset);
+/* The same for CPython 3.10's co_linetable (its own format: byte pairs). */
+int pyline__line310(const unsigned char *lt, size_t len, int firstlineno, uint64_t offset);
 
 #endif

@@ -19,6 +19,9 @@
 
 struct sites;
 
+/* The CPython versions whose frames deep stacks read (sites_python.c), as said to people. */
+#define SITES_PYTHON_VERSIONS "CPython 3.10 to 3.14, builds with a GIL"
+
 /* Deep samples (--unwind dwarf): what their unwinding gave. */
 struct sites_deep_stats {
 	uint64_t samples;	/* allocations told with their stack top */

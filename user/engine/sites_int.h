@@ -59,6 +59,7 @@ struct module {
 	bool py_layout_read;
 	const struct py_layout *py_layout;	/* what its structures are, NULL: unknown */
 	struct py_layout *py_layout_own;	/* py_layout where read from the file */
+	const char *py_why;		/* py_layout NULL: why */
 	GElf_Addr py_runtime;		/* _PyRuntime, module address */
 	GElf_Addr py_code_type;		/* PyCode_Type, module address */
 	GElf_Addr py_eval_lo, py_eval_hi;	/* _PyEval_EvalFrameDefault, module addresses */
@@ -193,6 +194,8 @@ struct sites {
 	size_t n_py, cap_py;
 	void *py_index;		/* tsearch tree of py's frames by content */
 	void *py_codes;		/* tsearch tree of code objects read, by (pid, address) */
+	uint64_t py_said[4];	/* minor versions whose frames not read were said, a bit each */
+	uint64_t py_unread;	/* processes whose interpreter's frames are not read */
 	bool forget_stacks;	/* retiring pids' own stacks leave the kernel too */
 	/* while retiring (sites__retire): the pids whose sites are read, sorted; NULL: all */
 	const uint32_t *only;

@@ -19,75 +19,95 @@
 
 #include "array.h"
 #include "log.h"
+#include "proc.h"
 #include "pyline.h"
 #include "sites_int.h"
 
 /*
+ * How a version's frames map onto the eval loop's calls: 3.10 runs one
+ * PyFrameObject per _PyEval_EvalFrameDefault call, with f_lasti an index
+ * of code units; 3.11 marks the first frame of a call (is_entry); 3.12 on
+ * put a shim the C stack owns below each call's frames.
+ */
+enum py_calls { PY_ONE_PER_CALL, PY_IS_ENTRY, PY_CSTACK_SHIM };
+
+/*
  * What memtrail reads of an interpreter's structures: offsets (LP64: x86-64
- * and arm64 alike), from a fixed table (3.11, read from Debian's python3.11
- * with its debug file) or from the interpreter's own _Py_DebugOffsets (3.13).
+ * and arm64 alike), from a fixed table (3.10 to 3.12) or from the
+ * interpreter's own _Py_DebugOffsets (3.13 on).
  */
 struct py_layout {
 	uint32_t minor;
 	struct memtrail_py_proc o;	/* runtime: 0 */
-	uint32_t code_firstlineno, code_filename, code_name, code_qualname, code_linetable;
-	uint32_t code_adaptive;		/* co_code_adaptive: the instructions */
+	enum py_calls calls;
+	uint8_t owner_cstack;		/* PY_CSTACK_SHIM: the owner of the shim */
+	uint64_t code_tag;		/* low bits tagging frame_code (3.14's stack references) */
+	uint32_t code_size;		/* bytes of a code object read: its fields below */
+	uint32_t code_firstlineno, code_filename, code_linetable;
+	uint32_t code_qualname;		/* 3.10, which has none: co_name */
+	uint32_t code_adaptive;		/* co_code_adaptive: the instructions (3.11 on) */
 	uint32_t str_length, str_state;	/* PyASCIIObject: length, state */
 	uint32_t ascii_data;		/* sizeof(PyASCIIObject) */
 	uint32_t compact_data;		/* sizeof(PyCompactUnicodeObject) */
-	/*
-	 * frame_entry is the frame's owner (3.12 on): a frame the C stack owns
-	 * is the shim each _PyEval_EvalFrameDefault call puts below its
-	 * frames; else it is is_entry, set on the first frame of the call
-	 */
-	bool owner_entry;
-};
-
-#define PY_OWNED_BY_CSTACK 3
-
-static const struct py_layout layouts[] = {
-	{ .minor = 11,
-	  .o = { .runtime_main = 48, .interp_threads = 16, .tstate_next = 8, .tstate_tid = 160,
-		 .tstate_cframe = 56, .cframe_current = 8, .frame_code = 32,
-		 .frame_previous = 48, .frame_instr = 56, .frame_entry = 68 },
-	  .code_firstlineno = 72, .code_filename = 112, .code_name = 120, .code_qualname = 128,
-	  .code_linetable = 136, .code_adaptive = 184, .str_length = 16, .str_state = 32,
-	  .ascii_data = 48, .compact_data = 72 },
+	uint32_t runtime_main_thread;	/* 3.10: _PyRuntimeState.main_thread (a pthread_t) */
 };
 
 /*
- * CPython 3.13's _Py_DebugOffsets, the head of _PyRuntime (its
- * Include/internal/pycore_runtime.h), up to the part memtrail reads. Other
- * minor versions lay it out otherwise (3.14 added fields inside it).
+ * glibc's struct pthread: the kernel's thread id (nptl/descr.h, after the
+ * TCB header of x86-64's tcbhead_t, or 24 pointers where the thread
+ * pointer is past the descriptor, as on arm64)
  */
-struct py_debug_offsets_313 {
-	char cookie[8];		/* "xdebugpy" */
-	uint64_t version;	/* Py_Version */
-	uint64_t free_threaded;
-	struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
-	struct {
-		uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins,
-			 ceval_gil, gil_runtime_state, gil_enabled, gil_locked, gil_holder;
-	} interpreter_state;
-	struct {
-		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
-			 datastack_chunk, status;
-	} thread_state;
-	struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } frame;
-	struct {
-		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
-			 localsplusnames, localspluskinds, co_code_adaptive;
-	} code_object;
-	struct { uint64_t size, ob_type; } pyobject;
-	struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
-	struct { uint64_t size, ob_item, ob_size; } tuple_object, list_object;
-	struct { uint64_t size, ma_keys, ma_values; } dict_object;
-	struct { uint64_t size, ob_fval; } float_object;
-	struct { uint64_t size, lv_tag, ob_digit; } long_object;
-	struct { uint64_t size, ob_size, ob_sval; } bytes_object;
-	struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+#if defined(__x86_64__)
+#define PTHREAD_TID 720
+#elif defined(__aarch64__)
+#define PTHREAD_TID 208
+#else
+#define PTHREAD_TID MEMTRAIL_PY_TID_NATIVE
+#endif
+
+/*
+ * Each from the structures of the version's Include/cpython/pystate.h,
+ * Include/internal/pycore_runtime.h, pycore_interp.h, pycore_frame.h (3.10:
+ * Include/cpython/frameobject.h), Include/cpython/code.h and
+ * unicodeobject.h, as pahole reads pyenv's builds of 3.10.13, 3.11.7 and
+ * 3.12.1 (with Debian's python3.11 and its debug file: the same); patch
+ * releases keep these structures.
+ */
+static const struct py_layout layouts[] = {
+	{ .minor = 10,
+	  /* interpreters.main, tstate_head, next, thread_id (a pthread_t), frame */
+	  .o = { .runtime_main = 40, .interp_threads = 8, .tstate_next = 8, .tstate_tid = 176,
+		 .tstate_cframe = MEMTRAIL_PY_NO_CFRAME, .cframe_current = 24,
+		 /* PyFrameObject: f_code, f_back, f_lasti (and f_lineno after it), f_state */
+		 .frame_code = 32, .frame_previous = 24, .frame_instr = 96, .frame_entry = 108,
+		 .pthread_tid = PTHREAD_TID },
+	  .calls = PY_ONE_PER_CALL, .code_size = 176, .code_firstlineno = 40,
+	  .code_filename = 104, .code_qualname = 112,
+	  .code_linetable = 120, .str_length = 16, .str_state = 32, .ascii_data = 48,
+	  .compact_data = 72, .runtime_main_thread = 72 },
+	{ .minor = 11,
+	  .o = { .runtime_main = 48, .interp_threads = 16, .tstate_next = 8, .tstate_tid = 160,
+		 .tstate_cframe = 56, .cframe_current = 8, .frame_code = 32,
+		 .frame_previous = 48, .frame_instr = 56, .frame_entry = 68,
+		 .pthread_tid = MEMTRAIL_PY_TID_NATIVE },
+	  .calls = PY_IS_ENTRY, .code_size = 184, .code_firstlineno = 72,
+	  .code_filename = 112, .code_qualname = 128, .code_linetable = 136,
+	  .code_adaptive = 184, .str_length = 16, .str_state = 32, .ascii_data = 48,
+	  .compact_data = 72 },
+	{ .minor = 12,
+	  /* cframe->current_frame; _PyInterpreterFrame: f_code, previous, prev_instr, owner */
+	  .o = { .runtime_main = 48, .interp_threads = 72, .tstate_next = 8, .tstate_tid = 144,
+		 .tstate_cframe = 56, .cframe_current = 0, .frame_code = 0,
+		 .frame_previous = 8, .frame_instr = 56, .frame_entry = 70,
+		 .pthread_tid = MEMTRAIL_PY_TID_NATIVE },
+	  .calls = PY_CSTACK_SHIM, .owner_cstack = 3, .code_size = 192,
+	  .code_firstlineno = 68, .code_filename = 112, .code_qualname = 128,
+	  .code_linetable = 136, .code_adaptive = 192, .str_length = 16, .str_state = 32,
+	  /* no wstr since 3.12 */
+	  .ascii_data = 40, .compact_data = 56 },
 };
 
+#define PY_VERSION_UNKNOWN 0x03ff0000u	/* a CPython 3 that says not which */
 #define PY_STR_MAX 4096
 #define PY_LINETABLE_MAX (1 << 20)
 
@@ -101,6 +121,13 @@ struct py_code {
 	unsigned char *lt;
 	size_t lt_len;
 };
+
+static bool pid_read(uint32_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+
+	return addr && process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len;
+}
 
 /* LEN bytes at module address ADDR of M's file; false: not all in the file's data. */
 static bool module_bytes(struct module *m, GElf_Addr addr, void *buf, size_t len)
@@ -138,78 +165,233 @@ static bool within(uint64_t size, const uint64_t *offsets, size_t n)
 }
 
 /*
- * 3.13's layout, from the _Py_DebugOffsets at the head of M's _PyRuntime,
- * as the file holds it (initialized data): NULL where the cookie, the
- * version or an offset is not what a 3.13 interpreter of the default
- * (GIL) build writes.
+ * CPython's _Py_DebugOffsets, the head of _PyRuntime, up to the part
+ * memtrail reads: 3.13's (Include/internal/pycore_runtime.h, v3.13.0) and
+ * 3.14's (Include/internal/pycore_debug_offsets.h, v3.14.0), which added
+ * fields inside its sub-structures and a set_object before dict_object.
  */
-static struct py_layout *layout_313(struct module *m)
+struct py_debug_head {
+	char cookie[8];		/* "xdebugpy" */
+	uint64_t version;	/* Py_Version */
+	uint64_t free_threaded;
+	struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
+};
+
+struct py_debug_offsets_313 {
+	struct py_debug_head h;
+	struct {
+		uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins,
+			 ceval_gil, gil_runtime_state, gil_enabled, gil_locked, gil_holder;
+	} interpreter_state;
+	struct {
+		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+			 datastack_chunk, status;
+	} thread_state;
+	struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } frame;
+	struct {
+		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+			 localsplusnames, localspluskinds, co_code_adaptive;
+	} code_object;
+	struct { uint64_t size, ob_type; } pyobject;
+	struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
+	struct { uint64_t size, ob_item, ob_size; } tuple_object, list_object;
+	struct { uint64_t size, ma_keys, ma_values; } dict_object;
+	struct { uint64_t size, ob_fval; } float_object;
+	struct { uint64_t size, lv_tag, ob_digit; } long_object;
+	struct { uint64_t size, ob_size, ob_sval; } bytes_object;
+	struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+};
+
+struct py_debug_offsets_314 {
+	struct py_debug_head h;
+	struct {
+		uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict,
+			 builtins, ceval_gil, gil_runtime_state, gil_enabled, gil_locked,
+			 gil_holder, code_object_generation, tlbc_generation;
+	} interpreter_state;
+	struct {
+		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+			 datastack_chunk, status;
+	} thread_state;
+	struct {
+		uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer,
+			 tlbc_index;
+	} frame;
+	struct {
+		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+			 localsplusnames, localspluskinds, co_code_adaptive, co_tlbc;
+	} code_object;
+	struct { uint64_t size, ob_type; } pyobject;
+	struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
+	struct { uint64_t size, ob_item, ob_size; } tuple_object, list_object;
+	struct { uint64_t size, used, table, mask; } set_object;
+	struct { uint64_t size, ma_keys, ma_values; } dict_object;
+	struct { uint64_t size, ob_fval; } float_object;
+	struct { uint64_t size, lv_tag, ob_digit; } long_object;
+	struct { uint64_t size, ob_size, ob_sval; } bytes_object;
+	struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+};
+
+/* The parts of either that memtrail reads, with the sizes they are checked against. */
+struct py_debug {
+	uint64_t runtime_size, interpreters_head;
+	uint64_t interp_size, threads_head;
+	uint64_t ts_size, ts_next, ts_current_frame, ts_native_thread_id;
+	uint64_t frame_size, frame_previous, frame_executable, frame_instr_ptr, frame_owner;
+	uint64_t code_size, code_filename, code_qualname, code_linetable, code_firstlineno,
+		 code_adaptive;
+	uint64_t str_size, str_state, str_length, str_ascii;
+};
+
+#define PY_DEBUG_COPY(src)                                                              \
+	((struct py_debug){                                                             \
+		.runtime_size = (src).h.runtime_state.size,                             \
+		.interpreters_head = (src).h.runtime_state.interpreters_head,           \
+		.interp_size = (src).interpreter_state.size,                            \
+		.threads_head = (src).interpreter_state.threads_head,                   \
+		.ts_size = (src).thread_state.size, .ts_next = (src).thread_state.next, \
+		.ts_current_frame = (src).thread_state.current_frame,                   \
+		.ts_native_thread_id = (src).thread_state.native_thread_id,             \
+		.frame_size = (src).frame.size, .frame_previous = (src).frame.previous, \
+		.frame_executable = (src).frame.executable,                             \
+		.frame_instr_ptr = (src).frame.instr_ptr, .frame_owner = (src).frame.owner, \
+		.code_size = (src).code_object.size,                                    \
+		.code_filename = (src).code_object.filename,                            \
+		.code_qualname = (src).code_object.qualname,                            \
+		.code_linetable = (src).code_object.linetable,                          \
+		.code_firstlineno = (src).code_object.firstlineno,                      \
+		.code_adaptive = (src).code_object.co_code_adaptive,                    \
+		.str_size = (src).unicode_object.size,                                  \
+		.str_state = (src).unicode_object.state,                                \
+		.str_length = (src).unicode_object.length,                              \
+		.str_ascii = (src).unicode_object.asciiobject_size,                     \
+	})
+
+/* Whether D's offsets each lie inside the structure they are of. */
+static bool py_debug_sane(const struct py_debug *d)
 {
-	struct py_debug_offsets_313 d;
+	return within(d->ts_size, (uint64_t[]){ d->ts_next, d->ts_current_frame,
+						d->ts_native_thread_id }, 3) &&
+	       within(d->interp_size, (uint64_t[]){ d->threads_head }, 1) &&
+	       within(d->runtime_size, (uint64_t[]){ d->interpreters_head }, 1) &&
+	       within(d->frame_size, (uint64_t[]){ d->frame_previous, d->frame_executable,
+						   d->frame_instr_ptr }, 3) &&
+	       d->frame_owner < d->frame_size &&
+	       within(d->code_size, (uint64_t[]){ d->code_filename, d->code_qualname,
+						  d->code_linetable }, 3) &&
+	       d->code_firstlineno + 4 <= d->code_size && d->code_adaptive <= d->code_size &&
+	       within(d->str_size, (uint64_t[]){ d->str_length }, 1) &&
+	       d->str_state + 4 <= d->str_size && d->str_ascii <= d->str_size;
+}
+
+/*
+ * 3.13's or 3.14's layout, from the _Py_DebugOffsets at the head of M's
+ * _PyRuntime, as the file holds it (initialized data): NULL where the
+ * cookie, the version or an offset is not what an interpreter of the
+ * default (GIL) build writes; *WHY says which.
+ */
+static struct py_layout *layout_debug(struct module *m, uint32_t minor, const char **why)
+{
+	union {
+		struct py_debug_head h;
+		struct py_debug_offsets_313 v13;
+		struct py_debug_offsets_314 v14;
+	} u;
+	struct py_debug d;
 	struct py_layout *l;
 
-	if (!module_bytes(m, m->py_runtime, &d, sizeof(d)) || memcmp(d.cookie, "xdebugpy", 8) ||
-	    d.version != m->py_version || d.free_threaded ||
-	    !within(d.thread_state.size, (uint64_t[]){ d.thread_state.next,
-			d.thread_state.current_frame, d.thread_state.native_thread_id }, 3) ||
-	    !within(d.interpreter_state.size, (uint64_t[]){ d.interpreter_state.threads_head },
-		    1) ||
-	    !within(d.runtime_state.size, (uint64_t[]){ d.runtime_state.interpreters_head }, 1) ||
-	    !within(d.frame.size, (uint64_t[]){ d.frame.previous, d.frame.executable,
-			d.frame.instr_ptr }, 3) || d.frame.owner >= d.frame.size ||
-	    !within(d.code_object.size, (uint64_t[]){ d.code_object.filename,
-			d.code_object.name, d.code_object.qualname, d.code_object.linetable },
-		    4) || d.code_object.firstlineno + 4 > d.code_object.size ||
-	    d.code_object.co_code_adaptive > d.code_object.size ||
-	    !within(d.unicode_object.size, (uint64_t[]){ d.unicode_object.length }, 1) ||
-	    d.unicode_object.state + 4 > d.unicode_object.size ||
-	    d.unicode_object.asciiobject_size > d.unicode_object.size)
+	*why = "its _Py_DebugOffsets are not as its version writes them";
+	if (!module_bytes(m, m->py_runtime, &u.h, sizeof(u.h)) ||
+	    memcmp(u.h.cookie, "xdebugpy", 8) || u.h.version != m->py_version)
 		return NULL;
-	l = calloc(1, sizeof(*l));
-	if (!l)
+	if (u.h.free_threaded) {
+		*why = "a free-threaded build, whose frames memtrail does not read";
+		return NULL;
+	}
+	if (minor == 13 && module_bytes(m, m->py_runtime, &u.v13, sizeof(u.v13)))
+		d = PY_DEBUG_COPY(u.v13);
+	else if (minor == 14 && module_bytes(m, m->py_runtime, &u.v14, sizeof(u.v14)))
+		d = PY_DEBUG_COPY(u.v14);
+	else
+		return NULL;
+	if (!py_debug_sane(&d) || !(l = calloc(1, sizeof(*l))))
 		return NULL;
 	*l = (struct py_layout){
-		.minor = 13,
-		.o = { .runtime_main = d.runtime_state.interpreters_head,
-		       .interp_threads = d.interpreter_state.threads_head,
-		       .tstate_next = d.thread_state.next,
-		       .tstate_tid = d.thread_state.native_thread_id,
+		.minor = minor,
+		.o = { .runtime_main = d.interpreters_head, .interp_threads = d.threads_head,
+		       .tstate_next = d.ts_next, .tstate_tid = d.ts_native_thread_id,
 		       .tstate_cframe = MEMTRAIL_PY_NO_CFRAME,
-		       .cframe_current = d.thread_state.current_frame,
-		       .frame_code = d.frame.executable, .frame_previous = d.frame.previous,
-		       .frame_instr = d.frame.instr_ptr, .frame_entry = d.frame.owner },
-		.code_firstlineno = d.code_object.firstlineno,
-		.code_filename = d.code_object.filename, .code_name = d.code_object.name,
-		.code_qualname = d.code_object.qualname,
-		.code_linetable = d.code_object.linetable,
-		.code_adaptive = d.code_object.co_code_adaptive,
-		.str_length = d.unicode_object.length, .str_state = d.unicode_object.state,
-		.ascii_data = d.unicode_object.asciiobject_size,
+		       .cframe_current = d.ts_current_frame,
+		       .frame_code = d.frame_executable, .frame_previous = d.frame_previous,
+		       .frame_instr = d.frame_instr_ptr, .frame_entry = d.frame_owner,
+		       .pthread_tid = MEMTRAIL_PY_TID_NATIVE },
+		.calls = PY_CSTACK_SHIM,
+		/*
+		 * the shim each eval loop call puts below its frames: owned by
+		 * the C stack in 3.13 (FRAME_OWNED_BY_CSTACK, pycore_frame.h),
+		 * by the interpreter in 3.14 (FRAME_OWNED_BY_INTERPRETER,
+		 * pycore_interpframe_structs.h): 3 in both
+		 */
+		.owner_cstack = 3,
+		/* 3.14's f_executable is a stack reference: Py_TAG_BITS (pycore_stackref.h) */
+		.code_tag = minor >= 14 ? 3 : 0,
+		.code_size = (uint32_t)d.code_size,
+		.code_firstlineno = (uint32_t)d.code_firstlineno,
+		.code_filename = (uint32_t)d.code_filename,
+		.code_qualname = (uint32_t)d.code_qualname,
+		.code_linetable = (uint32_t)d.code_linetable,
+		.code_adaptive = (uint32_t)d.code_adaptive,
+		.str_length = (uint32_t)d.str_length, .str_state = (uint32_t)d.str_state,
+		.ascii_data = (uint32_t)d.str_ascii,
 		/* PyCompactUnicodeObject: utf8_length and utf8 after the ASCII header */
-		.compact_data = d.unicode_object.asciiobject_size + 16,
-		.owner_entry = true,
+		.compact_data = (uint32_t)d.str_ascii + 16,
 	};
 	return l;
 }
 
-/* M's layout (M an interpreter of version m->py_version), found once; NULL: none known. */
+/*
+ * M's layout (M an interpreter of version m->py_version), found once; NULL:
+ * none known, m->py_why says why.
+ */
 static const struct py_layout *module_layout(struct module *m)
 {
+	uint32_t minor = (m->py_version >> 16) & 0xff;
 	size_t i;
 
 	if (m->py_layout_read)
 		return m->py_layout;
 	m->py_layout_read = true;
+	m->py_why = "a version whose structures memtrail does not know";
 	if ((m->py_version >> 24) != 3)
 		return NULL;
 	for (i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
-		if (layouts[i].minor == ((m->py_version >> 16) & 0xff)) {
+		if (layouts[i].minor == minor) {
 			m->py_layout = &layouts[i];
 			return m->py_layout;
 		}
-	if (((m->py_version >> 16) & 0xff) == 13)
-		m->py_layout = m->py_layout_own = layout_313(m);
+	if (minor == 13 || minor == 14)
+		m->py_layout = m->py_layout_own = layout_debug(m, minor, &m->py_why);
 	return m->py_layout;
+}
+
+/*
+ * The version a CPython file's name says (python3.10, libpython3.10.so.1.0,
+ * libpython3.9d.so): 0x030a0000 for 3.10, 0 where it says none. For 3.10
+ * and before, which have no Py_Version.
+ */
+static uint32_t name_version(const char *base)
+{
+	const char *v = !strncmp(base, "libpython3.", 11) ? base + 11 :
+			!strncmp(base, "python3.", 8) ? base + 8 : NULL;
+	char *end;
+	unsigned long minor;
+
+	if (!v || *v < '0' || *v > '9')
+		return 0;
+	minor = strtoul(v, &end, 10);
+	if (minor > 255 || (*end && *end != '.' && *end != 'd' && *end != 'm' && *end != 't'))
+		return 0;
+	return 3u << 24 | (uint32_t)minor << 16;
 }
 
 /* Whether M is a CPython interpreter (executable or libpython): its symbols, once. */
@@ -247,8 +429,11 @@ static void module_python(struct module *m)
 			m->py_eval_cold_hi = addr + sym.st_size;
 		}
 	}
+	/* Py_Version is 3.11's: before, the file's name says which */
+	if (!version)
+		version = name_version(base);
 	if (m->py_runtime && m->py_code_type && m->py_eval_lo)
-		m->py_version = (uint32_t)version;
+		m->py_version = version ? (uint32_t)version : PY_VERSION_UNKNOWN;
 }
 
 /* Module address ADDR of M as an address in PID, by one of PM's mappings of it; 0: none. */
@@ -267,6 +452,84 @@ static uint64_t module_in_pid(const struct sites *s, const struct pid_maps *pm, 
 	return 0;
 }
 
+/* PID as its own pid namespace numbers it (the last of NSpid); 0: unknown. */
+static uint32_t ns_pid(uint32_t pid)
+{
+	char path[64], line[256];
+	unsigned long last = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line + 6, *end;
+
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		while ((last = strtoul(p, &end, 10), end != p) && *end != '\n' && *end)
+			p = end;
+		break;
+	}
+	fclose(f);
+	return (uint32_t)last;
+}
+
+/*
+ * 3.10's thread states hold pthread_self(), not the kernel's id: whether
+ * the main thread's (_PyRuntime.main_thread, once the runtime is set up)
+ * holds PID's id where glibc keeps it. True where it cannot tell yet.
+ */
+static bool pthread_tid_known(uint32_t pid, const struct py_layout *l, uint64_t runtime)
+{
+	uint64_t main_thread = 0;
+	uint32_t tid = 0, nspid;
+
+	if (l->o.pthread_tid == MEMTRAIL_PY_TID_NATIVE)
+		return true;
+	if (!pid_read(pid, runtime + l->runtime_main_thread, &main_thread, 8) || !main_thread)
+		return true;
+	nspid = ns_pid(pid);
+	return !nspid || (pid_read(pid, main_thread + l->o.pthread_tid, &tid, 4) && tid == nspid);
+}
+
+/* M's version as people write it: 3.9, or 3.13.0 where Py_Version says the micro. */
+static void py_version_str(const struct module *m, char *buf, size_t len)
+{
+	uint32_t v = m->py_version;
+
+	if (((v >> 16) & 0xff) == 0xff)
+		snprintf(buf, len, "3 (of a version it does not say)");
+	else if (v & 0xff)
+		snprintf(buf, len, "%u.%u.%u", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff);
+	else
+		snprintf(buf, len, "%u.%u", v >> 24, (v >> 16) & 0xff);
+}
+
+/*
+ * PID runs M, whose Python frames are not read (WHY): said once per
+ * version, each further process in the debug log; counted.
+ */
+static void py_unread(struct sites *s, uint32_t pid, const struct module *m, const char *why)
+{
+	uint32_t minor = (m->py_version >> 16) & 0xff;
+	char comm[32] = "?", version[48];
+
+	s->py_unread++;
+	py_version_str(m, version, sizeof(version));
+	if (s->py_said[minor / 64] & (1ull << (minor % 64))) {
+		log__debug("python: %u runs CPython %s (%s): its Python frames are not read (%s)",
+			   pid, version, m->name, why);
+		return;
+	}
+	s->py_said[minor / 64] |= 1ull << (minor % 64);
+	proc__comm(pid, comm, sizeof(comm));
+	log__warn("python: %u (%s) runs CPython %s: its Python frames are not read (%s; "
+		  "%s are read); its sites keep their native frames", pid, comm, version, why,
+		  SITES_PYTHON_VERSIONS);
+}
+
 void sites_python_note_map(struct sites *s, struct pid_maps *pm, size_t i)
 {
 	const struct py_layout *l;
@@ -282,14 +545,18 @@ void sites_python_note_map(struct sites *s, struct pid_maps *pm, size_t i)
 	pm->py_set = true;
 	l = module_layout(m);
 	if (!l) {
-		log__debug("pid %u runs Python %u.%u (%s): its frames are not read (no "
-			   "layout known for it: 3.11 and 3.13 are)", pm->pid,
-			   m->py_version >> 24, (m->py_version >> 16) & 0xff, m->name);
+		py_unread(s, pm->pid, m, m->py_why);
 		return;
 	}
 	p = l->o;
 	p.runtime = module_in_pid(s, pm, pm->maps[i].module, m->py_runtime);
-	if (p.runtime && !tracer__py_proc(s->tracer, pm->pid, &p))
+	if (!p.runtime)
+		return;
+	if (!pthread_tid_known(pm->pid, l, p.runtime)) {
+		py_unread(s, pm->pid, m, "its threads are not glibc's: they cannot be told apart");
+		return;
+	}
+	if (!tracer__py_proc(s->tracer, pm->pid, &p))
 		log__debug("pid %u runs Python 3.%u (%s): its frames are read",
 			   pm->pid, l->minor, m->name);
 }
@@ -300,13 +567,6 @@ void sites_python_note(struct sites *s, struct pid_maps *pm)
 
 	for (i = 0; !pm->py_set && i < pm->n; i++)
 		sites_python_note_map(s, pm, i);
-}
-
-static bool pid_read(uint32_t pid, uint64_t addr, void *buf, size_t len)
-{
-	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
-
-	return addr && process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len;
 }
 
 /* The str object at ADDR of PID as UTF-8 (malloc'd), or NULL. */
@@ -394,7 +654,7 @@ static struct py_code *py_code(struct sites *s, const struct py_layout *l, uint3
 
 	if (found)
 		c = *(struct py_code **)found;
-	if (l->code_adaptive > sizeof(hdr) || !pid_read(pid, addr, hdr, l->code_adaptive)) {
+	if (l->code_size > sizeof(hdr) || !pid_read(pid, addr, hdr, l->code_size)) {
 		*why = "[python: code object unreadable, the process gone]";
 		return c;	/* the process is gone: as it was read last */
 	}
@@ -479,6 +739,27 @@ static int64_t py_frame_id(struct sites *s, const struct py_frame *p)
 	return (int64_t)s->n_py++;
 }
 
+/* The line frame PF of code object C runs. */
+static int py_line(const struct py_layout *l, const struct py_code *c,
+		   const struct memtrail_py_frame *pf)
+{
+	int32_t lasti = (int32_t)(uint32_t)pf->instr, lineno = (int32_t)(pf->instr >> 32);
+
+	if (l->calls != PY_ONE_PER_CALL)
+		return pyline__line(c->lt, c->lt_len, c->firstlineno,
+				    pf->instr - ((pf->code & ~l->code_tag) + l->code_adaptive));
+	/*
+	 * 3.10 (PyFrame_GetLineNumber): f_lineno where tracing set it, else
+	 * f_lasti's code unit in the table; a frame not started yet (-1) is
+	 * at its first line
+	 */
+	if (lineno > 0)
+		return lineno;
+	if (lasti < 0)
+		return c->firstlineno;
+	return pyline__line310(c->lt, c->lt_len, c->firstlineno, (uint64_t)lasti * 2);
+}
+
 /* Whether FR is in the interpreter's eval loop (_PyEval_EvalFrameDefault or its .cold part). */
 static struct module *eval_frame(struct sites *s, const struct frame *fr)
 {
@@ -525,15 +806,13 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 			int64_t id;
 
 			/* the shim below this call's frames: the caller's are the next call's */
-			if (l->owner_entry && pf->entry == PY_OWNED_BY_CSTACK)
+			if (l->calls == PY_CSTACK_SHIM && pf->entry == l->owner_cstack)
 				break;
-			c = py_code(s, l, pm->pid, pf->code, code_type, &why);
-
+			c = py_code(s, l, pm->pid, pf->code & ~l->code_tag, code_type, &why);
 			if (c) {
 				p.function = c->qualname_s;
 				p.file = c->filename_s;
-				p.line = pyline__line(c->lt, c->lt_len, c->firstlineno,
-						       pf->instr - (pf->code + l->code_adaptive));
+				p.line = py_line(l, c, pf);
 			} else {
 				p.why = why;
 			}
@@ -541,7 +820,7 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 			if (id >= 0)
 				out[o++] = (struct frame){ .addr = (uint64_t)id,
 							   .module = SITE_FRAME_PY };
-			if (!l->owner_entry && pf->entry)
+			if (l->calls == PY_ONE_PER_CALL || (l->calls == PY_IS_ENTRY && pf->entry))
 				break;
 		}
 	}
