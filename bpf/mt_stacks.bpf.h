@@ -331,6 +331,7 @@ static __always_inline void py_walk(struct memtrail_event_deep *e, __u32 tgid)
 			break;
 		}
 		f->entry = entry;
+		f->addr = frame;
 		e->n_py = i + 1;
 		frame = read_ptr(frame + p->frame_previous);
 	}

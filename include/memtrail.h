@@ -563,6 +563,12 @@ enum memtrail_py_status {
 struct memtrail_py_frame {
 	__u64 code;	/* PyCodeObject * */
 	__u64 instr;	/* its last instruction's address (prev_instr, instr_ptr) */
+	/*
+	 * the frame's own address: the shim each eval loop call puts below
+	 * its frames (3.12 on) is a local of that call, so its address tells
+	 * the call's native frame by the stack
+	 */
+	__u64 addr;
 	__u32 entry;	/* frame_entry's byte: is_entry, or the frame's owner */
 	__u32 pad;
 };

@@ -399,9 +399,12 @@ static bool uw_entry_code(struct sites *s, const struct pid_maps *pm, uint64_t p
 	return addr - 1 >= eh.e_entry + bias && addr - 1 < eh.e_entry + bias + 64;
 }
 
-/* E's chain into PCS (at most MAX, innermost first); *STOP: why it ended. */
+/*
+ * E's chain into PCS (at most MAX, innermost first), each frame's stack
+ * pointer into SPS (0: unknown); *STOP: why it ended.
+ */
 static int unwind(struct sites *s, const struct pid_maps *pm, const struct memtrail_event_deep *e,
-		  uint64_t *pcs, int max, enum uw_step *stop)
+		  uint64_t *pcs, uint64_t *sps, int max, enum uw_step *stop)
 {
 	struct uw u = { .e = e };
 	bool activation = true, signal = false;
@@ -427,6 +430,7 @@ static int unwind(struct sites *s, const struct pid_maps *pm, const struct memtr
 	       e->uret[u.uret].stack < e->regs[UW_SP] + UW_SLOT_ABOVE)
 		u.uret++;
 	while (n < max) {
+		sps[n] = uw_has(&u, UW_SP) ? u.r[UW_SP] : 0;
 		pcs[n++] = u.r[UW_PC];
 		r = uw_step(s, pm, &u, activation, &signal);
 		if (r == UW_CUT_CODE && !activation && uw_step_sigframe(&u)) {
@@ -549,7 +553,7 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 {
 	uint32_t pid = e->hdr.tgid;
 	struct memtrail_site_key key = { .tgid = pid, .phase = e->phase, .kind = e->kind };
-	uint64_t pcs[DEEP_DEPTH];
+	uint64_t pcs[DEEP_DEPTH], sps[DEEP_DEPTH];
 	struct frame frames[DEEP_DEPTH];
 	struct pid_maps *pm = deep_maps(s, pid, false);
 	struct deep_alloc *a;
@@ -560,7 +564,7 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 	int n, i;
 
 	s->deep.samples++;
-	n = unwind(s, pm, e, pcs, DEEP_DEPTH, &stop);
+	n = unwind(s, pm, e, pcs, sps, DEEP_DEPTH, &stop);
 	if (n && stop == UW_CUT_CODE) {
 		/*
 		 * code in no mapping read before the sample (mapped since): read
@@ -569,7 +573,7 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 		sites_frame_resolve(pm, pcs[n - 1], &fr);
 		if (fr.module == -2 && (!pm || pm->read_ns < e->hdr.ts_ns)) {
 			pm = deep_maps(s, pid, true);
-			n = unwind(s, pm, e, pcs, DEEP_DEPTH, &stop);
+			n = unwind(s, pm, e, pcs, sps, DEEP_DEPTH, &stop);
 		}
 	}
 	for (i = 0; i < n; i++)
@@ -588,7 +592,7 @@ void sites__deep(struct sites *s, const struct memtrail_event_deep *e)
 		else
 			s->deep.cut_stack++;
 		if (pm)
-			sites_python_interleave(s, pm, e, frames, &n, DEEP_DEPTH);
+			sites_python_interleave(s, pm, e, sps, frames, &n, DEEP_DEPTH);
 		key.stack = deep_stack_id(s, pid, frames, n, stop != UW_END);
 	}
 	if (sites_folds(s, pid, key.phase))

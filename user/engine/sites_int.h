@@ -235,12 +235,13 @@ void sites_python_note(struct sites *s, struct pid_maps *pm);
 void sites_python_note_map(struct sites *s, struct pid_maps *pm, size_t i);
 /*
  * E's Python frames stood in place of the interpreter's eval frames of
- * FRAMES (N native frames, *N updated, at most MAX): each
- * _PyEval_EvalFrameDefault call's Python frames, innermost first.
+ * FRAMES (N native frames, *N updated, at most MAX; SPS their stack
+ * pointers, 0 where unknown): each _PyEval_EvalFrameDefault call's Python
+ * frames, innermost first.
  */
 void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
-			     const struct memtrail_event_deep *e, struct frame *frames, int *n,
-			     int max);
+			     const struct memtrail_event_deep *e, const uint64_t *sps,
+			     struct frame *frames, int *n, int max);
 void sites_python_forget(struct sites *s, uint32_t pid);
 void sites_python_destroy(struct sites *s);
 

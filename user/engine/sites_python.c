@@ -778,37 +778,108 @@ static struct module *eval_frame(struct sites *s, const struct frame *fr)
 	return NULL;
 }
 
+/* The interpreter one of FRAMES (N) runs in, with a layout memtrail reads; NULL: none. */
+static struct module *py_module(struct sites *s, const struct frame *frames, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct module *m = frames[i].module >= 0 ? &s->modules[frames[i].module] : NULL;
+
+		if (m && m->py_version && module_layout(m))
+			return m;
+	}
+	return NULL;
+}
+
+/*
+ * The end of the Python frames of E from FROM that one eval loop call runs:
+ * the index of its shim (3.12 on), or of its first frame (3.10, 3.11), in
+ * *END; false where the frames read end first.
+ */
+static bool py_call_end(const struct py_layout *l, const struct memtrail_event_deep *e,
+			uint32_t n_py, uint32_t from, uint32_t *end)
+{
+	uint32_t j;
+
+	for (j = from; j < n_py; j++)
+		if ((l->calls == PY_CSTACK_SHIM && e->py[j].entry >= l->owner_cstack) ||
+		    (l->calls == PY_IS_ENTRY && e->py[j].entry) || l->calls == PY_ONE_PER_CALL) {
+			*end = j;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Whether native frame I of N (stack pointers SPS) is the eval loop call
+ * whose shim lies at ADDR: a local of that call, between its stack pointer
+ * and its caller's. Any build, stripped or not, whatever its eval loop's
+ * parts are named.
+ */
+static bool shim_in(const uint64_t *sps, int i, int n, uint64_t addr)
+{
+	return sps && sps[i] && addr >= sps[i] && (i + 1 == n || !sps[i + 1] || addr < sps[i + 1]);
+}
+
 void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
-			     const struct memtrail_event_deep *e, struct frame *frames, int *n,
-			     int max)
+			     const struct memtrail_event_deep *e, const uint64_t *sps,
+			     struct frame *frames, int *n, int max)
 {
 	struct frame out[MEMTRAIL_PY_FRAMES + 128];
 	uint32_t next = 0, n_py = e->n_py < MEMTRAIL_PY_FRAMES ? e->n_py : MEMTRAIL_PY_FRAMES;
+	struct module *m;
+	const struct py_layout *l;
+	uint64_t code_type;
+	int32_t mi;
 	int i, o = 0;
 
 	if (e->py_status == MEMTRAIL_PY_NONE || e->py_status == MEMTRAIL_PY_NO_THREAD || !n_py)
 		return;
+	m = py_module(s, frames, *n);
+	if (!m)
+		return;
+	l = module_layout(m);
+	mi = (int32_t)(m - s->modules);
+	code_type = module_in_pid(s, pm, mi, m->py_code_type);
+	if (!code_type)
+		return;
 	for (i = 0; i < *n && o < max && o < (int)(sizeof(out) / sizeof(out[0])); i++) {
-		struct module *m = next < n_py ? eval_frame(s, &frames[i]) : NULL;
-		const struct py_layout *l = m ? module_layout(m) : NULL;
-		uint64_t code_type = l ? module_in_pid(s, pm, frames[i].module, m->py_code_type) : 0;
+		uint32_t end = n_py, j;
+		bool placed;
 
-		if (!code_type) {
+		/* a call whose shim no native frame holds (its frames cut off): not placed */
+		while (l->calls == PY_CSTACK_SHIM && sps && sps[i] && next < n_py &&
+		       py_call_end(l, e, n_py, next, &end) && e->py[end].addr < sps[i])
+			next = end + 1;
+		if (next >= n_py) {
 			out[o++] = frames[i];
 			continue;
 		}
-		/* this call's Python frames: up to the one it entered first */
-		while (next < n_py && o < max) {
-			const struct memtrail_py_frame *pf = &e->py[next++];
+		/*
+		 * a call's frames take the place of its native frame: found by its
+		 * shim's address where there is one, by the eval loop's symbols
+		 * otherwise (3.10, 3.11; frames read to no shim)
+		 */
+		if (py_call_end(l, e, n_py, next, &end) && l->calls == PY_CSTACK_SHIM &&
+		    sps && sps[i])
+			placed = shim_in(sps, i, *n, e->py[end].addr);
+		else
+			placed = eval_frame(s, &frames[i]) == m;
+		if (!placed) {
+			out[o++] = frames[i];
+			continue;
+		}
+		if (l->calls != PY_CSTACK_SHIM && end < n_py)
+			end++;	/* 3.10, 3.11: the call's first frame is its own */
+		for (j = next; j < end && o < max; j++) {
+			const struct memtrail_py_frame *pf = &e->py[j];
 			struct py_frame p = { 0 };
 			const char *why = NULL;
-			struct py_code *c;
+			struct py_code *c = py_code(s, l, pm->pid, pf->code & ~l->code_tag,
+						    code_type, &why);
 			int64_t id;
 
-			/* the shim below this call's frames: the caller's are the next call's */
-			if (l->calls == PY_CSTACK_SHIM && pf->entry == l->owner_cstack)
-				break;
-			c = py_code(s, l, pm->pid, pf->code & ~l->code_tag, code_type, &why);
 			if (c) {
 				p.function = c->qualname_s;
 				p.file = c->filename_s;
@@ -820,9 +891,9 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 			if (id >= 0)
 				out[o++] = (struct frame){ .addr = (uint64_t)id,
 							   .module = SITE_FRAME_PY };
-			if (l->calls == PY_ONE_PER_CALL || (l->calls == PY_IS_ENTRY && pf->entry))
-				break;
 		}
+		/* past the shim (3.12 on): the caller's frames are the next call's */
+		next = l->calls == PY_CSTACK_SHIM && end < n_py ? end + 1 : end;
 	}
 	memcpy(frames, out, o * sizeof(*out));
 	*n = o;
