@@ -47,15 +47,17 @@ VENDOR = os.path.join(ROOT, "build", "vendor", "manifest.json")
 
 def vendor():
     """What tests/vendor.py fetched (make test runs it): NVIDIA's real
-    libraries from Debian and a Python 3.13 root, their paths made whole."""
+    libraries from Debian and Python 3.13 and 3.14 roots, their paths made whole."""
     check(os.path.exists(VENDOR), f"{VENDOR} is missing: python3 tests/vendor.py fetches "
-          "Debian's libcuda1, libcudart and Python 3.13 (make test runs it)")
+          "Debian's libcuda1, libcudart and Pythons 3.13 and 3.14 (make test runs it)")
     with open(VENDOR) as f:
         data = json.load(f)
     here = os.path.dirname(VENDOR)
     data["libcuda"] = os.path.join(here, data["libcuda"])
     data["cudart"] = {k: os.path.join(here, v) for k, v in data["cudart"].items()}
-    data["python313"]["root"] = os.path.join(here, data["python313"]["root"])
+    for name in ("python313", "python314"):
+        check(name in data, f"{VENDOR} names no {name}: run python3 tests/vendor.py again")
+        data[name]["root"] = os.path.join(here, data[name]["root"])
     return data
 
 

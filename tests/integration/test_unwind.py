@@ -379,6 +379,85 @@ def test_python312_lines():
     python_lines_of([pyenv("3.12.1"), PY_LINES], 12)
 
 
+def test_python314_lines():
+    """Debian sid's CPython 3.14 (tests/vendor.py: a stripped executable,
+    most of its eval loop in a .cold part no symbol names, with its own C
+    library in a root chroot runs, as a container's): its structures from
+    3.14's _Py_DebugOffsets, its tagged f_executable, and each eval loop
+    call's frames placed by the address of the shim frame it keeps on its
+    C stack."""
+    py = vendor()["python314"]
+    shutil.copy(PY_LINES, os.path.join(py["root"], "tmp", "py_lines.py"))
+    python_lines_of(["chroot", py["root"], py["python"], "/tmp/py_lines.py"], 14)
+
+
+def attached_lines_of(cmd, minor, qualname=True):
+    """record -p of py_lines.py run by CMD, started before memtrail and
+    waiting: its interpreter is found in its mappings and the five
+    allocations made after memtrail attached name their lines."""
+    py = subprocess.Popen([*cmd, "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True)
+    out = os.path.join(tmpdir(), f"pyp3{minor}.json")
+    rec = subprocess.Popen([MEMTRAIL, "record", "-v", "--unwind", "dwarf", "-o", out, "-p",
+                            str(py.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    said = []
+    try:
+        for err in rec.stderr:
+            said.append(err)
+            if "Ctrl-C to stop" in err:
+                break
+        py.stdin.write("\n")
+        py.stdin.flush()
+        data = json.loads(py.stdout.readline())
+        rec.send_signal(signal.SIGINT)
+        rest = rec.communicate(timeout=120)[1]
+        py.communicate("\n", timeout=60)
+    finally:
+        py.kill()
+        rec.kill()
+    stderr = "".join(said) + rest
+    check_eq(rec.returncode, 0, f"record exit status ({rest.strip()[-800:]})")
+    check(f"runs Python 3.{minor}" in stderr and "its frames are read" in stderr,
+          f"the 3.{minor} interpreter is known: {stderr[-1500:]}")
+    with open(out) as f:
+        trail = json.load(f)
+    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
+                       deep_maps(trail), qualname)
+    no_programs_left()
+
+
+def test_python_lines_attached_each():
+    """record -p of a process started before memtrail, on 3.10, 3.12 and
+    3.14 (in its root)."""
+    attached_lines_of([pyenv("3.10.13"), PY_LINES], 10, qualname=False)
+    attached_lines_of([pyenv("3.12.1"), PY_LINES], 12)
+    py = vendor()["python314"]
+    shutil.copy(PY_LINES, os.path.join(py["root"], "tmp", "py_lines.py"))
+    attached_lines_of(["chroot", py["root"], py["python"], "/tmp/py_lines.py"], 14)
+
+
+def test_python_lines_pid_namespace():
+    """A Python in a pid namespace of its own (a container's): its thread
+    states hold the ids that namespace gives its threads, not the kernel's
+    memtrail sees; each is matched all the same, on 3.12 (native ids) and
+    3.10 (glibc's descriptors), and the lines are named."""
+    for version, minor, qualname in (("3.12.1", 12, True), ("3.10.13", 10, False)):
+        out = os.path.join(tmpdir(), f"pyns3{minor}.json")
+        line, stderr = record_alive(["unshare", "--pid", "--fork", pyenv(version), PY_LINES],
+                                    out, ["-v"])
+        data = json.loads(line)
+        check(data["pid"] < 10, f"the workload sees its own namespace's pid: {data['pid']}")
+        with open(out) as f:
+            trail = json.load(f)
+        t = [x for x in trail["targets"] if x["comm"] == f"python3.{minor}"]
+        check_eq(len(t), 1, f"one python3.{minor} target")
+        check(f"pid {t[0]['pid']} runs Python 3.{minor}" in stderr, f"3.{minor} is read: "
+              f"{stderr[-800:]}")
+        check_python_lines(data, t[0], deep_maps(trail), qualname)
+    no_programs_left()
+
+
 def test_python_unread_said():
     """pyenv's CPython 3.9, whose frames memtrail does not read: record says
     so once, naming the process and the version, and its allocations keep
