@@ -61,6 +61,17 @@ def vendor():
     return data
 
 
+PYENV = "/root/.pyenv/versions"
+
+
+def pyenv(version):
+    """pyenv's build of CPython VERSION (a shared libpython), which the tests need."""
+    path = os.path.join(PYENV, version, "bin", "python" + version.rsplit(".", 1)[0])
+    check(os.access(path, os.X_OK), f"{path} is missing: the tests need pyenv's CPython "
+          f"{version} (in {PYENV}, as on the development machines)")
+    return path
+
+
 def tmpdir():
     return tempfile.mkdtemp(prefix="memtrail-test-")
 

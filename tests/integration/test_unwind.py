@@ -10,8 +10,8 @@ import shutil
 import signal
 import subprocess
 
-from harness import (MEMTRAIL, WORKLOADS, check, check_eq, no_programs_left, run, tmpdir,
-                     vendor, workload)
+from harness import (MEMTRAIL, WORKLOADS, check, check_eq, no_programs_left, pyenv, run,
+                     tmpdir, vendor, workload)
 from test_sites import TORCH
 
 
@@ -334,17 +334,6 @@ def test_python313_lines():
     check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
                        deep_maps(trail))
     no_programs_left()
-
-
-PYENV = "/root/.pyenv/versions"
-
-
-def pyenv(version):
-    """pyenv's build of CPython VERSION (a shared libpython), which the tests need."""
-    path = os.path.join(PYENV, version, "bin", "python" + version.rsplit(".", 1)[0])
-    check(os.access(path, os.X_OK), f"{path} is missing: the tests need pyenv's CPython "
-          f"{version} (in {PYENV}, as on the development machines)")
-    return path
 
 
 def python_lines_of(cmd, minor, qualname=True):

@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -16,8 +17,8 @@ import sys
 import time
 
 from harness import (pprof_strings, py_hog, MiB, PAGE, Background, check, check_eq, in_cgroup,
-                     kubelet_memcg, new_pod_ids, no_programs_left, remove_tree, run, MEMTRAIL,
-                     one_line_error, tmpdir, workload)
+                     kubelet_memcg, new_pod_ids, no_programs_left, pyenv, remove_tree, run,
+                     MEMTRAIL, one_line_error, tmpdir, vendor, workload)
 
 LIMIT = 64 * MiB
 
@@ -516,18 +517,33 @@ def test_stacks_outlive_a_process_storm():
     check_growing_line(storm=True)
 
 
-def check_growing_line(storm=False):
+def test_oom_snapshot_names_the_growing_line_each_python():
+    """The same on pyenv's CPython 3.10 and 3.12 and on sid's 3.14 in a root
+    (chroot, as a container's): the verdict's top site names the growing
+    line, which holds at least 90% of the cgroup's peak."""
+    check_growing_line(python=pyenv("3.10.13"))
+    check_growing_line(python=pyenv("3.12.1"))
+    check_growing_line(python=vendor()["python314"])
+
+
+def check_growing_line(storm=False, python="/usr/bin/python3"):
+    """PYTHON: an interpreter's path, or a vendor() root's entry."""
     ids = new_pod_ids()
     w = Watch(["--pods-dir", pods_dir(ids[0])])
     path, rel, limit, uid, cid = kubelet_memcg(512 * MiB, ids)
     ledger = os.path.join(tmpdir(), "ledger.json")
+    cmd = [python, PY_OOM_SITES, ledger]
+    if isinstance(python, dict):
+        shutil.copy(PY_OOM_SITES, os.path.join(python["root"], "tmp", "py_oom_sites.py"))
+        ledger = os.path.join(python["root"], "tmp", "ledger.json")
+        cmd = ["chroot", python["root"], python["python"], "/tmp/py_oom_sites.py",
+               "/tmp/ledger.json"]
     try:
         if storm:
             p = run([workload("storm"), "2000", "4"], timeout=120)
             check_eq(p.returncode, 0, f"the storm ({p.stderr!r})")
             check(json.loads(p.stdout)["started"] >= 4000, f"the storm's processes: {p.stdout}")
-        p = subprocess.run(in_cgroup(path, ["/usr/bin/python3", PY_OOM_SITES, ledger]),
-                           capture_output=True, timeout=120)
+        p = subprocess.run(in_cgroup(path, cmd), capture_output=True, timeout=120)
         check_eq(p.returncode, -signal.SIGKILL, f"the workload's end ({p.stderr[-300:]!r})")
         peak = None
         for name in ("memory.max_usage_in_bytes", "memory.peak"):
@@ -618,6 +634,12 @@ def test_heap_budget_names_the_growing_malloc():
     w = Watch(["--pods-dir", pods_dir(ids[0]), "--heap-budget", "2"])
     path, rel, limit, uid, cid = kubelet_memcg(384 * MiB, ids)
     ledger = os.path.join(tmpdir(), "ledger.json")
+    cmd = [python, PY_OOM_SITES, ledger]
+    if isinstance(python, dict):
+        shutil.copy(PY_OOM_SITES, os.path.join(python["root"], "tmp", "py_oom_sites.py"))
+        ledger = os.path.join(python["root"], "tmp", "ledger.json")
+        cmd = ["chroot", python["root"], python["python"], "/tmp/py_oom_sites.py",
+               "/tmp/ledger.json"]
     try:
         p = subprocess.run(in_cgroup(path, [workload("heap_grow"), ledger, "20"]),
                            capture_output=True, timeout=120)

@@ -5,17 +5,21 @@
     py_oom_sites.py LEDGER
 
 Holds 8 MiB in a bytearray ("weights") and 4 MiB in a numpy array
-("cache"), then appends 8 MiB bytearrays ("grow") until it is killed. After
+("cache"; an array.array where the interpreter has no numpy), then appends 8 MiB bytearrays ("grow") until it is killed. After
 each step it rewrites LEDGER with its own account:
 {"pid": P, "lines": {WHERE: LINE}, "held": {WHERE: BYTES}}
 (BYTES: what that line's objects hold, by their sizes), so a test knows
 what each line holds up to the allocation the kill interrupted.
 """
+import array
 import json
 import os
 import sys
 
-import numpy
+try:
+    import numpy
+except ImportError:  # pyenv's and the roots' interpreters
+    numpy = None
 
 MIB = 1 << 20
 CHUNK = 8 * MIB
@@ -43,7 +47,7 @@ def load_weights():
 
 
 def make_cache():
-    return numpy.ones(MIB // 2, dtype=numpy.float64)  # at: cache
+    return numpy.ones(MIB // 2) if numpy else array.array("d", [1.0]) * (MIB // 2)  # at: cache
 
 
 def main():
@@ -52,7 +56,7 @@ def main():
     weights = load_weights()
     held["weights"] = len(weights)
     cache = make_cache()
-    held["cache"] = cache.nbytes
+    held["cache"] = len(cache) * cache.itemsize
     write(ledger, held, where)
     keep = []
     while True:
