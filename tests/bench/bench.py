@@ -237,6 +237,71 @@ def deep_costs(pairs=20000):
             "user_us": user_us, "torch": (med(base), med(fp), med(deep))}
 
 
+# a Python function 12 frames deep that makes and drops 1,000-byte bytearrays
+# (past pymalloc's 512 bytes: one malloc and free each)
+PY_DEEP = """
+import sys
+def f(d, n):
+    if d:
+        return f(d - 1, n)
+    for _ in range(n):
+        bytearray(1000)
+f(12, int(sys.argv[1]))
+"""
+
+
+def python_deep_costs(allocs=20000):
+    """BPF time per deep sample with Python frames, per CPython version:
+    record --heap --heap-sample 0 (every malloc a deep sample, its thread's
+    Python frames read) of a loop 12 Python frames deep, against the same
+    loop under --unwind fp (no Python frames): the malloc return program's
+    ns a run (bpf_stats), medians of interleaved runs. {version: (deep, fp)}."""
+    vendor = os.path.join(ROOT, "build", "vendor", "manifest.json")
+    pythons = [(v, os.path.join("/root/.pyenv/versions", full, "bin", "python" + v), None)
+               for v, full in (("3.10", "3.10.13"), ("3.11", "3.11.7"), ("3.12", "3.12.1"),
+                               ("3.13", "3.13.0"))]
+    if os.path.exists(vendor):
+        with open(vendor) as f:
+            root = os.path.join(os.path.dirname(vendor), json.load(f)["python314"]["root"])
+        pythons.append(("3.14", "/usr/bin/python3.14", root))
+    out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
+    got = {}
+    for version, python, root in pythons:
+        if not os.path.exists((root or "") + python):
+            continue
+        script = os.path.join(root or "/", "tmp", "memtrail-bench-py.py")
+        with open(script, "w") as f:
+            f.write(PY_DEEP)
+        cmd = ([python] if not root else ["chroot", root, python]) + \
+            ["/tmp/memtrail-bench-py.py", str(allocs)]
+        deep, fp = [], []
+        for _ in range(RUNS):
+            for runs, extra in ((deep, ["--heap-sample", "0"]), (fp, ["--unwind", "fp"])):
+                with bpf_stats():
+                    p = subprocess.run([MEMTRAIL, "record", "-q", "-o", out, "--heap", *extra,
+                                        "--", "sh", "-c", f"{' '.join(cmd)} && bpftool prog show -j"],
+                                       capture_output=True, text=True)
+                progs = json.loads([l for l in p.stdout.splitlines() if l.startswith("[")][-1])
+                ret = [x for x in progs if x.get("name", "").startswith("mt_heap_return")
+                       and x.get("run_cnt")]
+                runs.append(sum(x["run_time_ns"] for x in ret) /
+                            max(1, sum(x["run_cnt"] for x in ret)))
+        os.unlink(script)
+        got[version] = (statistics.median(deep), statistics.median(fp))
+    if os.path.exists(out):
+        os.unlink(out)
+    return got
+
+
+def print_python_deep_costs(got):
+    print("deep samples with Python frames (a loop 12 Python frames deep, every malloc "
+          "sampled): the malloc return program's ns a run", flush=True)
+    base = got.get("3.11", (None, None))[0]
+    for version, (deep, fp) in sorted(got.items(), key=lambda x: [int(n) for n in x[0].split(".")]):
+        print(f"  CPython {version}: {deep:.0f} ns (--unwind fp {fp:.0f} ns)"
+              + (f", {deep / base:.2f}x 3.11's (target <= 1.20x)" if base else ""), flush=True)
+
+
 def print_deep_costs(d):
     print(f"deep stacks, malloc/free loop with every allocation sampled ({d['samples']} "
           f"samples): the malloc return program {d['bpf_deep_ns']:.0f} ns a run against "
@@ -757,6 +822,7 @@ def main():
         return 0
     if "--deep" in sys.argv:
         print_deep_costs(deep_costs())
+        print_python_deep_costs(python_deep_costs())
         return 0
     if "--storm" in sys.argv:
         print_storms()
@@ -794,6 +860,7 @@ def main():
         print(f"  heaptrack (LD_PRELOAD; the program started under it) {ht / 1000:.2f} us a pair "
               f"({ht / base:.0f}x untraced)", flush=True)
     print_deep_costs(deep_costs())
+    print_python_deep_costs(python_deep_costs())
     heap = prog_costs(heap=True)
     print_prog_costs(heap, "'record --heap' on the malloc/free loop")
     print(f"malloc/free loop, 3 s: untraced {ubase:.3f}s, --heap --overhead-budget 2 "

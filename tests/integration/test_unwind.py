@@ -460,6 +460,11 @@ def test_python_unread_said():
           "3.10 to 3.14" in said[0], f"the word names the process and the version: {said}")
     with open(out) as f:
         trail = json.load(f)
+    unread = [(e["pid"], e["version"]) for e in trail["events"] if e["type"] == "python_unread"]
+    check_eq(unread, [(data["pid"], "3.9")], "the trail's events of Pythons not read")
+    r = run([MEMTRAIL, "report", out])
+    check(r.returncode == 0 and "its Python frames were not read: CPython 3.9, " in r.stdout,
+          f"report says so above the sites: {r.stdout[:1200]}")
     t = next(x for x in trail["targets"] if x["pid"] == data["pid"])
     heap = [s for s in t["sites"]["list"] if s["kind"] == "heap"]
     for a in data["allocs"]:

@@ -6,10 +6,10 @@ machine's apt already uses (a private apt state, cached), booted under QEMU
 with this machine's / as its root; inside, on a cgroup v2 node, the core of
 the integration suite runs. Prints a kernel x check matrix.
 
-    run.py [--ci] [--markdown FILE] [KERNEL ...]
+    run.py [--ci] [--only CELL[,CELL...]] [--markdown FILE] [KERNEL ...]
 
 KERNEL: a name from KERNELS (5.10, 6.1, ...); all of them by default, the CI
-rows with --ci. MEMTRAIL_KERNEL_CACHE: where packages are kept
+rows with --ci. --only: those of the matrix's cells (columns) alone. MEMTRAIL_KERNEL_CACHE: where packages are kept
 (/var/cache/memtrail/kernels).
 """
 
@@ -74,6 +74,9 @@ CHECKS = [
                      "test_unwind.test_deep_chains_through_uretprobes",
                      "test_unwind.test_python_lines"], "heap"),
     ("python 3.13", ["test_unwind.test_python313_lines"], "heap"),
+    ("python 3.14", ["test_unwind.test_python314_lines"], "heap"),
+    ("python 3.10/3.12", ["test_unwind.test_python310_lines", "test_unwind.test_python312_lines",
+                           "test_unwind.test_python_lines_pid_namespace"], "heap"),
     ("oom v2", ["test_verdicts.test_oom_cgroup_c_workload",
                 "test_verdicts.test_oom_cgroup_systemd_driver",
                 "test_watch.test_oom_snapshot_names_the_growing_line"], None),
@@ -92,7 +95,14 @@ CHECKS = [
 # and a guest has hung in the never-stopped cell's kills (a soft lockup of
 # memtrail and an rm of a probed library, 5.10 and 6.1). make test-kernels
 # runs them
-CI_SKIP = {"first calls", "never stopped"}
+CI_SKIP = {"first calls", "never stopped", "python 3.14", "python 3.10/3.12"}
+# cells of interpreters only the x86 rows have (pyenv's builds: this
+# machine's own /); the arm64 userland has Debian's interpreters only
+X86_ONLY = {"python 3.10/3.12"}
+
+
+def runs_on(col, name):
+    return col not in X86_ONLY or arch_of(name) == "x86"
 
 
 def apt_state():
@@ -203,15 +213,25 @@ def boot(name, deb, tests):
 def main(argv):
     global CHECKS
     if "-h" in argv or "--help" in argv:
-        print("usage: tests/kernels/run.py [--ci] [--markdown FILE] [KERNEL ...]\n"
+        print("usage: tests/kernels/run.py [--ci] [--only CELL[,CELL...]] [--markdown FILE] "
+              "[KERNEL ...]\n"
               "Boot each KERNEL (default: all; with --ci, the CI rows) under QEMU and run the\n"
               f"matrix's checks in it. Kernels: {', '.join(k[0] for k in KERNELS)}. --ci leaves out\n"
-              f"the cells {', '.join(sorted(CI_SKIP)) or 'none'}; --markdown writes the table\n"
-              "to FILE.")
+              f"the cells {', '.join(sorted(CI_SKIP)) or 'none'}; --only runs those cells alone\n"
+              f"(of: {', '.join(c[0] for c in CHECKS)}); --markdown writes the table to FILE.")
         return 0
     ci = "--ci" in argv
     if ci:
         CHECKS = [c for c in CHECKS if c[0] not in CI_SKIP]
+    if "--only" in argv:
+        i = argv.index("--only")
+        only = argv[i + 1].split(",") if i + 1 < len(argv) else []
+        unknown = [c for c in only if c not in [x[0] for x in CHECKS]]
+        if not only or unknown:
+            print(f"test-kernels: --only takes cells of: {', '.join(c[0] for c in CHECKS)}")
+            return 2
+        CHECKS = [c for c in CHECKS if c[0] in only]
+        argv = argv[:i] + argv[i + 2:]
     md = None
     if "--markdown" in argv:
         md = argv[argv.index("--markdown") + 1]
@@ -230,7 +250,7 @@ def main(argv):
     rows, passed, failed, why = [], 0, 0, []
     for name in wanted:
         t0 = time.time()
-        tests = [t for _, ts, _ in CHECKS for t in ts]
+        tests = [t for col, ts, _ in CHECKS if runs_on(col, name) for t in ts]
         release, feats, results, log = boot(name, debs[name], tests)
         states = {}
         for line in feats:
@@ -239,6 +259,9 @@ def main(argv):
                 states[f[0]] = f[1]
         cells, counted = [], []
         for col, ts, feature in CHECKS:
+            if not runs_on(col, name):
+                cells.append("x86 only")
+                continue
             if feature and states.get(feature) == "no":
                 cells.append("no")
                 continue

@@ -9,6 +9,16 @@
 #include "kfeatures.h"
 #include "log.h"
 #include "opts.h"
+#include "sites.h"
+
+/* The CPython minor versions whose lines deep stacks read (SITES_PYTHON_VERSIONS). */
+static const char *const python_versions[] = { "3.10", "3.11", "3.12", "3.13", "3.14" };
+
+/* Python lines come with deep heap samples: where the kernel has no heap probes, none. */
+static bool python_read(const struct kernel_features *kf)
+{
+	return kf->f[FEAT_HEAP].state != FEATURE_NO;
+}
 
 static const struct opt features_rows[] = {
 	{ .type = OPT_FLAG, .name = "json", .off = 0,
@@ -23,7 +33,8 @@ static void features_usage(FILE *f, const struct opts_cmd *c)
 		"\n"
 		"Probe the running kernel and print, for each source, how memtrail\n"
 		"works here: yes (as designed), fallback (another way, as exact),\n"
-		"degraded (with the bound stated) or no (and why). Needs root.\n"
+		"degraded (with the bound stated) or no (and why); last, the Python\n"
+		"versions whose lines sites name. Needs root.\n"
 		"\n");
 	opts__help(f, c);
 }
@@ -50,8 +61,18 @@ int cmd_features(int argc, char **argv)
 	if (features__probe(&kf))
 		return 1;
 	if (json) {
-		json_t *j = features__json(&kf);
+		json_t *j = features__json(&kf), *py = json_array();
+		size_t i;
 
+		for (i = 0; py && i < sizeof(python_versions) / sizeof(python_versions[0]); i++)
+			json_array_append_new(py, json_string(python_versions[i]));
+		/* beyond the kernel's object as a trail records it: what memtrail reads */
+		if (j && py)
+			json_object_set_new(j, "python", json_pack("{s:s, s:o, s:b}", "state",
+				python_read(&kf) ? "yes" : "no", "versions", py,
+				"free_threaded", 0));
+		else
+			json_decref(py);
 		if (!j || json_dumpf(j, stdout, JSON_INDENT(2)) || putchar('\n') == EOF) {
 			json_decref(j);
 			log__error("cannot print the features");
@@ -61,5 +82,9 @@ int cmd_features(int argc, char **argv)
 		return 0;
 	}
 	features__print(&kf, stdout);
+	printf("%-13s %-9s %s\n", "python", python_read(&kf) ? "yes" : "no",
+	       python_read(&kf) ? "the lines of " SITES_PYTHON_VERSIONS " (free-threaded "
+	       "builds are said to be not read), in deep heap and mapping sites" :
+	       "no heap probes on this kernel: no deep stacks to read Python lines into");
 	return 0;
 }

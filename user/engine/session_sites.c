@@ -54,6 +54,18 @@ static bool on_ended(void *ctx, const uint32_t *pids, size_t n)
 	return true;
 }
 
+/* A Python process whose frames are not read: an event of the trail, so that a trail counts them. */
+static void on_py_unread(void *ctx, uint32_t pid, const char *version, const char *why)
+{
+	struct session *s = ctx;
+
+	if (s->keep_events)
+		session_add_event(s, json_pack("{s:I, s:s, s:i, s:s, s:s}", "t_ms",
+					       (json_int_t)session__now_ms(s), "type",
+					       "python_unread", "pid", pid, "version", version,
+					       "why", why));
+}
+
 int session__open_sites(struct session *s, const struct heap_config *heap)
 {
 	size_t i;
@@ -68,6 +80,7 @@ int session__open_sites(struct session *s, const struct heap_config *heap)
 	}
 	if (s->remove_ended)
 		sites__forget_stacks(s->sites);
+	sites__on_py_unread(s->sites, on_py_unread, s);
 	tracer__on_ended(s->tracer, on_ended, s);
 	for (i = 0; i < s->trail.n_targets; i++)
 		if (session__live(s, s->trail.targets[i].pid))

@@ -36,6 +36,14 @@ struct sites_deep_stats {
 /* Deep chains kept at most, as the kernel's stack table for frame-pointer stacks. */
 void sites__deep_cap(struct sites *s, uint32_t cap);
 
+/*
+ * FN is told of each process whose Python frames are not read (its CPython
+ * version, as people write it, and why), after the word is said.
+ */
+typedef void (*sites_py_unread_fn)(void *ctx, uint32_t pid, const char *version,
+				   const char *why);
+void sites__on_py_unread(struct sites *s, sites_py_unread_fn fn, void *ctx);
+
 /* TRAIL: its targets' phases, so that sites of folded phases fold by name. */
 int sites__open(struct sites **out, struct tracer *t, struct trail *trail);
 void sites__destroy(struct sites *s);

@@ -521,13 +521,21 @@ static void py_unread(struct sites *s, uint32_t pid, const struct module *m, con
 	if (s->py_said[minor / 64] & (1ull << (minor % 64))) {
 		log__debug("python: %u runs CPython %s (%s): its Python frames are not read (%s)",
 			   pid, version, m->name, why);
-		return;
+	} else {
+		s->py_said[minor / 64] |= 1ull << (minor % 64);
+		proc__comm(pid, comm, sizeof(comm));
+		log__warn("python: %u (%s) runs CPython %s: its Python frames are not read (%s; "
+			  "memtrail reads %s); its sites keep their native frames", pid, comm,
+			  version, why, SITES_PYTHON_VERSIONS);
 	}
-	s->py_said[minor / 64] |= 1ull << (minor % 64);
-	proc__comm(pid, comm, sizeof(comm));
-	log__warn("python: %u (%s) runs CPython %s: its Python frames are not read (%s; "
-		  "%s are read); its sites keep their native frames", pid, comm, version, why,
-		  SITES_PYTHON_VERSIONS);
+	if (s->py_unread_fn)
+		s->py_unread_fn(s->py_unread_ctx, pid, version, why);
+}
+
+void sites__on_py_unread(struct sites *s, sites_py_unread_fn fn, void *ctx)
+{
+	s->py_unread_fn = fn;
+	s->py_unread_ctx = ctx;
 }
 
 void sites_python_note_map(struct sites *s, struct pid_maps *pm, size_t i)

@@ -641,6 +641,20 @@ static void print_site_rows(FILE *f, const struct trail_sites *ts, const struct 
 	free_rows(rows, n);
 }
 
+/* Why TT's Python frames were not read (its trail event), or NULL where they were. */
+static json_t *python_unread(const struct trail *t, const struct trail_target *tt)
+{
+	json_t *ev;
+	size_t i;
+
+	json_array_foreach(t->events, i, ev)
+		if (!strcmp(json_string_value(json_object_get(ev, "type")) ?: "", "python_unread") &&
+		    json_integer_value(json_object_get(ev, "pid")) == tt->pid &&
+		    json_integer_value(json_object_get(ev, "t_ms")) >= (json_int_t)tt->start_ms)
+			return ev;
+	return NULL;
+}
+
 void table__print_sites(FILE *f, const struct trail *t, size_t top)
 {
 	size_t i, j, k;
@@ -651,7 +665,8 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 		const struct trail_heap *heap = ts && ts->has_heap ? &ts->heap : NULL;
 		bool inuse = trail_sites__inuse(ts);
 		struct site_ref *refs;
-		char name[NAME_LEN];
+		char name[NAME_LEN], why[NAME_LEN];
+		json_t *ev;
 
 		if (!ts || !ts->n)
 			continue;
@@ -667,6 +682,10 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 					100 * heap->coverage);
 		}
 		fputc('\n', f);
+		if ((ev = python_unread(t, tt)))
+			fprintf(f, "  its Python frames were not read: CPython %s, %s\n",
+				str_field(name, sizeof(name), ev, "version"),
+				str_field(why, sizeof(why), ev, "why"));
 		/* phases in order; within each, heaviest first */
 		refs = site_groups(ts);
 		if (!refs) {
