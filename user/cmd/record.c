@@ -406,7 +406,7 @@ static const struct opt site_rows[] = {
 		   "binaries' call-frame information, through code built without frame "
 		   "pointers: BPF copies each sampled allocation's, and each mapping's, "
 		   "registers and the top 16 KiB of its stack, "
-		   "memtrail unwinds them, and CPython 3.11's and 3.13's frames, function and "
+		   "memtrail unwinds them, and CPython 3.10 to 3.14's frames, function and "
 		   "line, stand in for the interpreter's) or fp (frame pointers, walked in the "
 		   "kernel: stops at the first function built without them; with "
 		   "--heap-sample 0, its default then, every allocation's site is exact); "
