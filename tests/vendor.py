@@ -44,7 +44,7 @@ PYTHON_ROOTS = {
     "python313": ("trixie", "3.13", ["libc6", "python3.13-minimal", "libpython3.13-minimal",
                                      "libpython3.13-stdlib", "libexpat1", "zlib1g", "libffi8"]),
     "python314": ("sid", "3.14", ["libc6", "python3.14-minimal", "libpython3.14-minimal",
-                                  "libpython3.14-stdlib", "libexpat1", "zlib1g"]),
+                                  "libpython3.14-stdlib", "libexpat1", "zlib1g", "libffi8"]),
 }
 PACKAGES += [(p, suite, root) for root, (suite, _, pkgs) in PYTHON_ROOTS.items() for p in pkgs]
 

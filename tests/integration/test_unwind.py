@@ -230,7 +230,8 @@ def deep_maps(trail):
 def check_python_lines(data, t, mapped=False, qualname=True):
     """Each allocation py_lines.py made is a heap site whose first Python
     frame is the function and line it says, holding its bytes (a bytearray
-    asks one more for its terminating NUL); the re-entry's chain has the
+    asks one more for its terminating NUL; the one made with the GIL
+    released, through ctypes, is named as the others); the re-entry's chain has the
     key function, then sorted()'s own C frames, then by_size. MAPPED: the
     memory glibc mapped for each (mmap, or brk growing its heap) is at
     mapping sites naming the same line: its bytes, rounded up to pages, and
@@ -416,7 +417,7 @@ def attached_lines_of(cmd, minor, qualname=True):
     no_programs_left()
 
 
-def test_python_lines_attached_each():
+def test_python_attached_each_version():
     """record -p of a process started before memtrail, on 3.10, 3.12 and
     3.14 (in its root)."""
     attached_lines_of([pyenv("3.10.13"), PY_LINES], 10, qualname=False)
@@ -426,7 +427,7 @@ def test_python_lines_attached_each():
     attached_lines_of(["chroot", py["root"], py["python"], "/tmp/py_lines.py"], 14)
 
 
-def test_python_lines_pid_namespace():
+def test_python_pid_namespace_lines():
     """A Python in a pid namespace of its own (a container's): its thread
     states hold the ids that namespace gives its threads, not the kernel's
     memtrail sees; each is matched all the same, on 3.12 (native ids) and
@@ -444,6 +445,50 @@ def test_python_lines_pid_namespace():
         check(f"pid {t[0]['pid']} runs Python 3.{minor}" in stderr, f"3.{minor} is read: "
               f"{stderr[-800:]}")
         check_python_lines(data, t[0], deep_maps(trail), qualname)
+    no_programs_left()
+
+
+def file_offset(path, symbol):
+    """The offset in ELF file PATH of the data of its dynamic symbol SYMBOL."""
+    syms = run(["readelf", "--dyn-syms", "-W", path]).stdout
+    addr = next(int(l.split()[1], 16) for l in syms.splitlines()
+                if l.split()[-1:] == [symbol])
+    for line in run(["readelf", "-S", "-W", path]).stdout.splitlines():
+        f = line.replace("[ ", "[").split()
+        if len(f) > 5 and f[0].startswith("[") and f[2] == "PROGBITS":
+            start, off, size = int(f[3], 16), int(f[4], 16), int(f[5], 16)
+            if start <= addr < start + size:
+                return addr - start + off
+    raise AssertionError(f"{symbol} in no section of {path}")
+
+
+def test_python_free_threaded_said():
+    """A free-threaded CPython, as its _Py_DebugOffsets say (free_threaded,
+    the third field): a copy of sid's 3.14 whose field says so (Debian
+    ships no free-threaded build; the interpreter itself never reads it).
+    record says its frames are not read, and why, and its allocations keep
+    their native chains."""
+    py = vendor()["python314"]
+    shutil.copy(PY_LINES, os.path.join(py["root"], "tmp", "py_lines.py"))
+    copy = os.path.join(py["root"], "tmp", "python3.14t")
+    shutil.copy(os.path.join(py["root"], py["python"].lstrip("/")), copy)
+    with open(copy, "r+b") as f:
+        f.seek(file_offset(copy, "_PyRuntime"))
+        check_eq(f.read(8), b"xdebugpy", "the head of _PyRuntime")
+        f.seek(8, os.SEEK_CUR)
+        f.write((1).to_bytes(8, "little"))
+    out = os.path.join(tmpdir(), "py314t.json")
+    line, stderr = record_alive(["chroot", py["root"], "/tmp/python3.14t", "/tmp/py_lines.py"],
+                                out)
+    data = json.loads(line)
+    said = [x for x in stderr.splitlines() if "its Python frames are not read" in x]
+    check(len(said) == 1 and f"python: {data['pid']} (python3.14t) runs CPython 3.14." in said[0]
+          and "free-threaded" in said[0], f"the word for a free-threaded build: {stderr[-1200:]}")
+    with open(out) as f:
+        trail = json.load(f)
+    t = next(x for x in trail["targets"] if x["pid"] == data["pid"])
+    check(not any(first_py(s) for s in t["sites"]["list"]), "no Python frames")
+    os.unlink(copy)
     no_programs_left()
 
 

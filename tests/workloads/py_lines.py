@@ -7,11 +7,14 @@
 Five bytearrays, each of its own size (3 MiB and up: every one is a deep
 sample), kept, made at the lines marked "# alloc: WHERE" below: in a plain
 function, in a method, in a generator's body, in a threading.Thread, and in
-a key function that sorted() (C) calls back. With "wait", it first waits
+a key function that sorted() (C) calls back; then a sixth block of the C
+library's malloc called through ctypes, which lets the GIL go for the call
+(as PyTorch's operators do): no thread holds it while it allocates. With "wait", it first waits
 for a line of input (memtrail attaches meanwhile). Prints its own account:
 {"pid": P, "allocs": [{"where": W, "size": N, "line": L, "function": Q}]}
 then waits for a line (or the end) of its input and exits.
 """
+import ctypes
 import json
 import os
 import sys
@@ -19,6 +22,9 @@ import threading
 
 MIB = 1 << 20
 keep = []
+libc = ctypes.CDLL(None)  # a foreign call: the GIL released around it
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
 
 
 def plain(size):
@@ -46,6 +52,10 @@ def by_size(size):
     return sorted(range(3), key=key)
 
 
+def released(size):
+    keep.append(libc.malloc(size))  # alloc: released
+
+
 def lines():
     """Each marked line's number, from this file itself."""
     found = {}
@@ -67,12 +77,14 @@ def main():
     t.start()
     t.join()
     by_size(3 * MIB + 5000)
+    released(3 * MIB + 6000)
     where = lines()
     names = {"plain": "plain", "method": "Model.build", "generator": "chunks",
-             "thread": "in_thread", "reentry": "by_size.<locals>.key"}
+             "thread": "in_thread", "reentry": "by_size.<locals>.key", "released": "released"}
     allocs = [{"where": w, "size": 3 * MIB + 1000 * (i + 1), "line": where[w],
                "function": names[w]}
-              for i, w in enumerate(["plain", "method", "generator", "thread", "reentry"])]
+              for i, w in enumerate(["plain", "method", "generator", "thread", "reentry",
+                                     "released"])]
     print(json.dumps({"pid": os.getpid(), "allocs": allocs}), flush=True)
     sys.stdin.readline()
 

@@ -305,7 +305,7 @@ static struct py_layout *layout_debug(struct module *m, uint32_t minor, const ch
 	    memcmp(u.h.cookie, "xdebugpy", 8) || u.h.version != m->py_version)
 		return NULL;
 	if (u.h.free_threaded) {
-		*why = "a free-threaded build, whose frames memtrail does not read";
+		*why = "a free-threaded build";
 		return NULL;
 	}
 	if (minor == 13 && module_bytes(m, m->py_runtime, &u.v13, sizeof(u.v13)))
