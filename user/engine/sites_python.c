@@ -465,11 +465,14 @@ static uint32_t ns_pid(uint32_t pid)
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		char *p = line + 6, *end;
+		unsigned long v;
 
 		if (strncmp(line, "NSpid:", 6))
 			continue;
-		while ((last = strtoul(p, &end, 10), end != p) && *end != '\n' && *end)
+		while ((v = strtoul(p, &end, 10), end != p)) {
+			last = v;
 			p = end;
+		}
 		break;
 	}
 	fclose(f);
