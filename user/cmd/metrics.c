@@ -14,11 +14,12 @@
 #include <microhttpd.h>
 
 #include "array.h"
+#include "clock.h"
 #include "container.h"
 #include "kinds.h"
 #include "log.h"
-#include "sanitize.h"
 #include "metrics.h"
+#include "sanitize.h"
 #include "session.h"
 
 #define LABELS_LEN 1024
@@ -288,7 +289,7 @@ static int pod_cmp(const void *a, const void *b)
 static const struct pod_names *pod_names(struct metrics *m, const struct container_ref *ref)
 {
 	struct pod_seen probe, *p;
-	uint64_t now = session__mono_ns() / 1000000;
+	uint64_t now = clock__mono_ns() / 1000000;
 	void *found;
 
 	snprintf(probe.uid, sizeof(probe.uid), "%s", ref->pod_uid);

@@ -17,11 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cmdopts.h"
 #include "commands.h"
 #include "container.h"
 #include "format.h"
 #include "gate.h"
+#include "kfeatures.h"
 #include "kinds.h"
 #include "log.h"
 #include "loop.h"
@@ -34,7 +36,6 @@
 #include "statusline.h"
 #include "table.h"
 #include "tracer.h"
-#include "kfeatures.h"
 #include "trail.h"
 #include "unnamed.h"
 
@@ -742,7 +743,7 @@ static int attach(struct record *r, const struct record_opts *o, const struct tr
 	int err = 0;
 
 	session__install_signals();
-	r->s.t0_ns = session__mono_ns();
+	r->s.t0_ns = clock__mono_ns();
 	r->s.keep_events = true;
 	r->s.attribute = true;
 	r->s.pods_dir = o->e.pods_dir;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "clock.h"
 #include "cmdopts.h"
 #include "commands.h"
 #include "container.h"
@@ -620,7 +621,7 @@ int cmd_top(int argc, char **argv)
 	t.s.pods_dir = o.e.pods_dir;
 	t.s.remove_ended = true;
 	session__install_signals();
-	t.s.t0_ns = session__mono_ns();
+	t.s.t0_ns = clock__mono_ns();
 	trail__set_started(&t.s.trail);
 	if (tracer__open(&t.s.tracer, &cfg, session__on_event, &t.s))
 		goto out;

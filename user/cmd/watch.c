@@ -18,11 +18,12 @@
 
 #include "array.h"
 #include "cgroup.h"
+#include "clock.h"
 #include "cmdopts.h"
 #include "commands.h"
 #include "container.h"
-#include "kfeatures.h"
 #include "format.h"
+#include "kfeatures.h"
 #include "kinds.h"
 #include "log.h"
 #include "loop.h"
@@ -659,7 +660,7 @@ int cmd_watch(int argc, char **argv)
 	w.s.ctx = &w;
 	w.s.pods_dir = o.e.pods_dir;
 	session__install_signals();
-	w.s.t0_ns = session__mono_ns();
+	w.s.t0_ns = clock__mono_ns();
 	trail__set_started(&w.s.trail);
 	if (o.metrics) {
 		/* a bad address or a port in use: said before any BPF is loaded */

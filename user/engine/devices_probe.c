@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "devices_int.h"
 #include "devspecs.h"
 #include "elfsym.h"
@@ -139,7 +140,6 @@ void devices_probe_file(struct devices *d, struct dev_file *f)
 	struct probe_list l = { .n = 0, .name = f->name };
 	struct matches m = { .n = 0, .loader_only = d->loader_only };
 	const char *what = NULL;
-	struct timespec now;
 	size_t i, shown;
 
 	f->probes.fd[0] = f->probes.fd[1] = f->launch.fd[0] = f->launch.fd[1] = -1;
@@ -166,6 +166,5 @@ void devices_probe_file(struct devices *d, struct dev_file *f)
 	else if (what && shown)
 		log__info("probing %s '%s' (%zu functions)", what, f->name, shown);
 	f->runtime = what != NULL;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	f->probed_ns = (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+	f->probed_ns = clock__mono_ns();
 }

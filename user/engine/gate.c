@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "clock.h"
 #include "gate.h"
 
 /*
@@ -179,14 +180,6 @@ out:
 
 /* ---- the keeper: async-signal-safe calls only (forked from a threaded memtrail) ---- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void let_go(int fan, int fd)
 {
 	struct fanotify_response r = { .fd = fd, .response = FAN_ALLOW };
@@ -327,7 +320,7 @@ static int keeper_answer(struct keeper *k)
  */
 static void keeper_expire(struct keeper *k)
 {
-	uint64_t now = now_ns();
+	uint64_t now = clock__mono_ns();
 	bool checked = false;
 	size_t i;
 
@@ -392,7 +385,7 @@ static void keeper_open(struct keeper *k, const struct fanotify_event_metadata *
 		let_go(k->fan, e->fd);
 		return;
 	}
-	now = now_ns();
+	now = clock__mono_ns();
 	if (!k->n_held)
 		k->ticks = cpu_ticks(k->memtrail);	/* its work from now on */
 	k->held[k->n_held++] = (struct held){ e->fd, k->seq, now + WAIT_NS, now };
@@ -430,7 +423,7 @@ static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
 
 	for (;;) {
 		struct pollfd p[2] = { { fan, POLLIN, 0 }, { sock, POLLIN, 0 } };
-		uint64_t now = now_ns(), first = UINT64_MAX;
+		uint64_t now = clock__mono_ns(), first = UINT64_MAX;
 		int timeout = -1;
 
 		for (i = 0; i < k.n_held; i++)

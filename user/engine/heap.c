@@ -13,11 +13,12 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "clock.h"
 #include "elfsym.h"
 #include "heap.h"
 #include "log.h"
-#include "reaper.h"
 #include "proc.h"
+#include "reaper.h"
 
 #define TICK_MS 100		/* the budget's books are kept this often */
 #define BANK_MS 5000		/* credit kept at most: this much CPU time's share */
@@ -196,14 +197,6 @@ struct heap {
 	size_t n_offered;
 };
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static const struct heap_spec *spec_of(const char *name, uint32_t *idx)
 {
 	size_t i, skip = 0;
@@ -345,7 +338,7 @@ static struct heap_proc *proc_get(struct heap *h, uint32_t pid, bool create)
 	p->pid = pid;
 	/* without a budget the probes are on from the start */
 	p->on = h->cfg.budget_pct <= 0;
-	p->first_ms = p->on_since_ms = mono_ms();
+	p->first_ms = p->on_since_ms = clock__mono_ms();
 	return p;
 }
 
@@ -429,7 +422,7 @@ static void proc_switch(struct heap *h, struct heap_proc *p, bool on)
 	 * whole window's budget spent while the links went on) to count
 	 */
 	if (on) {
-		p->on_since_ms = mono_ms();
+		p->on_since_ms = clock__mono_ms();
 		for (i = 0; i < p->n_links; i++) {
 			err = link_attach(h, p->pid, &p->links[i]);
 			if (err)
@@ -440,7 +433,7 @@ static void proc_switch(struct heap *h, struct heap_proc *p, bool on)
 	} else {
 		for (i = 0; i < p->n_links; i++)
 			link_detach(&p->links[i]);
-		p->on_ms += mono_ms() - p->on_since_ms;
+		p->on_ms += clock__mono_ms() - p->on_since_ms;
 	}
 	p->on = on;
 }
@@ -740,7 +733,7 @@ static void node_open(struct heap *h, uint64_t now_ms)
 	p = proc_get(h, pid, true);
 	if (!p)
 		return;
-	p->tried_ms = mono_ms();
+	p->tried_ms = clock__mono_ms();
 	if (p->n_win)
 		node_late(h, p);	/* the last window's late hits paid before the next one's count */
 	p->settling = false;
@@ -763,7 +756,7 @@ static void node_open(struct heap *h, uint64_t now_ms)
 static void node_tick(struct heap *h, uint64_t now_ms)
 {
 	double pct = h->cfg.budget_pct / 100.0, bank = BANK_MS * 1e6 * pct, opening;
-	uint64_t mono = mono_ms();
+	uint64_t mono = clock__mono_ms();
 	struct heap_proc *p;
 	size_t i;
 
@@ -811,7 +804,7 @@ void heap__tick(struct heap *h, uint64_t now_ms)
 	}
 	if (h->cfg.budget_pct <= 0)
 		return;
-	now_ms = mono_ms();
+	now_ms = clock__mono_ms();
 	for (i = 0; i < h->n_procs; i++)
 		if (now_ms >= h->procs[i].next_tick_ms)
 			proc_tick(h, &h->procs[i], now_ms);
@@ -854,7 +847,7 @@ static void sampling_now(struct heap *h, struct heap_proc *p, uint32_t pid,
 	}
 	if (!p)
 		return;
-	now_ms = mono_ms();
+	now_ms = clock__mono_ms();
 	on_ms = p->on_ms + (p->on ? now_ms - p->on_since_ms : 0);
 	total_ms = now_ms - p->first_ms;
 	out->coverage = total_ms ? (double)on_ms / total_ms : 1.0;
@@ -907,14 +900,6 @@ void heap__sampling(struct heap *h, uint32_t pid, struct trail_heap *out)
 	sampling_now(h, p, pid, out);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 /*
  * The calibration child: for each 'r' read from IN, time CALIBRATE_PAIRS
  * malloc/free pairs and write the nanoseconds to OUT; for an 's', run
@@ -931,12 +916,12 @@ static void __attribute__((noreturn)) calibrate_child(int in, int out)
 	int i;
 
 	while (read(in, &c, 1) == 1) {
-		t0 = mono_ns();
+		t0 = clock__mono_ns();
 		for (n = 0; c == 'r' ? n < CALIBRATE_PAIRS : !poll(&pfd, 1, 0); ) {
 			for (i = 0; i < 64; i++, n++)
 				release(alloc(64));
 		}
-		n = c == 'r' ? mono_ns() - t0 : n;
+		n = c == 'r' ? clock__mono_ns() - t0 : n;
 		if (c == 's' && read(in, &c, 1) != 1)
 			break;
 		if (write(out, &n, sizeof(n)) != sizeof(n))
@@ -971,11 +956,11 @@ static int calibrate_close(struct heap *h, struct heap_link *l, uint32_t child, 
 		return -EIO;
 	nanosleep(&spin, NULL);
 	hits = tracer__heap_hits(h->tracer, child);
-	t0 = mono_ns();
+	t0 = clock__mono_ns();
 	link_detach(l);
 	/* the reaper's threads close the links: the probes are gone once they are done */
 	reaper__drain();
-	h->detach_ns = mono_ns() - t0;
+	h->detach_ns = clock__mono_ns() - t0;
 	h->close_ns = (double)(tracer__heap_hits(h->tracer, child) - hits) * h->cost_ns;
 	if (write(cmd, "x", 1) != 1 || read(result, &n, sizeof(n)) != sizeof(n))
 		return -EIO;

@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 
 #include "array.h"
+#include "clock.h"
 #include "log.h"
 #include "maps_reader.h"
 #include "sites_int.h"	/* sites_now_ns: the clock sites' own reads are timed by */
@@ -213,7 +214,7 @@ static void read_batch(struct maps_reader *r)
 
 	for (i = 0; i < r->n_batch && !r->stop; i++) {
 		/* its time is the open's: before the exit of a process that ends as it is read */
-		m = (struct maps_read){ .pid = r->batch[i], .read_ns = sites_now_ns() };
+		m = (struct maps_read){ .pid = r->batch[i], .read_ns = clock__mono_ns() };
 		len = read_maps(r, r->batch[i]);
 		if (!len || !(m.text = code_lines(r->buf, len, &m.len)))
 			continue;

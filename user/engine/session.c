@@ -9,6 +9,7 @@
 #include "array.h"
 #include "attribution.h"
 #include "cgroup.h"
+#include "clock.h"
 #include "container.h"
 #include "proc.h"
 #include "sanitize.h"
@@ -42,14 +43,6 @@ void session__install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-uint64_t session__mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 uint64_t session__ms(const struct session *s, uint64_t ts_ns)
 {
 	return ts_ns > s->t0_ns ? (ts_ns - s->t0_ns) / 1000000 : 0;
@@ -57,7 +50,7 @@ uint64_t session__ms(const struct session *s, uint64_t ts_ns)
 
 uint64_t session__now_ms(const struct session *s)
 {
-	return session__ms(s, session__mono_ns());
+	return session__ms(s, clock__mono_ns());
 }
 
 struct trail_target *session__live(struct session *s, uint32_t pid)

@@ -105,7 +105,6 @@ extern volatile sig_atomic_t session__stop_again;
 /* Stop on SIGINT, SIGTERM and SIGHUP (session__stop_signal); ignore SIGPIPE. */
 void session__install_signals(void);
 
-uint64_t session__mono_ns(void);
 /* Milliseconds since the session started, of a CLOCK_MONOTONIC time. */
 uint64_t session__ms(const struct session *s, uint64_t ts_ns);
 uint64_t session__now_ms(const struct session *s);

@@ -247,9 +247,6 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 void sites_python_forget(struct sites *s, uint32_t pid);
 void sites_python_destroy(struct sites *s);
 
-
-/* CLOCK_MONOTONIC in ns, the clock of BPF's event times. */
-uint64_t sites_now_ns(void);
 void sites_module_debug_free(struct module_debug *d);
 /* Add D to site E's figures, as user space's own (sites_site_add). */
 void sites_site_add(struct site *e, const struct memtrail_site *d);

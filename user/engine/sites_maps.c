@@ -13,6 +13,7 @@
 #include <sys/sysmacros.h>
 
 #include "array.h"
+#include "clock.h"
 #include "maps_reader.h"
 #include "proc.h"
 #include "roots.h"
@@ -244,14 +245,6 @@ static int32_t module_add(struct sites *s, uint32_t pid, const char *name, const
 	return s->n_modules++;
 }
 
-uint64_t sites_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create)
 {
 	struct pid_maps *p;
@@ -380,7 +373,7 @@ void sites_maps_read(struct sites *s, uint32_t pid, uint64_t until_ns)
 	f = fopen(name, "re");
 	if (!f)
 		return;		/* gone: the last mappings seen stay */
-	maps_parse(s, pid, f, sites_now_ns(), true, NULL, 0);
+	maps_parse(s, pid, f, clock__mono_ns(), true, NULL, 0);
 }
 
 void sites__note_maps(struct sites *s, uint32_t pid)
