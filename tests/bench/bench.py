@@ -11,7 +11,8 @@ programs on the same kernel hooks);
 then memtrail watch's own CPU use with 2,000 and 10,000 idle processes on the node;
 report --html of a one-hour, 200-target trail. Not a test: it asserts nothing, it
 prints the figures and the targets they are held to, and writes the overhead
-table of the README (build/overhead.md) with the machine and kernel named."""
+table of tests/README.md's Benchmarks (build/overhead.md) with the machine and
+kernel named; README.md's Overhead condenses it."""
 
 import contextlib
 import json
@@ -788,8 +789,8 @@ def machine():
 
 
 def write_table(rows, touch, heap):
-    """build/overhead.md: the figures of this run as the README's Overhead
-    section shows them (pasted from here, never typed)."""
+    """build/overhead.md: the figures of this run as tests/README.md's
+    Benchmarks show them (pasted from here, never typed)."""
     lines = [f"`make bench` on {time.strftime('%Y-%m-%d')}: {machine()}; median of "
              f"{RUNS} interleaved runs, the workloads' own elapsed time.", "",
              "| workload | traced by | time | ratio to untraced | ratio to the floor | target |",
@@ -804,7 +805,7 @@ def write_table(rows, touch, heap):
     os.makedirs(os.path.dirname(TABLE), exist_ok=True)
     with open(TABLE, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"table for the README: {os.path.relpath(TABLE, ROOT)}", flush=True)
+    print(f"table for tests/README.md: {os.path.relpath(TABLE, ROOT)}", flush=True)
 
 
 def main():
