@@ -195,7 +195,6 @@ struct sites {
 	void *py_index;		/* tsearch tree of py's frames by content */
 	void *py_codes;		/* tsearch tree of code objects read, by (pid, address) */
 	uint64_t py_said[4];	/* minor versions whose frames not read were said, a bit each */
-	uint64_t py_unread;	/* processes whose interpreter's frames are not read */
 	sites_py_unread_fn py_unread_fn;
 	void *py_unread_ctx;
 	bool forget_stacks;	/* retiring pids' own stacks leave the kernel too */

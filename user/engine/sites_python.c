@@ -121,14 +121,13 @@ static void py_version_str(const struct module *m, char *buf, size_t len)
 
 /*
  * PID runs M, whose Python frames are not read (WHY): said once per
- * version, each further process in the debug log; counted.
+ * version, each further process in the debug log; told (sites__on_py_unread).
  */
 static void py_unread(struct sites *s, uint32_t pid, const struct module *m, const char *why)
 {
 	uint32_t minor = (m->py_version >> 16) & 0xff;
 	char comm[32] = "?", version[48];
 
-	s->py_unread++;
 	py_version_str(m, version, sizeof(version));
 	if (s->py_said[minor / 64] & (1ull << (minor % 64))) {
 		log__debug("python: %u runs CPython %s (%s): its Python frames are not read (%s)",
