@@ -634,12 +634,6 @@ def test_heap_budget_names_the_growing_malloc():
     w = Watch(["--pods-dir", pods_dir(ids[0]), "--heap-budget", "2"])
     path, rel, limit, uid, cid = kubelet_memcg(384 * MiB, ids)
     ledger = os.path.join(tmpdir(), "ledger.json")
-    cmd = [python, PY_OOM_SITES, ledger]
-    if isinstance(python, dict):
-        shutil.copy(PY_OOM_SITES, os.path.join(python["root"], "tmp", "py_oom_sites.py"))
-        ledger = os.path.join(python["root"], "tmp", "ledger.json")
-        cmd = ["chroot", python["root"], python["python"], "/tmp/py_oom_sites.py",
-               "/tmp/ledger.json"]
     try:
         p = subprocess.run(in_cgroup(path, [workload("heap_grow"), ledger, "20"]),
                            capture_output=True, timeout=120)

@@ -11,9 +11,6 @@
 #include "opts.h"
 #include "sites.h"
 
-/* The CPython minor versions whose lines deep stacks read (SITES_PYTHON_VERSIONS). */
-static const char *const python_versions[] = { "3.10", "3.11", "3.12", "3.13", "3.14" };
-
 /* Python lines come with deep heap samples: where the kernel has no heap probes, none. */
 static bool python_read(const struct kernel_features *kf)
 {
@@ -61,18 +58,8 @@ int cmd_features(int argc, char **argv)
 	if (features__probe(&kf))
 		return 1;
 	if (json) {
-		json_t *j = features__json(&kf), *py = json_array();
-		size_t i;
+		json_t *j = features__json(&kf);
 
-		for (i = 0; py && i < sizeof(python_versions) / sizeof(python_versions[0]); i++)
-			json_array_append_new(py, json_string(python_versions[i]));
-		/* beyond the kernel's object as a trail records it: what memtrail reads */
-		if (j && py)
-			json_object_set_new(j, "python", json_pack("{s:s, s:o, s:b}", "state",
-				python_read(&kf) ? "yes" : "no", "versions", py,
-				"free_threaded", 0));
-		else
-			json_decref(py);
 		if (!j || json_dumpf(j, stdout, JSON_INDENT(2)) || putchar('\n') == EOF) {
 			json_decref(j);
 			log__error("cannot print the features");

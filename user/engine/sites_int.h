@@ -126,6 +126,7 @@ struct pid_maps {
 	struct map {
 		unsigned long long start, end, pgoff;
 		int32_t module;	/* -1: anonymous */
+		bool before_exec;	/* mapped before the process's last exec: another program's */
 	} *maps;
 	size_t n, cap;
 };

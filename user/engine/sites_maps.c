@@ -329,7 +329,7 @@ static void maps_parse(struct sites *s, uint32_t pid, FILE *f, uint64_t read_ns,
 		/* when: a zombie's (empty) leaves the time of the last it had */
 		p->read_ns = read_ns;
 		m = &p->maps[p->n++];
-		*m = (struct map){ start, end, pgoff, -1 };
+		*m = (struct map){ start, end, pgoff, -1, false };
 		if (!pos || line[pos] != '/' || !inode)
 			continue;	/* anonymous: JIT code, or [vdso] and the like */
 		m->module = module_find(s, line + pos, DEV_KEY(maj, min), inode);
@@ -472,7 +472,7 @@ static void map_insert(struct sites *s, uint32_t pid, unsigned long long start,
 	if (p->n >= PID_MAPS_MAX ||
 	    array__grow((void **)&p->maps, &p->cap, p->n + 1, sizeof(*p->maps)))
 		return;
-	p->maps[p->n++] = (struct map){ start, end, pgoff, mod };
+	p->maps[p->n++] = (struct map){ start, end, pgoff, mod, false };
 	sites_python_note_map(s, p, p->n - 1);
 }
 

@@ -155,7 +155,8 @@ void sites_python_note_map(struct sites *s, struct pid_maps *pm, size_t i)
 	struct memtrail_py_proc p;
 	struct module *m;
 
-	if (pm->py_set || pm->maps[i].module < 0)
+	/* a mapping of before an exec (the parent's, copied at the fork) is not this program's */
+	if (pm->py_set || pm->maps[i].module < 0 || pm->maps[i].before_exec)
 		return;
 	m = &s->modules[pm->maps[i].module];
 	sites_py_module(m);
@@ -527,9 +528,13 @@ void sites__exec(struct sites *s, uint32_t pid, uint64_t ts_ns)
 {
 	/* from /proc: its maps are the parent's until read (BPF tells them where it can) */
 	struct pid_maps *pm = sites_pid_maps_get(s, pid, !s->maps_told);
+	size_t i;
 
 	if (pm)
 		pm->exec_ns = ts_ns;
+	/* kept for samples of before it; never this program's interpreter */
+	for (i = 0; pm && i < pm->n; i++)
+		pm->maps[i].before_exec = true;
 	/* the interpreter its parent ran (forked, then exec) is not its own */
 	if (pm && pm->py_set) {
 		pm->py_set = false;
