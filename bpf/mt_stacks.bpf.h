@@ -257,15 +257,6 @@ static __always_inline __u64 read_ptr(__u64 addr)
 }
 
 /*
- * The Python frames the calling thread of TGID runs, innermost first, into
- * E: its thread state found among the interpreter's by native thread id,
- * as its pid namespace numbers it (3.10:
- * by the kernel's id in the C library's descriptor of the thread; a thread
- * that let the GIL go, as libtorch's calls do, keeps its frames), then its
- * frame chain. Each frame's code object and last instruction are sent;
- * user space reads the code object's names and line table.
- */
-/*
  * The calling thread's id as its own pid namespace numbers it: what the
  * interpreter's thread states hold (gettid() in a container is the
  * container's), the kernel's where the process is in the first namespace.
@@ -279,6 +270,15 @@ static __always_inline __u32 ns_tid(void)
 	return (__u32)BPF_CORE_READ(pid, numbers[level].nr);
 }
 
+/*
+ * The Python frames the calling thread of TGID runs, innermost first, into
+ * E: its thread state found among the interpreter's by the thread's id as
+ * its pid namespace numbers it (3.10's states hold pthread_self(): the id
+ * is read from the C library's descriptor of the thread), so a thread that
+ * let the GIL go, as libtorch's calls do, keeps its frames; then its frame
+ * chain. Each frame's code object, last instruction and own address are
+ * sent; user space reads the code object's names and line table.
+ */
 static __always_inline void py_walk(struct memtrail_event_deep *e, __u32 tgid)
 {
 	struct memtrail_py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);

@@ -533,9 +533,9 @@ struct memtrail_py_proc {
 	__u32 tstate_tid;	/* PyThreadState: native_thread_id (3.10: thread_id, see pthread_tid) */
 	__u32 tstate_cframe;	/* PyThreadState: cframe (3.11, 3.12); MEMTRAIL_PY_NO_CFRAME */
 	__u32 cframe_current;	/* _PyCFrame (or, without one, PyThreadState): current_frame */
-	__u32 frame_code;	/* _PyInterpreterFrame: f_code (3.13: f_executable) */
-	__u32 frame_previous;	/* _PyInterpreterFrame: previous */
-	__u32 frame_instr;	/* _PyInterpreterFrame: prev_instr (3.13: instr_ptr) */
+	__u32 frame_code;	/* _PyInterpreterFrame: f_code (3.13 on: f_executable); 3.10: PyFrameObject's */
+	__u32 frame_previous;	/* _PyInterpreterFrame: previous (3.10: f_back) */
+	__u32 frame_instr;	/* _PyInterpreterFrame: prev_instr (3.13 on: instr_ptr; 3.10: f_lasti) */
 	__u32 frame_entry;	/* _PyInterpreterFrame: is_entry (3.11; 3.12 on: owner), a byte */
 	/*
 	 * MEMTRAIL_PY_TID_NATIVE: tstate_tid holds the kernel's thread id;

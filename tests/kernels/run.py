@@ -77,6 +77,7 @@ CHECKS = [
     ("python 3.14", ["test_unwind.test_python314_lines"], "heap"),
     ("python 3.10/3.12", ["test_unwind.test_python310_lines", "test_unwind.test_python312_lines",
                            "test_unwind.test_python_attached_each_version",
+                           "test_unwind.test_python_child_of_another_version",
                            "test_unwind.test_python_pid_namespace_lines"], "heap"),
     ("oom v2", ["test_verdicts.test_oom_cgroup_c_workload",
                 "test_verdicts.test_oom_cgroup_systemd_driver",
