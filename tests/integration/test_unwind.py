@@ -273,47 +273,14 @@ def test_python_lines():
     bytearrays made in a function, a method, a generator, a thread and a
     key function sorted() calls back are at sites naming the function and
     line that made them (the workload's own account of its lines)."""
-    out = os.path.join(tmpdir(), "py.json")
-    line, _ = record_alive(["/usr/bin/python3", PY_LINES], out)
-    data = json.loads(line)
-    with open(out) as f:
-        trail = json.load(f)
-    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
-                       deep_maps(trail))
-    no_programs_left()
+    python_lines_of(["/usr/bin/python3", PY_LINES], 11)
 
 
 def test_python_lines_attached():
     """The same on a python3.11 process started before memtrail and
     attached with -p: its interpreter is found in its mappings and its
     threads' frames are read from then on."""
-    py = subprocess.Popen(["/usr/bin/python3", PY_LINES, "wait"], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True)
-    out = os.path.join(tmpdir(), "pyp.json")
-    rec = subprocess.Popen([MEMTRAIL, "record", "--unwind", "dwarf", "-o", out, "-p",
-                            str(py.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True)
-    try:
-        # memtrail says it traces once its probes are on
-        for err in rec.stderr:
-            if "Ctrl-C to stop" in err:
-                break
-        py.stdin.write("\n")
-        py.stdin.flush()
-        data = json.loads(py.stdout.readline())
-        # stopped while the process runs on: its code objects can be read
-        rec.send_signal(signal.SIGINT)
-        rest = rec.communicate(timeout=120)[1]
-        py.communicate("\n", timeout=60)
-    finally:
-        py.kill()
-        rec.kill()
-    check_eq(rec.returncode, 0, f"record exit status ({rest.strip()})")
-    with open(out) as f:
-        trail = json.load(f)
-    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
-                       deep_maps(trail))
-    no_programs_left()
+    attached_lines_of(["/usr/bin/python3", PY_LINES], 11)
 
 
 def test_python313_lines():
@@ -324,17 +291,7 @@ def test_python313_lines():
     end, and the same five allocations name the same functions and lines."""
     py = vendor()["python313"]
     shutil.copy(PY_LINES, os.path.join(py["root"], "tmp", "py_lines.py"))
-    out = os.path.join(tmpdir(), "py313.json")
-    line, stderr = record_alive(["chroot", py["root"], py["python"], "/tmp/py_lines.py"], out,
-                                ["-v"])
-    data = json.loads(line)
-    check(f"pid {data['pid']} runs Python 3.13" in stderr and "its frames are read" in stderr,
-          f"the 3.13 interpreter is known: {stderr[-1500:]}")
-    with open(out) as f:
-        trail = json.load(f)
-    check_python_lines(data, next(x for x in trail["targets"] if x["pid"] == data["pid"]),
-                       deep_maps(trail))
-    no_programs_left()
+    python_lines_of(["chroot", py["root"], py["python"], "/tmp/py_lines.py"], 13)
 
 
 def python_lines_of(cmd, minor, qualname=True):
@@ -393,6 +350,7 @@ def attached_lines_of(cmd, minor, qualname=True):
                            text=True)
     said = []
     try:
+        # memtrail says it traces once its probes are on
         for err in rec.stderr:
             said.append(err)
             if "Ctrl-C to stop" in err:
@@ -400,6 +358,7 @@ def attached_lines_of(cmd, minor, qualname=True):
         py.stdin.write("\n")
         py.stdin.flush()
         data = json.loads(py.stdout.readline())
+        # stopped while the process runs on: its code objects can be read
         rec.send_signal(signal.SIGINT)
         rest = rec.communicate(timeout=120)[1]
         py.communicate("\n", timeout=60)
