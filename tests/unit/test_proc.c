@@ -206,6 +206,16 @@ static void open_mapped_opens_the_mapped_file(void **state)
 	unlink(other);
 }
 
+/* A process's id in its own pid namespace: getpid()'s, whatever namespace the test runs in. */
+static void status_ns_pid(void **state)
+{
+	struct proc_status st;
+
+	(void)state;
+	assert_int_equal(proc__status((uint32_t)getpid(), &st), 0);
+	assert_int_equal(st.ns_pid, (uint32_t)getpid());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +223,7 @@ int main(void)
 		cmocka_unit_test(odd_lines),
 		cmocka_unit_test(stricter_than_sscanf),
 		cmocka_unit_test(open_mapped_opens_the_mapped_file),
+		cmocka_unit_test(status_ns_pid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

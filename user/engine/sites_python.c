@@ -61,33 +61,6 @@ static uint64_t module_in_pid(const struct sites *s, const struct pid_maps *pm, 
 	return 0;
 }
 
-/* PID as its own pid namespace numbers it (the last of NSpid); 0: unknown. */
-static uint32_t ns_pid(uint32_t pid)
-{
-	char path[64], line[256];
-	unsigned long last = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%u/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		char *p = line + 6, *end;
-		unsigned long v;
-
-		if (strncmp(line, "NSpid:", 6))
-			continue;
-		while ((v = strtoul(p, &end, 10), end != p)) {
-			last = v;
-			p = end;
-		}
-		break;
-	}
-	fclose(f);
-	return (uint32_t)last;
-}
-
 /*
  * 3.10's thread states hold pthread_self(), not the kernel's id: whether
  * the main thread's (_PyRuntime.main_thread, once the runtime is set up)
@@ -95,15 +68,17 @@ static uint32_t ns_pid(uint32_t pid)
  */
 static bool pthread_tid_known(uint32_t pid, const struct py_layout *l, uint64_t runtime)
 {
+	struct proc_status st;
 	uint64_t main_thread = 0;
-	uint32_t tid = 0, nspid;
+	uint32_t tid = 0;
 
 	if (l->o.pthread_tid == MEMTRAIL_PY_TID_NATIVE)
 		return true;
 	if (!pid_read(pid, runtime + l->runtime_main_thread, &main_thread, 8) || !main_thread)
 		return true;
-	nspid = ns_pid(pid);
-	return !nspid || (pid_read(pid, main_thread + l->o.pthread_tid, &tid, 4) && tid == nspid);
+	if (proc__status(pid, &st) || !st.ns_pid)
+		return true;
+	return pid_read(pid, main_thread + l->o.pthread_tid, &tid, 4) && tid == st.ns_pid;
 }
 
 /* M's version as people write it: 3.9, or 3.13.0 where Py_Version says the micro. */

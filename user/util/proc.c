@@ -154,6 +154,14 @@ int proc__status(uint32_t pid, struct proc_status *st)
 	st->rss_file = status_kb(buf, "\nRssFile:");
 	st->rss_shmem = status_kb(buf, "\nRssShmem:");
 	st->vm_data = status_kb(buf, "\nVmData:");
+	p = strstr(buf, "\nNSpid:");
+	if (p) {
+		char *end;
+		unsigned long v;
+
+		for (p += 7; (v = strtoul(p, &end, 10)), end != p; p = end)
+			st->ns_pid = (uint32_t)v;
+	}
 	return 0;
 }
 

@@ -39,6 +39,7 @@ char *proc__join_args(const char *args, size_t len);
 struct proc_status {
 	char state;		/* 'R', 'S', 'D', 'Z', ... */
 	int64_t vm_rss, rss_anon, rss_file, rss_shmem, vm_data;
+	uint32_t ns_pid;	/* its pid in its own pid namespace (NSpid's last); 0: unknown */
 };
 
 /* 0, or -ESRCH when the process is gone. */
