@@ -440,27 +440,30 @@ void sites_python_interleave(struct sites *s, const struct pid_maps *pm,
 	if (!code_type)
 		return;
 	for (i = 0; i < *n && o < max && o < (int)(sizeof(out) / sizeof(out[0])); i++) {
-		uint32_t end = n_py, j;
-		bool placed;
+		bool by_stack, placed;
+		uint32_t end, j;
 
-		/* a call whose shim no native frame holds (its frames cut off): not placed */
-		while (l->calls == PY_CSTACK_SHIM && sps && sps[i] && next < n_py &&
-		       py_call_end(l, e, n_py, next, &end) && e->py[end].addr < sps[i])
+		/*
+		 * the next call's frames, to END: placed by its shim's address
+		 * where it has one and the stack is known, by the eval loop's
+		 * symbols otherwise (3.10, 3.11; frames read to no shim); a call
+		 * whose shim lies below this frame has no native frame left
+		 * (its frames cut off) and is not placed
+		 */
+		for (;;) {
+			end = n_py;
+			by_stack = py_call_end(l, e, n_py, next, &end) &&
+				   l->calls == PY_CSTACK_SHIM && sps && sps[i];
+			if (!by_stack || e->py[end].addr >= sps[i])
+				break;
 			next = end + 1;
+		}
 		if (next >= n_py) {
 			out[o++] = frames[i];
 			continue;
 		}
-		/*
-		 * a call's frames take the place of its native frame: found by its
-		 * shim's address where there is one, by the eval loop's symbols
-		 * otherwise (3.10, 3.11; frames read to no shim)
-		 */
-		if (py_call_end(l, e, n_py, next, &end) && l->calls == PY_CSTACK_SHIM &&
-		    sps && sps[i])
-			placed = shim_in(sps, i, *n, e->py[end].addr);
-		else
-			placed = eval_frame(s, &frames[i]) == m;
+		placed = by_stack ? shim_in(sps, i, *n, e->py[end].addr) :
+				    eval_frame(s, &frames[i]) == m;
 		if (!placed) {
 			out[o++] = frames[i];
 			continue;
