@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "container.h"
 #include "format.h"
 #include "kinds.h"
@@ -641,23 +642,36 @@ static void print_site_rows(FILE *f, const struct trail_sites *ts, const struct 
 	free_rows(rows, n);
 }
 
-/* Why TT's Python frames were not read (its trail event), or NULL where they were. */
-static json_t *python_unread(const struct trail *t, const struct trail_target *tt)
+/* T's python_unread events (each a process whose Python frames were not read), in *N. */
+static json_t **python_unread_events(const struct trail *t, size_t *n)
 {
-	json_t *ev;
-	size_t i;
+	json_t *ev, **out = NULL;
+	size_t i, cap = 0;
 
+	*n = 0;
 	json_array_foreach(t->events, i, ev)
 		if (!strcmp(json_string_value(json_object_get(ev, "type")) ?: "", "python_unread") &&
-		    json_integer_value(json_object_get(ev, "pid")) == tt->pid &&
-		    json_integer_value(json_object_get(ev, "t_ms")) >= (json_int_t)tt->start_ms)
-			return ev;
+		    !array__grow((void **)&out, &cap, *n + 1, sizeof(*out)))
+			out[(*n)++] = ev;
+	return out;
+}
+
+/* Why TT's Python frames were not read: its event among EVS (N), or NULL where they were. */
+static json_t *python_unread(json_t **evs, size_t n, const struct trail_target *tt)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (json_integer_value(json_object_get(evs[i], "pid")) == tt->pid &&
+		    json_integer_value(json_object_get(evs[i], "t_ms")) >= (json_int_t)tt->start_ms)
+			return evs[i];
 	return NULL;
 }
 
 void table__print_sites(FILE *f, const struct trail *t, size_t top)
 {
-	size_t i, j, k;
+	size_t i, j, k, n_unread;
+	json_t **unread = python_unread_events(t, &n_unread);
 
 	for (i = 0; top && i < t->n_targets; i++) {
 		const struct trail_target *tt = &t->targets[i];
@@ -682,7 +696,7 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 					100 * heap->coverage);
 		}
 		fputc('\n', f);
-		if ((ev = python_unread(t, tt)))
+		if ((ev = python_unread(unread, n_unread, tt)))
 			fprintf(f, "  its Python frames were not read: CPython %s, %s\n",
 				str_field(name, sizeof(name), ev, "version"),
 				str_field(why, sizeof(why), ev, "why"));
@@ -705,4 +719,5 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top)
 		}
 		free(refs);
 	}
+	free(unread);
 }
