@@ -173,6 +173,24 @@ def heap_pairs(pairs=300000, budget_pairs=300000000):
             for x in (base, bare, full, ubase, budget, ht, deep)]
 
 
+def heap_return_ns(out, extra, cmd):
+    """record --heap EXTRA -o OUT of CMD: memtrail's malloc return program's
+    ns a run (bpf_stats, read while the command's shell still lives), and
+    the deep samples record says it unwound."""
+    with bpf_stats():
+        p = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--heap", *extra, "--",
+                              "sh", "-c", f"{' '.join(cmd)} > /dev/null && "
+                              "bpftool prog show -j"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        stdout, stderr = p.communicate()
+    progs = json.loads([l for l in stdout.splitlines() if l.startswith("[")][-1])
+    ret = [x for x in progs if x.get("name", "").startswith("mt_heap_return") and x.get("run_cnt")]
+    ns = sum(x["run_time_ns"] for x in ret) / max(1, sum(x["run_cnt"] for x in ret))
+    said = [l for l in stderr.splitlines() if "deep stacks:" in l]
+    samples = int(said[0].split("deep stacks: ")[1].split()[0]) if said else 0
+    return ns, samples
+
+
 def deep_costs(pairs=20000):
     """What a deep stack costs (record --heap's default, --unwind dwarf): the
     malloc/free loop with every allocation sampled (--heap-sample 0), against
@@ -185,25 +203,9 @@ def deep_costs(pairs=20000):
     torch = os.path.join(ROOT, "tests", "workloads", "torch_linear.py")
     out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
 
-    def traced(extra, cmd):
-        """memtrail's malloc return program's ns a run, and the deep samples it
-        says it unwound."""
-        with bpf_stats():
-            p = subprocess.Popen([MEMTRAIL, "record", "-q", "-o", out, "--heap", *extra, "--",
-                                  "sh", "-c", f"{' '.join(cmd)} > /dev/null && "
-                                  "bpftool prog show -j"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-            stdout, stderr = p.communicate()
-        progs = json.loads([l for l in stdout.splitlines() if l.startswith("[")][-1])
-        ret = [x for x in progs if x.get("name", "").startswith("mt_heap_return") and x.get("run_cnt")]
-        ns = sum(x["run_time_ns"] for x in ret) / max(1, sum(x["run_cnt"] for x in ret))
-        said = [l for l in stderr.splitlines() if "deep stacks:" in l]
-        samples = int(said[0].split("deep stacks: ")[1].split()[0]) if said else 0
-        return ns, samples
-
     def cpu_of(extra, cmd):
         before = os.times()
-        ns, samples = traced(extra, cmd)
+        ns, samples = heap_return_ns(out, extra, cmd)
         after = os.times()
         return (after.children_user + after.children_system -
                 before.children_user - before.children_system), ns, samples
@@ -278,15 +280,7 @@ def python_deep_costs(allocs=20000):
         deep, fp = [], []
         for _ in range(RUNS):
             for runs, extra in ((deep, ["--heap-sample", "0"]), (fp, ["--unwind", "fp"])):
-                with bpf_stats():
-                    p = subprocess.run([MEMTRAIL, "record", "-q", "-o", out, "--heap", *extra,
-                                        "--", "sh", "-c", f"{' '.join(cmd)} && bpftool prog show -j"],
-                                       capture_output=True, text=True)
-                progs = json.loads([l for l in p.stdout.splitlines() if l.startswith("[")][-1])
-                ret = [x for x in progs if x.get("name", "").startswith("mt_heap_return")
-                       and x.get("run_cnt")]
-                runs.append(sum(x["run_time_ns"] for x in ret) /
-                            max(1, sum(x["run_cnt"] for x in ret)))
+                runs.append(heap_return_ns(out, extra, cmd)[0])
         os.unlink(script)
         got[version] = (statistics.median(deep), statistics.median(fp))
     if os.path.exists(out):
