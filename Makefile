@@ -33,13 +33,14 @@ BIN := memtrail
 CFLAGS ?= -g -O2
 WARNINGS := -Wall -Wextra -Werror
 # user/: cmd (the commands) -> engine (BPF, targets, sessions) -> trail (the
-# record and its vocabulary) -> util; render (report's outputs) -> trail, util
-USER_DIRS := cmd engine trail render util
+# record and its vocabulary) -> util; render (report's outputs) -> trail, util;
+# kube (Events on Pods, for watch) -> util
+USER_DIRS := cmd engine trail render kube util
 USER_INC := $(addprefix -Iuser/,$(USER_DIRS))
 USER_CFLAGS := $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE -Iinclude $(USER_INC) -I$(OUT) -MMD -MP
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	-Iinclude -I$(OUT) -MMD -MP
-LIBS := -lbpf -ldw -lelf -lz -ljansson -lyajl -lprotobuf-c -lmicrohttpd -liberty -lpthread -lm
+LIBS := -lbpf -ldw -lelf -lz -ljansson -lyajl -lprotobuf-c -lmicrohttpd -lcurl -lyaml -liberty -lpthread -lm
 
 ifeq ($(V),1)
 Q :=

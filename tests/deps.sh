@@ -10,17 +10,19 @@ set -e
 # python3-torch: the PyTorch example and its test (Debian's 1.13, CPU only)
 # python3-dbg: the interpreter's debug file (its stripped functions named in deep stacks)
 # debuginfod, libdebuginfod1: a local debuginfod server, and libdw's client of it
+# libcurl4-openssl-dev, libyaml-dev: watch --kube-events (HTTPS, kubeconfig files);
+# openssl: the tests' certificate authority for their API server
 PKGS="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev libiberty-dev zlib1g-dev libjansson-dev libyajl-dev
 libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linux mount procps gdb
 golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd-dev prometheus
 python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev python3-torch
-python3-dbg debuginfod libdebuginfod1"
+python3-dbg debuginfod libdebuginfod1 libcurl4-openssl-dev libyaml-dev openssl"
 if [ "${1:-}" = arm64 ]; then
 	# qemu-user-static: the arm64 binary's smoke run (tests/kernels/arm64.py);
 	# qemu-system-arm: the kernel matrix's arm64 rows; g++: a C++ workload
 	PKGS="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static qemu-system-arm libbpf-dev:arm64 libdw-dev:arm64 libelf-dev:arm64
 zlib1g-dev:arm64 libjansson-dev:arm64 libyajl-dev:arm64 libprotobuf-c-dev:arm64 libmicrohttpd-dev:arm64
-libiberty-dev:arm64"
+libiberty-dev:arm64 libcurl4-openssl-dev:arm64 libyaml-dev:arm64"
 	# on an arm64 machine the build is native (make deps has its libraries; gcc
 	# answers to aarch64-linux-gnu-gcc): only the emulators
 	if command -v dpkg >/dev/null 2>&1 && [ "$(dpkg --print-architecture)" = arm64 ]; then
@@ -31,7 +33,7 @@ fi
 if [ ! -r /etc/debian_version ] || ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "memtrail: 'make deps' knows Debian and its derivatives only; install by hand:" \
 	     "make, gcc, g++ (a test workload), clang, llvm, libbpf >= 1.1 headers, bpftool, libelf, libdw, libiberty (the demangler), zlib," \
-	     "jansson, yajl, protobuf-c (and protoc-c), cmocka, python3; for the tests: go (pprof)," \
+	     "jansson, yajl, protobuf-c (and protoc-c), libcurl, libyaml, cmocka, python3; for the tests: go (pprof)," \
 	     "jemalloc, tcmalloc, tmux, chromium, PyTorch for /usr/bin/python3 and its debug symbols, debuginfod; for the kernel matrix: qemu-system-x86, busybox," \
 	     "cpio, xz, zstd; for make fuzz: clang's libFuzzer (compiler-rt)" >&2
 	exit 1

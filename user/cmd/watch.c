@@ -270,6 +270,7 @@ static void on_device_oom(struct session *s, struct trail_target *tt, json_t *ev
 	watch_emit(w, name, watch_snapshot_doc(w, tt, t_ms, NULL, snap, s->device_oom_sites,
 					       kind__from_name(json_string_value(
 						       json_object_get(ev, "kind")))));
+	watch_kube_device_oom(w, tt, ev, w->last_top);
 	w->snapshots++;
 	if (w->metrics)
 		metrics__snapshot(w->metrics, "device_oom");
@@ -364,6 +365,7 @@ static void on_ended(struct session *s, struct trail_target *tt)
 		       sanitize__str(comm, sizeof(comm), tt->comm), who[0] ? " " : "", who, line,
 		       top_text[0] ? "; " : "", top_text);
 	log__line(STDOUT_FILENO, text, len < (int)sizeof(text) ? (size_t)len : sizeof(text) - 1);
+	watch_kube_verdict(w, tt, has_attr ? &attr : NULL, line, top_text);
 	w->verdicts++;
 	if (w->metrics)
 		metrics__verdict(w->metrics, verdict__cause_name(tt->verdict->cause));
@@ -454,6 +456,16 @@ static const struct opt watch_rows[] = {
 		   "node's CPU time in those probes stays within PCT percent of one CPU (0.1 to "
 		   "100); a snapshot lists the heap sites of its process's windows by bytes "
 		   "allocated while they were open (not as held now)"),
+	OPT_ROW_FLAG("kube-events", 0, struct watch_opts, kube_events,
+		     "each verdict and device OOM of a process in a pod also as a Warning Event "
+		     "on that Pod (events.k8s.io/v1; what 'kubectl describe pod' shows), posted "
+		     "beside the recorder with retries; repeats become the Event's series. The "
+		     "API server: the pod's service account, else --kubeconfig or KUBECONFIG"),
+	OPT_ROW_STR("kubeconfig", 0, "FILE", struct watch_opts, kubeconfig,
+		    "the API server and credentials for --kube-events from FILE's current "
+		    "context (token, tokenFile or client certificates; TLS always verified)"),
+	OPT_ROW_STR("node", 0, "NAME", struct watch_opts, node,
+		    "this node's name in Events (default: $NODE_NAME, else the host name)"),
 	OPT_ROW_END,
 };
 
@@ -615,6 +627,7 @@ static void free_watch(struct watch *w)
 	free(w->lim);
 	free(w->pend);
 	metrics__destroy(w->metrics);
+	kube_events__close(w->kube, 0);
 	session__destroy(&w->s);
 }
 
@@ -637,6 +650,10 @@ int cmd_watch(int argc, char **argv)
 		return k > 0 ? 0 : 2;
 	if (o.heap_budget > 0 && o.no_sites) {
 		log__error("--heap-budget takes heap sites: it cannot go with --no-sites");
+		return 2;
+	}
+	if ((o.kubeconfig || o.node) && !o.kube_events) {
+		log__error("--kubeconfig and --node are for --kube-events");
 		return 2;
 	}
 	/* before the directory is made: nothing is left by a run that cannot trace */
@@ -670,6 +687,9 @@ int cmd_watch(int argc, char **argv)
 		if (metrics__open(&w.metrics, &mc))
 			goto out;
 	}
+	/* no cluster, a file unreadable: said before any BPF is loaded */
+	if (o.kube_events && watch_kube_open(&w))
+		goto out;
 	if (tracer__open(&w.s.tracer, &cfg, session__on_event, &w.s))
 		goto out;
 	w.s.trail.kernel = features__json(tracer__features(w.s.tracer));
@@ -690,6 +710,9 @@ int cmd_watch(int argc, char **argv)
 	statusline__stop();
 	if (w.n_pend)
 		watch_flush_pending(&w);
+	/* the Events still waiting get a few seconds (the pod's grace period is 30) */
+	kube_events__close(w.kube, KUBE_FLUSH_MS);
+	w.kube = NULL;
 	tracer__lost(w.s.tracer, lost);
 	ret = 0;
 	log__info("stopped: %llu snapshots, %llu verdicts; %zu not written, %llu dropped",

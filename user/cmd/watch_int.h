@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 #include "cmdopts.h"
+#include "container.h"
+#include "kube.h"
 #include "metrics.h"
 #include "session.h"
 
@@ -46,6 +48,8 @@
 #define OOM_NAMES 64
 /* bytes per target besides its timeline window and phases (struct trail_target, strings) */
 #define TARGET_BYTES 1024
+/* at the end, Events still waiting for the API server get this long */
+#define KUBE_FLUSH_MS 5000
 
 struct watch_opts {
 	struct target_opts t;	/* --cgroup only */
@@ -61,6 +65,9 @@ struct watch_opts {
 	bool no_sites;
 	uint64_t deep_from;
 	double heap_budget;	/* % of one CPU for heap probe windows; 0: no heap sites */
+	bool kube_events;	/* verdicts as Events on their Pods */
+	const char *kubeconfig;	/* NULL: the pod's service account (kube.h) */
+	const char *node;	/* NULL: $NODE_NAME, else the host's name */
 };
 
 /* A memory cgroup with a limit that holds targets: watched for pressure. */
@@ -109,6 +116,7 @@ struct watch {
 	size_t device_next;
 	size_t oom_next;
 	struct metrics *metrics;	/* NULL: no --metrics */
+	struct kube_events *kube;	/* NULL: no --kube-events */
 	uint64_t now_ms;		/* the turn's time (ended targets removed then) */
 };
 
@@ -144,6 +152,17 @@ json_t *watch_top_site(const struct trail_sites *ts, int kind);
 void watch_heap_offer(struct watch *w, uint64_t now);
 /* "top site: LABEL, 12.1 GiB mapped" of such an object, "" for none. */
 const char *watch_top_phrase(json_t *top, char *buf, size_t len);
+/* --kube-events: the poster started (0), or -1 once said. */
+int watch_kube_open(struct watch *w);
+/*
+ * TT's verdict as an Event on its Pod (ATTR: its container and pod; none,
+ * no Event): LINE the verdict's phrase, TOP_TEXT its top site's.
+ */
+void watch_kube_verdict(struct watch *w, const struct trail_target *tt,
+			const struct container_attr *attr, const char *line, const char *top_text);
+/* TT's device OOM (the session's event EV) as an Event on its Pod, TOP its top site. */
+void watch_kube_device_oom(struct watch *w, const struct trail_target *tt, json_t *ev,
+			   json_t *top);
 /* WHAT-PID-TIME.json */
 void watch_file_name(char *buf, size_t len, const char *what, uint32_t pid);
 /* The limited cgroups of the live targets, looked up again now and then. */

@@ -277,6 +277,13 @@ static void on_exec(struct session *s, const struct memtrail_event_exec *e)
 	 */
 	if (!tt->cgroup || !e->cgroup_id || e->cgroup_id != tt->cgroup_id) {
 		cgroup = cgroup__of_pid(tt->pid);
+		/*
+		 * a short program (an OOM victim, an exec probe) may be gone by
+		 * now: its cgroup's path from the id the exec told, or its
+		 * verdict would name its parent's cgroup and no pod
+		 */
+		if (!cgroup && e->cgroup_id)
+			cgroup = cgroup__memory_path_of_id(e->cgroup_id);
 		if (cgroup) {
 			free(tt->cgroup);
 			tt->cgroup = cgroup;
