@@ -11,6 +11,8 @@
 # make fuzz     fuzz 'memtrail report' (trail reader and renderers) for
 #               FUZZ_SECONDS (300) with libFuzzer; fails on any finding
 # make demo     build, then run 'memtrail demo'
+# make image    the DaemonSet's container image (IMAGE, default memtrail:VERSION)
+#               from Debian's packages with mmdebstrap and podman
 # make arm64    cross-build build-arm64/memtrail for arm64 (make deps-arm64
 #               installs Debian's gcc-aarch64-linux-gnu and :arm64 libraries)
 # V=1           show the commands
@@ -37,7 +39,9 @@ WARNINGS := -Wall -Wextra -Werror
 # kube (Events on Pods, for watch) -> util
 USER_DIRS := cmd engine trail render kube util
 USER_INC := $(addprefix -Iuser/,$(USER_DIRS))
-USER_CFLAGS := $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE -Iinclude $(USER_INC) -I$(OUT) -MMD -MP
+VERSION := 0.1.0
+USER_CFLAGS := $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE -DMEMTRAIL_VERSION='"$(VERSION)"' -Iinclude \
+	$(USER_INC) -I$(OUT) -MMD -MP
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	-Iinclude -I$(OUT) -MMD -MP
 LIBS := -lbpf -ldw -lelf -lz -ljansson -lyajl -lprotobuf-c -lmicrohttpd -lcurl -lyaml -liberty -lpthread -lm
@@ -252,6 +256,33 @@ arm64: $(ARM64_OUT)/vmlinux.btf
 		CC=$(ARM64_CROSS)gcc CXX=$(ARM64_CROSS)g++ NM=$(ARM64_CROSS)nm STRIP=$(ARM64_CROSS)strip \
 		VMLINUX_BTF=$(ARM64_OUT)/vmlinux.btf $(ARM64_OUT)/memtrail workloads
 
+# the DaemonSet's image from this checkout and Debian's packages only (no base
+# image from a registry): mmdebstrap unpacks the libraries memtrail links
+# against, of this machine's Debian suite and from its apt sources, with dash
+# and ldconfig (device runtimes are found with ldconfig -p); podman imports it
+# as IMAGE, the name 'memtrail daemonset' gives by default
+IMAGE ?= memtrail:$(VERSION)
+IMAGE_SUITE ?= $(shell . /etc/os-release 2>/dev/null && echo $$VERSION_CODENAME)
+IMAGE_PKGS := libc6,libbpf1,libdw1,libelf1,zlib1g,libjansson4,libyajl2,libprotobuf-c1,libmicrohttpd12,libcurl4,libyaml-0-2,libc-bin,dash
+APT_SOURCES = $(firstword $(wildcard /etc/apt/sources.list.d/*.sources /etc/apt/sources.list))
+image: $(BIN)
+	$(Q)sh tests/deps.sh image
+	$(call msg,IMAGE,$(IMAGE))
+	$(Q)mkdir -p $(OUT)/image
+	$(Q)$(STRIP) -o $(OUT)/image/memtrail $(BIN)
+	$(Q)rm -f $(OUT)/image/rootfs.tar
+	$(Q)mmdebstrap --quiet --variant=extract --format=tar --include=$(IMAGE_PKGS) \
+		--dpkgopt='path-exclude=/usr/share/*' \
+		--dpkgopt='path-exclude=/usr/lib/*/gconv/*' \
+		--extract-hook='install -D -m 0755 $(CURDIR)/$(OUT)/image/memtrail "$$1/usr/bin/memtrail"' \
+		--extract-hook='mkdir -p -m 1777 "$$1/tmp"; rm -f "$$1"/etc/apt/sources.list.d/*' \
+		$(IMAGE_SUITE) $(OUT)/image/rootfs.tar $(APT_SOURCES)
+	$(Q)podman import --quiet --change 'CMD ["/usr/bin/memtrail","--help"]' \
+		$(OUT)/image/rootfs.tar $(IMAGE) >/dev/null
+	$(Q)rm -f $(OUT)/image/rootfs.tar
+	@podman image inspect --format '{{.Size}}' $(IMAGE) | \
+		awk '{ printf "memtrail: image $(IMAGE): %.1f MB\n", $$1 / 1e6 }'
+
 # NVIDIA's real libcuda.so.1 and libcudart from Debian non-free, and trixie's Python 3.13 root, for the tests
 vendor:
 	$(Q)$(PYTHON) tests/vendor.py
@@ -319,7 +350,7 @@ clean:
 	$(call msg,CLEAN,$(OUT) $(BIN) $(ARM64_OUT))
 	$(Q)rm -rf $(OUT) $(BIN) $(ARM64_OUT)
 
-.PHONY: all arm64 deps deps-arm64 vendor vendor-arm64 unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
+.PHONY: all arm64 image deps deps-arm64 vendor vendor-arm64 unit integration test test-kernels unit-build fuzz-build fuzz workloads bench \
 	bench-cpus demo clean
 
 -include $(USER_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(COMPAT_OBJS:.o=.d) $(UNIT_TESTS:=.d) $(WORKLOADS:=.d)

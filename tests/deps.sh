@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Install the Debian packages that memtrail's build and tests need, when missing.
 #   deps.sh          the build and the tests
+#   deps.sh image    make image: mmdebstrap and podman
 #   deps.sh arm64    make arm64: Debian's cross gcc and the libraries for arm64
 #                    (multiarch; apt may upgrade their amd64 twins to the same version)
 set -e
@@ -17,6 +18,11 @@ libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linu
 golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd-dev prometheus
 python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev python3-torch
 python3-dbg debuginfod libdebuginfod1 libcurl4-openssl-dev libyaml-dev openssl"
+if [ "${1:-}" = image ]; then
+	# make image: a root of Debian's packages (mmdebstrap), imported by podman;
+	# runc: crun refuses a host whose cgroups are v1 and v2 at once
+	PKGS="mmdebstrap podman runc"
+fi
 if [ "${1:-}" = arm64 ]; then
 	# qemu-user-static: the arm64 binary's smoke run (tests/kernels/arm64.py);
 	# qemu-system-arm: the kernel matrix's arm64 rows; g++: a C++ workload

@@ -388,18 +388,33 @@ current-context: {context}
     return path
 
 
-def describe_events(events):
+def _age(stamp, now):
+    """kubectl's short duration of a MicroTime before NOW (seconds)."""
+    import datetime
+    t = datetime.datetime.strptime(stamp[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    s = max(0, int(now - t))
+    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
+
+
+def describe_events(events, now=None):
     """The Events part of `kubectl describe pod` for EVENTS (pkg/describe's
-    DescribeEvents: Type, Reason, Age, From, Message; a fieldPath before the
-    message), ages left out: what a user sees of memtrail's."""
-    rows = [("Type", "Reason", "From", "Message"), ("----", "------", "----", "-------")]
+    DescribeEvents: Type, Reason, Age, From, Message; a series' age as
+    "LAST (xCOUNT over FIRST)"; a fieldPath before the message)."""
+    import time
+    now = now or time.time()
+    rows = [("Type", "Reason", "Age", "From", "Message"),
+            ("----", "------", "----", "----", "-------")]
     for ev in events:
         msg = ev.get("note", "")
         fp = (ev.get("regarding") or {}).get("fieldPath")
         if fp:
             msg = f"{fp}: {msg}"
-        count = (ev.get("series") or {}).get("count")
-        rows.append((ev["type"], ev["reason"] + (f" (x{count})" if count else ""),
-                     ev["reportingController"], msg))
-    w = [max(len(r[i]) for r in rows) for i in range(3)]
-    return "\n".join(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}" for r in rows)
+        series = ev.get("series")
+        age = _age(ev["eventTime"], now)
+        if series:
+            age = f"{_age(series['lastObservedTime'], now)} (x{series['count']} over {age})"
+        rows.append((ev["type"], ev["reason"], age, ev["reportingController"], msg))
+    w = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  " + "  ".join(f"{r[i]:<{w[i]}}" for i in range(4)) + "  " + r[4]
+                     for r in rows)

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""memtrail daemonset: the manifest it prints parses as YAML (python3-yaml),
-is a DaemonSet that runs watch with metrics, and mounts exactly what the
-README's table says, with the permissions it names; options substitute;
-bad values fail on one line."""
+"""memtrail daemonset: the manifest it prints parses as YAML (python3-yaml):
+a ServiceAccount, a ClusterRole that may create and patch Events and nothing
+else, its binding, and a DaemonSet that runs watch with metrics and
+--kube-events as that account, mounting exactly what the README's table
+says, with the permissions it names; options substitute; bad values fail on
+one line."""
 
 import os
 import re
@@ -15,11 +17,20 @@ except ImportError:  # a failure, not a skip: deps.sh installs python3-yaml
     yaml = None
 
 
-def manifest(*args):
+def documents(*args):
+    """The manifest's objects, by kind."""
     check(yaml is not None, "python3-yaml is installed")
     p = run([MEMTRAIL, "daemonset", *args])
     check_eq(p.returncode, 0, f"memtrail daemonset status ({p.stderr.strip()})")
-    return yaml.safe_load(p.stdout)
+    docs = list(yaml.safe_load_all(p.stdout))
+    kinds = [d["kind"] for d in docs]
+    check_eq(kinds, ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"],
+             "the manifest's objects")
+    return {d["kind"]: d for d in docs}
+
+
+def manifest(*args):
+    return documents(*args)["DaemonSet"]
 
 
 def readme_table():
@@ -53,7 +64,11 @@ def test_daemonset_matches_readme():
              ("true", str(port), "/metrics"), "scrape annotations")
     check_eq(port, 9464, "default port")
     check_eq(d["metadata"]["namespace"], "kube-system", "default namespace")
-    check_eq(c["image"], "memtrail:latest", "default image")
+    check_eq(c["image"], "memtrail:0.1.0", "default image: what make image builds")
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        check("IMAGE ?= memtrail:$(VERSION)" in f.read() and
+              run([MEMTRAIL, "--version"]).stdout.strip() == "memtrail 0.1.0",
+              "make image names the image so")
     # the mounts, exactly as the README's table has them
     volumes = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
     mounts = {volumes[m["name"]]: (m["mountPath"], bool(m.get("readOnly")))
@@ -67,6 +82,37 @@ def test_daemonset_matches_readme():
     check(pods in [p for p, _ in mounts.values()], "the pods dir is mounted")
     for word in ("privileged: true", "hostPID: true"):
         check(f"`{word}`" in section, f"the README says what {word} is for")
+
+
+def test_daemonset_may_write_events_and_nothing_else():
+    """The account the DaemonSet runs as may create and patch Events (the
+    verdicts, their series) and nothing else; watch runs with --kube-events
+    and the node's name; the README's permission table says why."""
+    docs = documents()
+    sa, role, binding, ds = (docs[k] for k in ("ServiceAccount", "ClusterRole",
+                                               "ClusterRoleBinding", "DaemonSet"))
+    check_eq(role["rules"], [{"apiGroups": ["events.k8s.io"], "resources": ["events"],
+                              "verbs": ["create", "patch"]}], "the ClusterRole's rules")
+    check_eq(binding["roleRef"], {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": role["metadata"]["name"]}, "the binding's role")
+    check_eq(binding["subjects"], [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                    "namespace": sa["metadata"]["namespace"]}],
+             "the binding's subject")
+    spec = ds["spec"]["template"]["spec"]
+    check_eq(spec["serviceAccountName"], sa["metadata"]["name"], "the pods' account")
+    check_eq(sa["metadata"]["namespace"], ds["metadata"]["namespace"], "one namespace")
+    c = spec["containers"][0]
+    check("--kube-events" in c["command"], "verdicts as Events")
+    check_eq(c["env"], [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {
+        "fieldPath": "spec.nodeName"}}}], "the node's name from the downward API")
+    section, _ = readme_table()
+    for word in ("`create`", "`patch`", "events.k8s.io"):
+        check(word in section, f"the README's table says what {word} is for")
+    d = documents("--namespace", "monitoring")
+    check_eq(d["ClusterRoleBinding"]["subjects"][0]["namespace"], "monitoring",
+             "--namespace in the binding")
+    check_eq(d["ServiceAccount"]["metadata"]["namespace"], "monitoring",
+             "--namespace of the account")
 
 
 def test_daemonset_options():

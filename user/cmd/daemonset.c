@@ -14,7 +14,11 @@
 #include "log.h"
 #include "opts.h"
 
-#define DEFAULT_IMAGE "memtrail:latest"
+#ifndef MEMTRAIL_VERSION
+#define MEMTRAIL_VERSION "0.1.0"
+#endif
+/* what 'make image' builds */
+#define DEFAULT_IMAGE "memtrail:" MEMTRAIL_VERSION
 #define DEFAULT_NAMESPACE "kube-system"
 #define DEFAULT_PORT 9464
 
@@ -114,10 +118,12 @@ static void usage(FILE *f, const struct opts_cmd *c)
 "usage: memtrail daemonset [--image IMAGE] [--namespace NS]\n"
 "                          [--metrics-port PORT]\n"
 "\n"
-"Print a Kubernetes DaemonSet that runs 'memtrail watch' on every node:\n"
-"snapshots and verdicts to /var/lib/memtrail/snapshots on the node, Prometheus\n"
-"metrics on the pod's PORT (with the prometheus.io scrape annotations).\n"
-"  memtrail daemonset --image registry.example/memtrail:0.1 | kubectl apply -f -\n"
+"Print a Kubernetes DaemonSet that runs 'memtrail watch --kube-events' on every\n"
+"node, with its ServiceAccount and the one permission it uses (create and patch\n"
+"Events): snapshots and verdicts to /var/lib/memtrail/snapshots on the node, each\n"
+"verdict an Event on its Pod, Prometheus metrics on the pod's PORT (with the\n"
+"prometheus.io scrape annotations). 'make image' builds the image it names.\n"
+"  memtrail daemonset --image registry.example/memtrail:0.1.0 | kubectl apply -f -\n"
 "\n");
 	opts__help(f, c);
 }
