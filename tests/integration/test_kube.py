@@ -148,7 +148,7 @@ def test_kube_event_on_the_pod_names_the_growing_line():
     check_eq(rc, 0, f"watch's status ({err!r})")
     check(not lost_lines(err), f"nothing lost: {err!r}")
     check("posting verdicts as Events to https://127.0.0.1:" in err and
-          "(the pod's service account) as node " + NODE in err, f"where Events go: {err!r}")
+          ", from the pod's service account, as node " + NODE in err, f"where Events go: {err!r}")
     no_token_shown(out, err)
     check_eq(kills, 1, "the cgroup's oom_kill count")
     check_eq(len(verdicts), 1, "verdict files")
@@ -367,20 +367,77 @@ def test_kube_config_errors():
     check("kubeconfig /nonexistent: No such file" in err_of("--kubeconfig", "/nonexistent"),
           "a missing file")
     cfg = os.path.join(d, "kc")
-    base = open(kubeconfig(cfg, "https://127.0.0.1:6443", "/nonexistent-ca",
-                           "/nonexistent-token")).read()
+    ca = os.path.join(d, "ca.crt")
+    write(ca, "")
+    base = open(kubeconfig(cfg, "https://127.0.0.1:6443", ca, "/nonexistent-token")).read()
     write(cfg, base.replace("    tokenFile: /nonexistent-token",
                             "    exec:\n      command: aws"))
     check("gets its credentials from an exec plugin" in err_of("--kubeconfig", cfg),
           "exec plugin refused")
-    write(cfg, base.replace("    certificate-authority: /nonexistent-ca",
+    write(cfg, base.replace(f"    certificate-authority: {ca}",
                             "    insecure-skip-tls-verify: true"))
     check("always verifies" in err_of("--kubeconfig", cfg), "insecure refused")
     write(cfg, base.replace("https://", "http://"))
     check("over https:// only" in err_of("--kubeconfig", cfg), "http refused")
     write(cfg, base)
+    check("tokenFile /nonexistent-token cannot be read" in err_of("--kubeconfig", cfg),
+          "an unreadable token file")
+    write(cfg, base.replace(ca, "/nonexistent-ca"))
     check("certificate-authority /nonexistent-ca cannot be read" in
           err_of("--kubeconfig", cfg), "an unreadable CA")
+    write(cfg, "clusters: [")
+    check("not YAML" in err_of("--kubeconfig", cfg), "not YAML")
     p = run([MEMTRAIL, "watch", "--node", "x"])
     check_eq(p.returncode, 2, "--node without --kube-events")
     check(not os.path.exists(os.path.join(d, "out")), "no directory made by a run that failed")
+
+
+def test_kube_device_oom_and_signal_events():
+    """A CUDA allocation out of device memory (the stand-in libcuda fails it
+    on demand) and a SIGKILL sent by another process, in one container: an
+    Event each, DeviceOutOfMemory naming the call and its line (the workload's
+    own source), KilledBySignal naming the sender."""
+    from test_devices import LIBCUDA, device_oom_snapshot, mapping, source_line
+    from harness import ROOT
+    c = Cluster()
+    ids = new_pod_ids()
+    path, rel, limit, uid, cid = kubelet_memcg(1024 * MiB, ids)
+    # the model server has its runtime mapped before watch starts (probed at its start)
+    proc = subprocess.Popen(in_cgroup(path, [workload("cuda_phases"), "--wait"]),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    mapping(proc.pid, LIBCUDA)
+    w = c.watch(ids[0])
+    victim = None
+    try:
+        data, files = device_oom_snapshot(w.dir, proc)
+        check_eq(len(files), 1, "the device OOM snapshot")
+        wait_for(lambda: c.api.events, 30, "the device OOM's Event")
+        victim = subprocess.Popen(in_cgroup(path, ["sleep", "600"]))
+        mapping(victim.pid, "/usr/bin/sleep")
+        sender = subprocess.run(["sh", "-c", f"kill -9 {victim.pid}; echo $$"],
+                                capture_output=True, text=True)
+        victim.wait(timeout=10)
+        wait_for(lambda: len(c.api.events) == 2, 30, "the SIGKILL's Event")
+    finally:
+        rc, out, err = w.stop()
+        if victim and victim.poll() is None:
+            victim.kill()
+        remove_tree(path)
+        c.api.stop()
+    check_eq(rc, 0, f"watch's status ({err!r})")
+    events = {e["reason"]: e for e in c.api.snapshot().values()}
+    check_eq(sorted(events), ["DeviceOutOfMemory", "KilledBySignal"], "the Events' reasons")
+    dev = events["DeviceOutOfMemory"]
+    check_eq(dev["action"], "AllocationFailed", "the device OOM's action")
+    check_eq(dev["regarding"]["uid"], uid, "on the pod")
+    line = source_line(os.path.join(ROOT, "tests", "workloads", "cuda_phases.c"),
+                       "cuMemAlloc_v2(&d2, 16 * MiB)")
+    check(dev["note"].startswith(f"{data['pid']} (cuda_phases) cuMemAlloc_v2 of ") and
+          "CUDA_ERROR_OUT_OF_MEMORY" in dev["note"] and "in phase 'execute'" in dev["note"] and
+          f"top site: main (cuda_phases.c:{line}), 16.0 MiB cuda_device" in dev["note"],
+          f"the device OOM's note: {dev['note']!r}")
+    sig = events["KilledBySignal"]
+    check_event(sig, uid, reason="KilledBySignal")
+    check(sig["note"].startswith(f"{victim.pid} (sleep) signal: SIGKILL sent by "
+                                 f"{sender.stdout.strip()} (sh, "), f"the sender: {sig['note']!r}")
+    no_programs_left()

@@ -657,13 +657,21 @@ int cmd_watch(int argc, char **argv)
 		return 2;
 	}
 	/* before the directory is made: nothing is left by a run that cannot trace */
-	if (tracer__check_caps() || build_config(&o, &cfg) || watch_check_dir(o.dir))
+	if (tracer__check_caps() || build_config(&o, &cfg))
 		return 1;
 	w.o = &o;
+	/* no cluster, a file unreadable: said before anything is made or loaded */
+	if (o.kube_events && watch_kube_open(&w))
+		return 1;
+	if (watch_check_dir(o.dir)) {
+		kube_events__close(w.kube, 0);
+		return 1;
+	}
 	w.pend = calloc(o.pending, sizeof(*w.pend));
 	if (!w.pend || trail__init(&w.s.trail)) {
 		log__error("out of memory");
 		free(w.pend);
+		kube_events__close(w.kube, 0);
 		return 1;
 	}
 	w.s.trail.interval_ms = o.interval_ms;
@@ -687,9 +695,6 @@ int cmd_watch(int argc, char **argv)
 		if (metrics__open(&w.metrics, &mc))
 			goto out;
 	}
-	/* no cluster, a file unreadable: said before any BPF is loaded */
-	if (o.kube_events && watch_kube_open(&w))
-		goto out;
 	if (tracer__open(&w.s.tracer, &cfg, session__on_event, &w.s))
 		goto out;
 	w.s.trail.kernel = features__json(tracer__features(w.s.tracer));

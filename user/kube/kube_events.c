@@ -511,13 +511,16 @@ bool kube_events__post(struct kube_events *k, const struct kube_event *ev)
 	}
 	e = free_slot ? free_slot : idle;
 	if (!e) {
-		describe(who, sizeof(who), ev);
-		if (!k->full_said)
-			log__warn("kube events: %d Events wait for the API server; the one on %s is "
-				  "dropped (and later ones, counted)", KUBE_QUEUE_MAX, who);
+		bool say = !k->full_said;
+
 		k->full_said = true;
 		k->dropped++;
 		pthread_mutex_unlock(&k->lock);
+		/* said outside the lock: a stderr nobody reads must not hold the poster */
+		describe(who, sizeof(who), ev);
+		if (say)
+			log__warn("kube events: %d Events wait for the API server; the one on %s is "
+				  "dropped (and later ones, counted)", KUBE_QUEUE_MAX, who);
 		return false;
 	}
 	memset(e, 0, sizeof(*e));
