@@ -170,7 +170,12 @@ $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES) $(OUT)/profile.pb-c.h
 	$(call msg,TEST,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARNINGS) $(SAN_FLAGS) -D_GNU_SOURCE -Iinclude $(USER_INC) -I$(OUT) -MMD -MP \
-		-o $@ $< $(UNIT_MODULES) -lcmocka -ljansson -lyajl -lbpf -lprotobuf-c -liberty -lz -lm
+		-o $@ $< $(UNIT_MODULES) $(UNIT_EXTRA) -lcmocka -ljansson -lyajl -lbpf -lprotobuf-c -liberty -lz -lm
+
+# the kube folder's tests take its modules and their libraries
+KUBE_MODULES := user/kube/kubeconfig.c user/kube/kube_events.c
+$(OUT)/tests/unit/test_kube: $(KUBE_MODULES)
+$(OUT)/tests/unit/test_kube: private UNIT_EXTRA := $(KUBE_MODULES) -lcurl -lyaml -lpthread
 
 # one compiler run of many sources: every header is a prerequisite
 $(FUZZER): tests/fuzz/fuzz_report.c $(FUZZ_MODULES) $(OUT)/profile.pb-c.h $(wildcard user/*/*.h include/*.h)

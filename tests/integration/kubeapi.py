@@ -418,3 +418,22 @@ def describe_events(events, now=None):
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  " + "  ".join(f"{r[i]:<{w[i]}}" for i in range(4)) + "  " + r[4]
                      for r in rows)
+
+
+def kubectl_events(events, now=None):
+    """`kubectl events --for pod/NAME` of EVENTS (its event_printer.go: LAST
+    SEEN, TYPE, REASON, OBJECT, MESSAGE)."""
+    import time
+    now = now or time.time()
+    rows = [("LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")]
+    for ev in events:
+        series = ev.get("series")
+        seen = _age(ev["eventTime"], now)
+        if series:
+            seen = f"{_age(series['lastObservedTime'], now)} (x{series['count']} over {seen})"
+        reg = ev["regarding"]
+        rows.append((seen, ev["type"], ev["reason"], f"{reg['kind']}/{reg['name']}",
+                     ev.get("note", "")))
+    w = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("   ".join(f"{r[i]:<{w[i]}}" for i in range(4)) + "   " + r[4]
+                     for r in rows)

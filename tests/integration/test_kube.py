@@ -14,7 +14,8 @@ import time
 
 from harness import (MiB, Background, check, check_eq, in_cgroup, kubelet_memcg, new_pod_ids,
                      no_programs_left, remove_tree, run, MEMTRAIL, tmpdir, workload)
-from kubeapi import KubeAPI, describe_events, kubeconfig, make_ca, make_server_cert
+from kubeapi import (KubeAPI, describe_events, kubeconfig, kubectl_events, make_ca,
+                     make_server_cert)
 from test_watch import PY_OOM_SITES, load, lost_lines, pods_dir, wait_files
 
 NODE = "node-a1"
@@ -220,6 +221,7 @@ def test_kube_twenty_kills_one_event_and_its_series():
     check_event(ev, uid)
     check_eq(ev["series"]["count"], 20, "the series")
     print(describe_events([ev]))
+    print(kubectl_events([ev]))
     check(ev["series"]["lastObservedTime"] >= ev["eventTime"], "last observed after the first")
     check_eq(c.api.statuses("POST"), [201], "one create")
     patches = c.api.statuses("PATCH")

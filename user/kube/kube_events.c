@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -557,6 +558,7 @@ void kube_events__stats(struct kube_events *k, struct kube_events_stats *s)
 int kube_events__open(const struct kube_events_opts *o, struct kube_events **out)
 {
 	struct kube_events *k;
+	sigset_t all, old;
 	char err[1024];
 	int r;
 
@@ -601,7 +603,14 @@ int kube_events__open(const struct kube_events_opts *o, struct kube_events **out
 	pthread_cond_init(&k->wake, &ca);
 	pthread_cond_init(&k->done, &ca);
 	pthread_condattr_destroy(&ca);
+	/*
+	 * every signal blocked in the poster: Ctrl-C and SIGTERM reach the
+	 * event loop, and a TLS write to a closed connection raises no SIGPIPE
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&k->thread, NULL, poster, k);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r) {
 		log__error("--kube-events: no thread to post from: %s", strerror(r));
 		goto fail;
