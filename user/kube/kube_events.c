@@ -530,8 +530,16 @@ bool kube_events__post(struct kube_events *k, const struct kube_event *ev)
 	e->count = 1;
 	e->last_ns = ev->time_ns;
 	e->since_ms = now;
-	/* client-go's name: the regarding object's name and the time in hex */
-	snprintf(e->name, sizeof(e->name), "%s.%llx", ev->pod, (unsigned long long)ev->time_ns);
+	/*
+	 * client-go's name: the regarding object's name and the time in hex;
+	 * past 253 bytes (a DNS subdomain's most), the pod's UID in its place
+	 */
+	if (strlen(ev->pod) + 1 + 16 <= 253)
+		snprintf(e->name, sizeof(e->name), "%s.%llx", ev->pod,
+			 (unsigned long long)ev->time_ns);
+	else
+		snprintf(e->name, sizeof(e->name), "%s.%llx", ev->uid,
+			 (unsigned long long)ev->time_ns);
 queued:
 	log__debug("kube events: %s on pod %s/%s: %u time%s", ev->reason, ev->namespace, ev->pod,
 		   e->count, e->count == 1 ? "" : "s");
