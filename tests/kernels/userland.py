@@ -37,7 +37,7 @@ TRIPLET = {"arm64": "aarch64-linux-gnu", "amd64": "x86_64-linux-gnu"}
 # name the functions their stripped libraries leave out (clone3, in arm64's libc)
 PACKAGES = """busybox-static dash bash coreutils util-linux mount procps grep sed findutils
 gawk diffutils login passwd base-passwd base-files libc-bin python3 python3-minimal
-libbpf1 libdw1 libelf1 zlib1g libjansson4 libyajl2 libprotobuf-c1 libmicrohttpd12
+libbpf1 libdw1 libelf1 zlib1g libjansson4 libyajl2 libprotobuf-c1 libmicrohttpd12 libcurl4 libyaml-0-2
 libstdc++6 libgcc-s1 iproute2 kmod bpftool binutils dpkg gdb python3-dbg libc6-dbg
 libpam-modules libpam-runtime python3-numpy""".split()
 
