@@ -36,12 +36,20 @@ CFLAGS ?= -g -O2
 WARNINGS := -Wall -Wextra -Werror
 # user/: cmd (the commands) -> engine (BPF, targets, sessions) -> trail (the
 # record and its vocabulary) -> util; render (report's outputs) -> trail, util;
-# kube (Events on Pods, for watch) -> util
+# kube (Events on Pods, for watch) -> util. Each folder's sources see their
+# own folder's headers and those of the folders below, no other: a header
+# from above is not found (tests/layers.py says which and why)
 USER_DIRS := cmd engine trail render kube util
 USER_INC := $(addprefix -Iuser/,$(USER_DIRS))
+SEES_cmd := cmd engine trail render kube util
+SEES_engine := engine trail util
+SEES_trail := trail util
+SEES_render := render trail util
+SEES_kube := kube util
+SEES_util := util
 VERSION := 0.1.0
 USER_CFLAGS := $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE -DMEMTRAIL_VERSION='"$(VERSION)"' -Iinclude \
-	$(USER_INC) -I$(OUT) -MMD -MP
+	-I$(OUT) -MMD -MP
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	-Iinclude -I$(OUT) -MMD -MP
 LIBS := -lbpf -ldw -lelf -lz -ljansson -lyajl -lprotobuf-c -lmicrohttpd -lcurl -lyaml -liberty -lpthread -lm
@@ -164,7 +172,7 @@ $(OUT)/user/cmd/daemonset.o: user/cmd/daemonset.yaml
 $(OUT)/user/%.o: user/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(USER_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(USER_CFLAGS) $(addprefix -Iuser/,$(SEES_$(firstword $(subst /, ,$*)))) -c $< -o $@
 
 $(OUT)/tests/unit/%: tests/unit/%.c $(UNIT_MODULES) $(OUT)/profile.pb-c.h
 	$(call msg,TEST,$@)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """make test: the cmocka unit tests (sanitizers on), the fuzzer of report for
-FUZZ_SECONDS (300; tests/fuzz/run.py, one check), the integration tests, the
+FUZZ_SECONDS (300; tests/fuzz/run.py, one check), user/'s layering
+(tests/layers.py), the integration tests, the
 BPF objects built with Linux 5.10's x86 and 6.1's arm64 headers
 (tests/kernels/headers.py), the arm64 build under qemu-user
 (tests/kernels/arm64.py), then the integration tests' core on Linux 5.10
@@ -53,14 +54,16 @@ def main():
         passed += 1
     else:
         failed += 1
-    for label, script in (("integration", ["integration", "run.py"]),
+    for label, script in (("layers", [".", "layers.py"]),  # user/'s floors and doors
+                          ("integration", ["integration", "run.py"]),
                           # the BPF objects build with other kernels' headers (5.10 x86, 6.1 arm64)
                           ("headers", ["kernels", "headers.py"]),
                           # make arm64's binary says what this one says (qemu-user)
                           ("arm64", ["kernels", "arm64.py"]),
                           # the core on the oldest and the most common kernels, x86 and arm64, under QEMU
                           ("kernels", ["kernels", "run.py", "--ci"])):
-        if label != "integration" and os.environ.get("MEMTRAIL_NO_KERNELS") == "1":
+        if label not in ("layers", "integration") and \
+                os.environ.get("MEMTRAIL_NO_KERNELS") == "1":
             continue
         ok, bad = counted(label, script)
         passed += ok

@@ -233,10 +233,11 @@ def wait_stopped(pid, timeout=10):
 
 
 class Background:
-    """memtrail running in the background until it prints 'tracing'."""
+    """memtrail running in the background until it prints 'tracing' (run by
+    PREFIX, a command line that execs it: unshare, podman)."""
 
-    def __init__(self, args, **kw):
-        self.proc = subprocess.Popen([MEMTRAIL, *args], stdout=subprocess.PIPE,
+    def __init__(self, args, prefix=(), **kw):
+        self.proc = subprocess.Popen([*prefix, MEMTRAIL, *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, **kw)
         self.err_lines = []
         deadline = time.time() + 60

@@ -13,7 +13,7 @@ import subprocess
 from harness import (MiB, ROOT, check, check_eq, in_cgroup, kubelet_memcg, new_pod_ids,
                      no_programs_left, remove_tree, run, MEMTRAIL, tmpdir, workload)
 from test_daemonset import documents
-from test_kube import NODE, TOKEN_A, Cluster, check_event, wait_for, write
+from test_kube import NODE, Cluster, check_event, wait_for
 from test_watch import load, pods_dir, wait_files
 
 IMAGE = "memtrail:0.1.0"
@@ -50,10 +50,7 @@ def test_image_runs_as_the_manifest_does():
     # the manifest's pod, by podman
     cl = Cluster()
     ids = new_pod_ids()
-    sa = os.path.join(cl.dir, "sa")
-    os.makedirs(sa)
-    write(os.path.join(sa, "token"), TOKEN_A)
-    write(os.path.join(sa, "ca.crt"), open(cl.ca[0]).read())
+    sa = cl.service_account()
     snaps = os.path.join(tmpdir(), "snapshots")
     # the host's paths of this test for the node's (the pods' logs, the snapshots' disk)
     host_of = {"/var/log/pods": pods_dir(ids[0]), "/var/lib/memtrail/snapshots": snaps}

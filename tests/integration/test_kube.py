@@ -54,6 +54,29 @@ class Cluster:
         w.dir = d
         return w
 
+    def kills(self, uid, path, n, until, what):
+        """N OOM kills in the cgroup at PATH under a watch of this cluster, until
+        UNTIL() (the server's record) holds; the cgroup and the server gone
+        after: (watch's status, stdout, stderr, the verdict files)."""
+        w = self.watch(uid)
+        try:
+            kill_in(path, n)
+            verdicts = wait_files(w.dir, "verdict-*.json", n)
+            wait_for(until, 30, what)
+        finally:
+            rc, out, err = w.stop()
+            remove_tree(path)
+            self.api.stop()
+        return rc, out, err, verdicts
+
+    def service_account(self):
+        """A folder as the kubelet mounts a pod's service account: token, ca.crt."""
+        sa = os.path.join(self.dir, "sa")
+        os.makedirs(sa)
+        write(os.path.join(sa, "token"), TOKEN_A)
+        write(os.path.join(sa, "ca.crt"), open(self.ca[0]).read())
+        return sa
+
     def rotate(self, token):
         """The token replaced as the kubelet replaces a projected one: a new file renamed in."""
         write(self.server_token, token)
@@ -118,10 +141,7 @@ def test_kube_event_on_the_pod_names_the_growing_line():
     names the limit and the growing line (from the program's own ledger)."""
     c = Cluster()
     ids = new_pod_ids()
-    sa = os.path.join(c.dir, "sa")
-    os.makedirs(sa)
-    write(os.path.join(sa, "token"), TOKEN_A)
-    write(os.path.join(sa, "ca.crt"), open(c.ca[0]).read())
+    sa = c.service_account()
     d = os.path.join(tmpdir(), "snapshots")
     inner = ('mount -t tmpfs none /run && mkdir -p /run/secrets/kubernetes.io && '
              f'cp -r {sa} /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
@@ -132,9 +152,9 @@ def test_kube_event_on_the_pod_names_the_growing_line():
     w = None
     try:
         # memtrail in a mount namespace of its own, as in its pod
-        w = BackgroundArgv(["unshare", "-m", "--propagation", "private", "sh", "-c", inner,
-                            "sh", MEMTRAIL, "watch", "-o", d, "--pods-dir", pods_dir(ids[0]),
-                            "--kube-events"], env)
+        w = Background(["watch", "-o", d, "--pods-dir", pods_dir(ids[0]), "--kube-events"],
+                       prefix=["unshare", "-m", "--propagation", "private", "sh", "-c", inner,
+                               "sh"], env=env)
         ledger = os.path.join(tmpdir(), "ledger.json")
         p = subprocess.run(in_cgroup(path, ["/usr/bin/python3", PY_OOM_SITES, ledger]),
                            capture_output=True, timeout=120)
@@ -172,26 +192,6 @@ def test_kube_event_on_the_pod_names_the_growing_line():
     check_eq(c.api.statuses(), [201], "the API server's answers")
     print(describe_events([ev]))
     no_programs_left()
-
-
-class BackgroundArgv(Background):
-    """Background for a command line that is not memtrail's own (memtrail under unshare)."""
-
-    def __init__(self, argv, env):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
-        self.err_lines = []
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.err_lines.append(line)
-            if "tracing" in line:
-                return
-        self.proc.kill()
-        out, err = self.proc.communicate()
-        raise AssertionError(f"memtrail did not start: {''.join(self.err_lines) + err!r}")
 
 
 def test_kube_twenty_kills_one_event_and_its_series():
@@ -237,15 +237,7 @@ def test_kube_server_busy_then_taken():
     ids = new_pod_ids()
     path, rel, limit, uid, cid = kubelet_memcg(32 * MiB, ids)
     c.api.fail_first([503, 429])
-    w = c.watch(ids[0])
-    try:
-        kill_in(path)
-        wait_files(w.dir, "verdict-*.json", 1)
-        wait_for(lambda: c.api.events, 30, "the Event")
-    finally:
-        rc, out, err = w.stop()
-        remove_tree(path)
-        c.api.stop()
+    rc, out, err, verdicts = c.kills(ids[0], path, 1, lambda: c.api.events, "the Event")
     check_eq(rc, 0, f"watch's status ({err!r})")
     check_eq(c.api.statuses(), [503, 429, 201], "the API server's answers")
     events = list(c.api.snapshot().values())
@@ -305,16 +297,9 @@ def test_kube_untrusted_certificate_gets_nothing():
     c = Cluster(rogue=True)
     ids = new_pod_ids()
     path, rel, limit, uid, cid = kubelet_memcg(32 * MiB, ids)
-    w = c.watch(ids[0])
-    try:
-        kill_in(path, 2)
-        verdicts = wait_files(w.dir, "verdict-*.json", 2)
-        # the poster's first try: the server saw memtrail end the handshake
-        wait_for(lambda: c.api.handshake_failures, 30, "a handshake the client refused")
-    finally:
-        rc, out, err = w.stop()
-        remove_tree(path)
-        c.api.stop()
+    # the poster's first try: the server saw memtrail end the handshake
+    rc, out, err, verdicts = c.kills(ids[0], path, 2, lambda: c.api.handshake_failures,
+                                     "a handshake the client refused")
     check_eq(rc, 0, f"watch's status ({err!r})")
     check_eq(len(verdicts), 2, "the verdict files, written as always")
     check_eq(c.api.requests, [], "no request got through")

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -216,6 +217,49 @@ static void status_ns_pid(void **state)
 	assert_int_equal(st.ns_pid, (uint32_t)getpid());
 }
 
+/*
+ * The CPU time /proc/PID/stat gives (in clock ticks) against the kernel's
+ * own clock of this process, around a busy loop of 50 ms: within a tick
+ * either side.
+ */
+static void cpu_ns_against_the_process_clock(void **state)
+{
+	uint64_t tick = 1000000000ULL / (uint64_t)sysconf(_SC_CLK_TCK), before, after, ns;
+	struct timespec a, b;
+	volatile uint64_t spin = 0;
+
+	(void)state;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+	do {
+		spin++;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+	} while ((uint64_t)(b.tv_sec - a.tv_sec) * 1000000000ULL + (uint64_t)b.tv_nsec -
+		 (uint64_t)a.tv_nsec < 50000000ULL);
+	assert_true(proc__cpu_ns((uint32_t)getpid(), &ns));
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+	before = (uint64_t)a.tv_sec * 1000000000ULL + (uint64_t)a.tv_nsec;
+	after = (uint64_t)b.tv_sec * 1000000000ULL + (uint64_t)b.tv_nsec;
+	assert_true(ns + 2 * tick >= before);
+	assert_true(ns <= after + 2 * tick);
+	assert_true(ns % tick == 0);
+	assert_false(proc__cpu_ns(0x7fffffff, &ns));
+	/* proc__read: the same file as stdio reads it */
+	{
+		char mine[256], theirs[256];
+		FILE *f = fopen("/proc/self/comm", "r");
+		size_t n;
+
+		assert_non_null(f);
+		n = fread(theirs, 1, sizeof(theirs) - 1, f);
+		fclose(f);
+		theirs[n] = '\0';
+		assert_int_equal(proc__read((uint32_t)getpid(), "comm", mine, sizeof(mine)),
+				 (ssize_t)n);
+		assert_string_equal(mine, theirs);
+		assert_true(proc__read(0x7fffffff, "comm", mine, sizeof(mine)) < 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -224,6 +268,7 @@ int main(void)
 		cmocka_unit_test(stricter_than_sscanf),
 		cmocka_unit_test(open_mapped_opens_the_mapped_file),
 		cmocka_unit_test(status_ns_pid),
+		cmocka_unit_test(cpu_ns_against_the_process_clock),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,29 +16,6 @@
 #include "log.h"
 #include "proc.h"
 
-/* CPU time PID has used, user and system, in ns; false when it is gone. */
-static bool proc_cpu_ns(uint32_t pid, uint64_t *ns)
-{
-	char name[64], buf[1024], *p;
-	unsigned long long utime, stime;
-	FILE *f;
-	size_t n;
-
-	snprintf(name, sizeof(name), "/proc/%u/stat", pid);
-	f = fopen(name, "re");
-	if (!f)
-		return false;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')');	/* comm may hold spaces */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-			 &utime, &stime) != 2)
-		return false;
-	*ns = (utime + stime) * (1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK));
-	return true;
-}
-
 /* Debit the hits P's probes took since the last booking. */
 void heap_book_hits(struct heap *h, struct heap_proc *p)
 {
@@ -96,7 +73,7 @@ static void proc_tick(struct heap *h, struct heap_proc *p, uint64_t now_ms)
 	uint64_t cpu, elapsed_ms = TICK_MS + (now_ms - p->next_tick_ms);
 
 	p->next_tick_ms = now_ms + TICK_MS;
-	if (!proc_cpu_ns(p->pid, &cpu))
+	if (!proc__cpu_ns(p->pid, &cpu))
 		return;
 	if (!p->cpu_known) {
 		/* nothing is earned before the target has run: windows open on credit */
@@ -354,7 +331,7 @@ void heap_sampling_now(struct heap *h, struct heap_proc *p, uint32_t pid,
 	out->close_cost_ms = p->close_seen_ns / 1e6;
 	if (!p->cpu_known)
 		return;
-	if (!proc_cpu_ns(pid, &cpu) || cpu < p->cpu_last_ns)
+	if (!proc__cpu_ns(pid, &cpu) || cpu < p->cpu_last_ns)
 		cpu = p->cpu_last_ns;	/* gone: as of the last tick */
 	out->has_target_cpu = true;
 	out->target_cpu_ms = (cpu - p->cpu_start_ns) / 1e6;

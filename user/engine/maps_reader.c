@@ -16,7 +16,6 @@
 #include "clock.h"
 #include "log.h"
 #include "maps_reader.h"
-#include "sites_int.h"	/* sites_now_ns: the clock sites' own reads are timed by */
 
 #define POLL_MS 100
 /* reads waiting for the loop at most, in bytes: beyond, a read is dropped (the loop's own comes) */

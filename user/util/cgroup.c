@@ -177,17 +177,10 @@ char *cgroup__parse_proc(const char *text)
 
 char *cgroup__of_pid(uint32_t pid)
 {
-	char path[64], buf[8192], *cg;
-	size_t n;
-	FILE *f;
+	char buf[8192], *cg;
 
-	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
-	f = fopen(path, "r");
-	if (!f)
+	if (proc__read(pid, "cgroup", buf, sizeof(buf)) < 0)
 		return NULL;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
 	cg = cgroup__parse_proc(buf);
 	/*
 	 * The kernel shows a v1 hierarchy's path of a task that is exiting as

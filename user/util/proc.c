@@ -17,7 +17,7 @@
 
 #include "proc.h"
 
-static ssize_t read_file(uint32_t pid, const char *name, char *buf, size_t len)
+ssize_t proc__read(uint32_t pid, const char *name, char *buf, size_t len)
 {
 	char path[64];
 	ssize_t n, total = 0;
@@ -47,7 +47,7 @@ static int read_stat_flags(uint32_t pid, char *state, uint32_t *ppid, unsigned i
 	unsigned int pp;
 	int pgrp, session, tty, tpgid;
 
-	if (read_file(pid, "stat", buf, sizeof(buf)) <= 0)
+	if (proc__read(pid, "stat", buf, sizeof(buf)) <= 0)
 		return -ESRCH;
 	p = strrchr(buf, ')');
 	if (!p || sscanf(p + 1, " %c %u %d %d %d %d %u", state, &pp, &pgrp, &session, &tty,
@@ -55,6 +55,21 @@ static int read_stat_flags(uint32_t pid, char *state, uint32_t *ppid, unsigned i
 		return -EINVAL;
 	*ppid = pp;
 	return 0;
+}
+
+bool proc__cpu_ns(uint32_t pid, uint64_t *ns)
+{
+	unsigned long long utime, stime;
+	char buf[1024], *p;
+
+	if (proc__read(pid, "stat", buf, sizeof(buf)) <= 0)
+		return false;
+	p = strrchr(buf, ')');	/* comm may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			 &utime, &stime) != 2)
+		return false;
+	*ns = (utime + stime) * (1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK));
+	return true;
 }
 
 static int read_stat(uint32_t pid, char *state, uint32_t *ppid)
@@ -95,7 +110,7 @@ uint32_t proc__ppid(uint32_t pid)
 
 int proc__comm(uint32_t pid, char *buf, size_t len)
 {
-	ssize_t n = read_file(pid, "comm", buf, len);
+	ssize_t n = proc__read(pid, "comm", buf, len);
 
 	if (n < 0)
 		return n;
@@ -125,7 +140,7 @@ char *proc__join_args(const char *args, size_t len)
 char *proc__cmdline(uint32_t pid)
 {
 	char buf[4096];
-	ssize_t n = read_file(pid, "cmdline", buf, sizeof(buf));
+	ssize_t n = proc__read(pid, "cmdline", buf, sizeof(buf));
 
 	if (n <= 0)
 		return NULL;
@@ -145,7 +160,7 @@ int proc__status(uint32_t pid, struct proc_status *st)
 	const char *p;
 
 	memset(st, 0, sizeof(*st));
-	if (read_file(pid, "status", buf, sizeof(buf)) <= 0)
+	if (proc__read(pid, "status", buf, sizeof(buf)) <= 0)
 		return -ESRCH;
 	p = strstr(buf, "\nState:");
 	st->state = p ? p[strspn(p + 7, " \t") + 7] : '?';

@@ -26,6 +26,10 @@ char *proc__find_file(const char *name);
  * exit status, or -errno.
  */
 int proc__run_line(char *const argv[], char *out, size_t len);
+/* /proc/PID/NAME into BUF (NUL-terminated, at most LEN - 1 bytes): the bytes read, or -errno. */
+ssize_t proc__read(uint32_t pid, const char *name, char *buf, size_t len);
+/* PID's CPU time so far (user and system, /proc/PID/stat, in clock ticks): false when gone. */
+bool proc__cpu_ns(uint32_t pid, uint64_t *ns);
 /* Parent's PID, or 0 when unknown. */
 uint32_t proc__ppid(uint32_t pid);
 /* 0 and the comm in buf, or -errno. */
