@@ -333,6 +333,8 @@ DRAWN = """(() => {
                                             +e.dataset.value]),
           heads: all('section.target h2', e => e.textContent),
           ymax: all('svg.timeline', e => [+e.dataset.pid, +e.dataset.ymax]),
+          peaks: all('svg.timeline line.peak', e => [+e.closest('svg').dataset.pid,
+                                                     e.dataset.kind, +e.dataset.peak]),
         };
     })()"""
 
@@ -381,11 +383,20 @@ def check_page(path, trail, shot):
     for pid, ymax in d["ymax"]:
         t = [x for x in trail["targets"] if x["pid"] == pid][0]
         top = limits.get(pid, 0)
+        drawn = [k for k in trail["kinds"] if any(s.get(k, 0) for s in t["timeline"])]
         for smp in t["timeline"]:
             top = max(top, sum(max(0, smp.get(k, 0)) for k in RESIDENT),
                       *(smp.get(k, 0) for k in trail["kinds"] if k not in RESIDENT))
+        # and each drawn kind's peak, as the kernel kept it
+        top = max([top] + [t["kinds"][k]["peak"] for k in drawn if k in t["kinds"]])
         check(abs(ymax - max(top, 1) * 1.05) <= 2,
               f"pid {pid}: the timeline's axis is {ymax}, want 1.05 x the highest drawn {top}")
+        peaks = sorted((k, v) for p, k, v in d["peaks"] if p == pid)
+        check_eq(peaks, sorted((k, t["kinds"][k]["peak"]) for k in drawn
+                               if t["kinds"].get(k, {}).get("peak")),
+                 f"pid {pid}: a peak line per drawn kind, at the trail's peak")
+        if len(t["phases"]) < 2:
+            check(pid not in [b[0] for b in d["bars"]], f"pid {pid}: one phase, no bar chart")
     # the bar chart: each phase's segment and cumulative peak of the kind shown
     for pid, phase, kind, bar, value in d["bars"]:
         t = [x for x in trail["targets"] if x["pid"] == pid][0]
@@ -601,3 +612,91 @@ def test_html_watch_verdict_file():
     p = run([MEMTRAIL, "report", verdict])
     check_eq(p.returncode, 0, f"report of a verdict file ({p.stderr!r})")
     check(str(doc["pid"]) in p.stdout, f"the table names the target: {p.stdout!r}")
+
+
+TRANSIENT = """
+import mmap, sys, time
+time.sleep(0.3)
+m = mmap.mmap(-1, int(sys.argv[1]), flags=mmap.MAP_PRIVATE)  # never touched: between two samples
+m.close()
+time.sleep(0.3)
+"""
+
+
+def test_html_timeline_reaches_the_kernels_peak():
+    """1 GiB mapped for a moment between two samples (one a second): the
+    timeline's axis reaches the mapped peak the kernel kept, and its dashed
+    peak line stands at it, though no sample saw it."""
+    out = os.path.join(tmpdir(), "trail.json")
+    size = 1 << 30
+    p = run([MEMTRAIL, "record", "-q", "-i", "1000", "-o", out, "--", sys.executable, "-c",
+             TRANSIENT, str(size)])
+    check_eq(p.returncode, 0, f"record status ({p.stderr!r})")
+    trail = load_trail(out)
+    t = [x for x in trail["targets"] if "mmap" in (x["cmdline"] or "")][0]
+    peak = t["kinds"]["mapped"]["peak"]
+    check(peak >= size, f"the trail's mapped peak {peak} holds the 1 GiB")
+    check(max(s.get("mapped", 0) for s in t["timeline"]) < size,
+          "no sample saw it (the premise)")
+    d = check_page(html(out), trail, "viz-transient-peak.png")
+    ymax = [y for pid, y in d["ymax"] if pid == t["pid"]][0]
+    check(ymax >= peak, f"the axis {ymax} reaches the peak {peak}")
+    check([t["pid"], "mapped", peak] in d["peaks"], f"the mapped peak's line: {d['peaks']}")
+
+
+TORCH = os.path.join(ROOT, "tests", "workloads", "torch_linear.py")
+
+
+def test_html_flame_graph_has_every_frame_of_the_weights_chain():
+    """The PyTorch example under record --heap, its page in headless
+    Chromium: the flame graph of heap bytes allocated holds the weights'
+    chain frame by frame, each frame an element of its own, the script's line
+    that builds the layers above Linear.__init__ above c10::alloc_cpu, each
+    holding the weights' bytes (the workload's own count); the search marks
+    the frames holding its text; no request leaves the page."""
+    out = os.path.join(tmpdir(), "torch.json")
+    p = subprocess.run([MEMTRAIL, "record", "-q", "--heap", "-o", out, "--", TORCH,
+                        "2", "2048", "2"], capture_output=True, text=True, timeout=600)
+    check_eq(p.returncode, 0, f"record status ({p.stderr.strip()[-2000:]})")
+    data = next(json.loads(x) for x in p.stdout.splitlines() if x.startswith("{"))
+    with open(TORCH) as f:
+        line = next(n for n, text in enumerate(f, 1) if "torch.nn.Linear(size, size)" in text)
+    trail = load_trail(out)
+    t = next(x for x in trail["targets"] if "torch_linear.py" in (x["cmdline"] or ""))
+    got, = read_page(html(out), "viz-flame-torch.png", """(() => {
+        const g = document.querySelector('.flame[data-pid="%d"]');
+        const sel = g.previousElementSibling.querySelectorAll('select');
+        sel[0].value = 'heap';
+        sel[1].value = 'a';
+        sel[0].dispatchEvent(new Event('change'));
+        const frames = () => Array.from(g.querySelectorAll('.fr')).map(e => [
+            e.textContent, +e.dataset.depth, +e.dataset.bytes, e.classList.contains('py'),
+            e.getBoundingClientRect().left, e.getBoundingClientRect().right,
+            e.classList.contains('match'), e.children.length]);
+        const all = frames();
+        const q = g.previousElementSibling.querySelector('input');
+        q.value = 'linear.__init__';
+        q.dispatchEvent(new Event('input'));
+        return { all: all, searched: frames(), said: g.previousElementSibling.textContent };
+    })()""" % t["pid"])
+    want = data["weight_bytes"]
+
+    def one(pred, what, within=None, deeper=-1):
+        found = [f for f in got["all"] if pred(f[0]) and f[1] > deeper and f[2] >= 0.95 * want
+                 and (within is None or (f[4] >= within[4] - 0.5 and f[5] <= within[5] + 0.5))]
+        check(found, f"{what}: a frame holding {want} bytes, below the one above it: "
+              f"{[f[:4] for f in got['all'] if pred(f[0])]}")
+        return found[0]
+
+    user = one(lambda s: s.endswith(f"(torch_linear.py:{line})"), "the script's line")
+    check(user[3], "the script's line is a Python frame")
+    init = one(lambda s: s.startswith("Linear.__init__ (linear.py:"), "Linear.__init__",
+               within=user, deeper=user[1])
+    alloc = one(lambda s: s.startswith("c10::alloc_cpu"), "c10::alloc_cpu", within=init,
+                deeper=init[1])
+    check(not alloc[3], "c10::alloc_cpu is a native frame")
+    check(all(f[7] == 0 for f in got["all"]), "each frame an element of its own, text only")
+    marked = [f[0] for f in got["searched"] if f[6]]
+    check(marked and all("linear.__init__" in m.lower() for m in marked),
+          f"the search marks the frames holding its text: {marked}")
+    check(f"{len(marked)} frames hold" in got["said"], f"and says how many: {got['said']!r}")

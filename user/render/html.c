@@ -27,6 +27,8 @@
 struct page {
 	size_t samples, drawn;
 	bool decimated;
+	json_t *frames;		/* the flame graphs' frames: [label, "py" | "native" | "mark"] */
+	json_t *frame_index;	/* label and type -> its index in frames */
 };
 
 static json_int_t known_limit(json_t *v)
@@ -314,6 +316,70 @@ static json_t *sites_json(const struct trail_target *tt)
 	return arr;
 }
 
+/* FR's index in the page's frames, added when new; -1: out of memory. */
+static json_int_t frame_ref(struct page *pg, const struct trail_frame *fr, const char *mark)
+{
+	char unnamed[512], name[1024], label[1300], key[1400];
+	const char *type = mark ? "mark" : !fr->has_address && fr->source ? "py" : "native";
+	const char *src = mark ? NULL : fr->source, *slash;
+	json_t *at;
+	json_int_t i;
+
+	if (mark)
+		snprintf(label, sizeof(label), "%s", mark);
+	else {
+		sanitize__str(name, sizeof(name), trail_frame__name(fr, unnamed, sizeof(unnamed)));
+		slash = src ? strrchr(src, '/') : NULL;
+		snprintf(label, sizeof(label), "%s%s%s%s", name, src ? " (" : "",
+			 src ? (slash ? slash + 1 : src) : "", src ? ")" : "");
+		format__utf8_whole(label);
+	}
+	snprintf(key, sizeof(key), "%s\t%s", type, label);
+	format__utf8_whole(key);
+	at = json_object_get(pg->frame_index, key);
+	if (at)
+		return json_integer_value(at);
+	i = (json_int_t)json_array_size(pg->frames);
+	if (json_array_append_new(pg->frames, json_pack("[s, s]", label, type)) ||
+	    json_object_set_new(pg->frame_index, key, json_integer(i)))
+		return -1;
+	return i;
+}
+
+/*
+ * Every site of TT for the flame graphs: {k: kind, p: phase, a: allocated,
+ * u: in use, f: frame indices, outermost first}; a chain the unwinder cut
+ * starts at a "[chain cut]" frame of its own.
+ */
+static json_t *flame_json(const struct trail_target *tt, struct page *pg)
+{
+	json_t *arr = json_array(), *f;
+	json_int_t ref;
+	size_t i, j;
+
+	for (i = 0; arr && tt->sites && i < tt->sites->n; i++) {
+		const struct trail_site *s = &tt->sites->list[i];
+
+		f = json_array();
+		if (s->frames_truncated && (ref = frame_ref(pg, NULL, "[chain cut]")) >= 0)
+			json_array_append_new(f, json_integer(ref));
+		for (j = s->n_frames; j--;) {
+			ref = frame_ref(pg, &s->frames[j], NULL);
+			if (ref < 0)
+				break;
+			json_array_append_new(f, json_integer(ref));
+		}
+		if (json_array_append_new(arr, json_pack("{s:s, s:o, s:I, s:I, s:o}",
+				"k", trail_site__kind_name(s->kind), "p", sanitize__json(s->phase),
+				"a", (json_int_t)s->alloc_bytes, "u", (json_int_t)s->inuse_bytes,
+				"f", f))) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
 static json_t *target_json(const struct trail *t, const struct trail_target *tt, struct page *pg)
 {
 	uint32_t kinds = drawn_kinds(t, tt);
@@ -369,6 +435,7 @@ static json_t *target_json(const struct trail *t, const struct trail_target *tt,
 	json_object_update(o, tl);
 	json_decref(tl);
 	json_object_set_new(o, "events", markers_json(t, tt));
+	json_object_set_new(o, "fs", flame_json(tt, pg));
 	json_object_set_new(o, "exit", tt->exited ?
 			    json_pack("{s:i, s:i}", "code", tt->exit_code, "signal", tt->exit_signal) :
 			    json_null());
@@ -409,10 +476,10 @@ static json_t *page_json(const struct trail *t, struct page *pg)
 			 t->started, t->duration_ms / 1000.0, t->interval_ms, t->n_targets);
 	else
 		snprintf(sub, sizeof(sub), "written %s, no timeline", t->started);
-	return json_pack("{s:s, s:s, s:o, s:o, s:b, s:i, s:I, s:I}", "title", title, "sub", sub,
-			 "kinds", kinds, "targets", targets, "decimated", pg->decimated,
+	return json_pack("{s:s, s:s, s:o, s:o, s:b, s:i, s:I, s:I, s:O}", "title", title,
+			 "sub", sub, "kinds", kinds, "targets", targets, "decimated", pg->decimated,
 			 "buckets", HTML_BUCKETS, "samples", (json_int_t)pg->samples,
-			 "drawn", (json_int_t)pg->drawn);
+			 "drawn", (json_int_t)pg->drawn, "frames", pg->frames);
 }
 
 #include "html_page.h"
@@ -452,12 +519,14 @@ static int fill_page(int fd, void *text)
 
 int html__write(const struct trail *t, const char *path, bool *decimated)
 {
-	struct page pg = { 0 };
-	json_t *data = page_json(t, &pg);
+	struct page pg = { .frames = json_array(), .frame_index = json_object() };
+	json_t *data = pg.frames && pg.frame_index ? page_json(t, &pg) : NULL;
 	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
 	int err;
 
 	json_decref(data);
+	json_decref(pg.frames);
+	json_decref(pg.frame_index);
 	if (!text)
 		return -ENOMEM;
 	*decimated = pg.decimated;
