@@ -203,3 +203,69 @@ def test_report_memory_follows_useful_content():
     check(mib < 100, f"report of 10M values under an unknown key peaked at {mib} MiB")
     p = run([MEMTRAIL, "report", junk])
     check_eq(p.stdout.replace(junk, out), clean.stdout, "the report without the junk")
+
+
+GROW = """import os
+keep = [bytearray(32 << 20)]
+if os.environ.get("GROW") == "1":
+    keep.append(bytearray(64 << 20))  # the line NEW adds
+keep.append(bytearray(8 << 20))
+"""
+
+
+def test_report_diff_names_the_line_that_grew():
+    """Two runs of one program, the second allocating 64 MiB more at one
+    known line: report --diff names that line first with its 64 MiB (and
+    the mapping's page), and no other site changed by more than 1 MiB; the
+    table says the same; go tool pprof -diff_base on the two runs' --pprof
+    files gives that line the same bytes."""
+    d = tmpdir()
+    script = os.path.join(d, "grow.py")
+    with open(script, "w") as f:
+        f.write(GROW)
+    line = GROW.splitlines().index("    keep.append(bytearray(64 << 20))  # the line NEW adds") + 1
+    py = os.path.realpath(sys.executable)
+    trails = []
+    for grow in ("0", "1"):
+        out = os.path.join(d, f"grow{grow}.json")
+        p = run([MEMTRAIL, "record", "-q", "-o", out, "--", py, script],
+                env=dict(os.environ, GROW=grow))
+        check_eq(p.returncode, 0, f"record ({p.stderr!r})")
+        trails.append(out)
+    p = run([MEMTRAIL, "report", "--diff", "--json", "--top", "0", *trails])
+    check_eq(p.returncode, 0, f"report --diff --json ({p.stderr!r})")
+    doc = json.loads(p.stdout)
+    check_eq((doc["type"], doc["base"], doc["new"]), ("diff", trails[0], trails[1]), "the diff")
+    t = [x for x in doc["targets"] if script in x["target"]]
+    check_eq(len(t), 1, "the program, matched by its command line")
+    t = t[0]
+    check(t["in_base"] and t["in_new"], "in both runs")
+    top = t["sites"][0]
+    grew = top["alloc_bytes"]["delta"]
+    check(64 << 20 <= grew <= (64 << 20) + 2 * 4096 and top["kind"] == "mapped",
+          f"the first site grew by 64 MiB (a mapping's page more at most): {top}")
+    check(f"grow.py:{line})" in top["site"], f"it names line {line}: {top['site']}")
+    others = [s for s in t["sites"][1:] if abs(s["alloc_bytes"]["delta"]) > 1 << 20 or
+              abs(s["inuse_bytes"]["delta"]) > 1 << 20]
+    check_eq(others, [], "no other site changed by more than 1 MiB")
+    peak = [k for k in t["peaks"] if k["kind"] == "mapped"][0]
+    check(abs(peak["delta"] - grew) <= 1 << 20, f"the mapped peak grew as much: {peak}")
+    # the table
+    p = run([MEMTRAIL, "report", "--diff", *trails])
+    check_eq(p.returncode, 0, f"report --diff ({p.stderr!r})")
+    rows = [x for x in p.stdout.splitlines() if x.startswith("    mapped ") and "+64.0 MiB" in x]
+    check(any(f"grow.py:{line})" in x for x in rows), f"the table names it: {p.stdout!r}")
+    # pprof's own diff of the two profiles
+    profiles = []
+    for tr in trails:
+        prof = tr.replace(".json", ".pb.gz")
+        p = run([MEMTRAIL, "report", "--pprof", prof, tr])
+        check_eq(p.returncode, 0, f"report --pprof ({p.stderr!r})")
+        profiles.append(prof)
+    p = run(["go", "tool", "pprof", "-sample_index=mapped_alloc_space", "-unit=B", "-top",
+             "-lines", "-nodefraction=0", "-diff_base", profiles[0], profiles[1]], timeout=300)
+    check_eq(p.returncode, 0, f"go tool pprof -diff_base ({p.stderr[-500:]!r})")
+    cum = [x.split()[3] for x in p.stdout.splitlines() if x.rstrip().endswith(f"grow.py:{line}")]
+    check_eq(cum, [f"{grew}B"], f"pprof -diff_base's bytes under line {line}")
+    for args in (["--diff", trails[0]], ["--diff", trails[0], trails[1], "--html", "x.html"]):
+        one_line_error(run([MEMTRAIL, "report", *args]), "--diff")

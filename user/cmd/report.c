@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "container.h"
+#include "diff.h"
 #include "format.h"
 #include "html.h"
 #include "log.h"
@@ -19,10 +20,22 @@
 #include "trail.h"
 
 struct report_opts {
-	bool json;
+	bool json, diff;
+	uint64_t min_change;
 	const char *pprof, *perfetto, *html;
 	uint32_t top;
 };
+
+static int opt_min_change(void *base, const char *arg)
+{
+	struct report_opts *o = base;
+
+	if (format__parse_u64(arg, 0, 1ULL << 50, &o->min_change)) {
+		log__error("invalid --min-change '%s': give bytes, 0 to 2^50", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static const struct opt report_rows[] = {
 	OPT_ROW_FLAG("json", 'j', struct report_opts, json,
@@ -44,6 +57,14 @@ static const struct opt report_rows[] = {
 		    "per-phase peaks, the verdict and the top sites"),
 	OPT_ROW_U32("top", 't', "N", struct report_opts, top, 0, 1000,
 		    "sites listed per target and phase", 0),
+	OPT_ROW_FLAG("diff", 'd', struct report_opts, diff,
+		     "report --diff BASE NEW: what changed from BASE to NEW, per target (matched "
+		     "by command line, else comm): each kind's peak, each phase's segment peak, "
+		     "and the --top sites (matched by their whole chain) whose bytes allocated or "
+		     "in use changed most, growth and shrinkage alike; with --json as JSON"),
+	OPT_ROW_FN("min-change", 0, "BYTES", opt_min_change,
+		   "--diff's table leaves out changes smaller than BYTES (default 1048576; "
+		   "--json has them all)"),
 	OPT_ROW_HELP,
 	OPT_ROW_END,
 };
@@ -53,6 +74,7 @@ static void usage(FILE *f, const struct opts_cmd *c)
 	fprintf(f,
 "usage: memtrail report [--json] [--pprof OUT.pb.gz] [--perfetto OUT.json]\n"
 "                      [--html OUT.html] [--top N] FILE\n"
+"       memtrail report --diff [--json] [--top N] [--min-change BYTES] BASE NEW\n"
 "\n"
 "Print the summary of a trail written by 'memtrail record' (or of a snapshot\n"
 "or verdict file of 'memtrail watch'): levels per target and phase, verdicts,\n"
@@ -191,9 +213,63 @@ static void print_head(const struct trail *t, const char *file)
 	print_top_site(json_object_get(snap, "top_site"));
 }
 
+/* report --diff BASE NEW: 0, 1 (a file unreadable, said) or 2 (the command line). */
+static int report_diff(const struct report_opts *o, int n, char **files)
+{
+	struct trail base, new;
+	char err[512];
+	json_t *d;
+	int ret = 0;
+
+	if (n != 2) {
+		opts__usage_error("report", "--diff takes two trail files: BASE NEW");
+		return 2;
+	}
+	if (o->pprof || o->perfetto || o->html) {
+		opts__usage_error("report", "--diff writes no --pprof, --perfetto or --html: "
+				  "write each trail's and compare them (go tool pprof -diff_base)");
+		return 2;
+	}
+	if (trail__read(&base, files[0], err, sizeof(err))) {
+		log__error("cannot read trail '%s': %s", files[0], err);
+		return 1;
+	}
+	if (trail__read(&new, files[1], err, sizeof(err))) {
+		log__error("cannot read trail '%s': %s", files[1], err);
+		trail__free(&base);
+		return 1;
+	}
+	d = diff__json(&base, &new, o->top);
+	if (d) {
+		json_object_set_new(d, "base", sanitize__json(files[0]));
+		json_object_set_new(d, "new", sanitize__json(files[1]));
+	}
+	if (!d) {
+		log__error("out of memory");
+		ret = 1;
+	} else if (o->json) {
+		if (json_dumpf(d, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF)
+			ret = 1;
+	} else {
+		char a[SANITIZE_LEN(256)], b[SANITIZE_LEN(256)];
+
+		printf("what changed from %s (BASE) to %s (NEW)\n", sanitize__str(a, sizeof(a), files[0]),
+		       sanitize__str(b, sizeof(b), files[1]));
+		diff__print(stdout, d, (json_int_t)o->min_change);
+	}
+	if (fflush(stdout)) {
+		log__error("cannot write the report: %s", strerror(errno));
+		ret = 1;
+	}
+	json_decref(d);
+	trail__free(&base);
+	trail__free(&new);
+	return ret;
+}
+
 int cmd_report(int argc, char **argv)
 {
-	struct report_opts o = { .top = 5 };
+	struct report_opts o = { .top = 5, .min_change = 1 << 20 };
 	const struct opt_group groups[] = { { "options", report_rows, &o } };
 	const struct opts_cmd cmd = { .name = "report", .groups = groups, .n_groups = 1,
 				      .usage = usage };
@@ -205,6 +281,8 @@ int cmd_report(int argc, char **argv)
 	ret = opts__parse(&cmd, argc, argv, &first);
 	if (ret)
 		return ret > 0 ? 0 : 2;
+	if (o.diff)
+		return report_diff(&o, argc - first, argv + first);
 	if (first != argc - 1) {
 		opts__usage_error("report", first >= argc ? "no trail file given" :
 				  "give one trail file");
