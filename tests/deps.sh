@@ -12,12 +12,13 @@ set -e
 # python3-dbg: the interpreter's debug file (its stripped functions named in deep stacks)
 # debuginfod, libdebuginfod1: a local debuginfod server, and libdw's client of it
 # libcurl4-openssl-dev, libyaml-dev: watch --kube-events (HTTPS, kubeconfig files);
-# openssl: the tests' certificate authority for their API server
+# openssl: the tests' certificate authority for their API server; firefox-esr: the
+# HTML report drawn by a second browser
 PKGS="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev libiberty-dev zlib1g-dev libjansson-dev libyajl-dev
 libprotobuf-c-dev protobuf-c-compiler libcmocka-dev pkg-config python3 util-linux mount procps gdb
 golang-go libjemalloc2 libtcmalloc-minimal4 binutils tmux chromium libmicrohttpd-dev prometheus
 python3-yaml qemu-system-x86 busybox-static cpio xz-utils zstd libclang-rt-dev python3-torch
-python3-dbg debuginfod libdebuginfod1 libcurl4-openssl-dev libyaml-dev openssl"
+python3-dbg debuginfod libdebuginfod1 libcurl4-openssl-dev libyaml-dev openssl firefox-esr"
 if [ "${1:-}" = image ]; then
 	# make image: a root of Debian's packages (mmdebstrap), imported by podman;
 	# runc: crun refuses a host whose cgroups are v1 and v2 at once

@@ -663,7 +663,8 @@ def test_html_flame_graph_has_every_frame_of_the_weights_chain():
         line = next(n for n, text in enumerate(f, 1) if "torch.nn.Linear(size, size)" in text)
     trail = load_trail(out)
     t = next(x for x in trail["targets"] if "torch_linear.py" in (x["cmdline"] or ""))
-    got, = read_page(html(out), "viz-flame-torch.png", """(() => {
+    page = html(out)
+    got, = read_page(page, "viz-flame-torch.png", """(() => {
         const g = document.querySelector('.flame[data-pid="%d"]');
         const sel = g.previousElementSibling.querySelectorAll('select');
         sel[0].value = 'heap';
@@ -700,3 +701,74 @@ def test_html_flame_graph_has_every_frame_of_the_weights_chain():
     check(marked and all("linear.__init__" in m.lower() for m in marked),
           f"the search marks the frames holding its text: {marked}")
     check(f"{len(marked)} frames hold" in got["said"], f"and says how many: {got['said']!r}")
+    # the same page in headless Firefox ESR: its screenshot shows the flame graph's frames
+    shot = firefox_screenshot(page, "viz-flame-torch-firefox.png")
+    seen = png_colors(shot, {"python frame": (0x9e, 0xca, 0xe1), "native frame": (0xfd, 0xd0, 0xa2)})
+    check(all(n >= 2000 for n in seen.values()),
+          f"Firefox drew the flame graph's frames (pixels of each color): {seen}")
+
+
+FIREFOX = "/usr/bin/firefox-esr"
+
+
+def firefox_screenshot(page, name):
+    """PAGE drawn by headless Firefox ESR (a profile of its own), saved as
+    build/test-artifacts/NAME: its path."""
+    check(os.access(FIREFOX, os.X_OK), f"{FIREFOX} is missing: install Debian's firefox-esr")
+    home = tmpdir()
+    d = os.path.join(ROOT, "build", "test-artifacts")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, name)
+    if os.path.exists(path):
+        os.unlink(path)
+    p = run([FIREFOX, "--headless", "--no-remote", "-profile", home, "--screenshot", path,
+             "--window-size=1200,3000", "file://" + page], env=dict(os.environ, HOME=home),
+            timeout=120)
+    check(p.returncode == 0 and os.path.exists(path), f"firefox --screenshot ({p.stderr[-500:]!r})")
+    print(f"     screenshot: {path}")
+    return path
+
+
+def png_colors(path, colors):
+    """How many pixels of the PNG at PATH have each of COLORS ({name: (r, g, b)}):
+    8-bit RGB or RGBA, not interlaced, as browsers write screenshots."""
+    import struct
+    import zlib
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", f"{path}: a PNG")
+    pos, idat, head = 8, b"", None
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            head = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    w, h, depth, ctype, _, _, interlace = head
+    check(depth == 8 and ctype in (2, 6) and not interlace, f"{path}: 8-bit RGB(A): {head}")
+    bpp = 3 if ctype == 2 else 4
+    raw, stride = zlib.decompress(idat), w * bpp
+    prev, counts, want = bytearray(stride), {k: 0 for k in colors}, {v: k for k, v in colors.items()}
+    for y in range(h):
+        ft, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if ft == 1:
+                line[i] = (line[i] + a) & 255
+            elif ft == 2:
+                line[i] = (line[i] + b) & 255
+            elif ft == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif ft == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        for x in range(0, stride, bpp):
+            k = want.get((line[x], line[x + 1], line[x + 2]))
+            if k:
+                counts[k] += 1
+        prev = line
+    return counts
