@@ -678,8 +678,20 @@ def test_html_flame_graph_has_every_frame_of_the_weights_chain():
         const q = g.previousElementSibling.querySelector('input');
         q.value = 'linear.__init__';
         q.dispatchEvent(new Event('input'));
-        return { all: all, searched: frames(), said: g.previousElementSibling.textContent };
-    })()""" % t["pid"])
+        const rows = Array.from(document.querySelectorAll(
+            'section.target[data-pid="%d"] table.sites tr.site'));
+        const labels = rows.map(r => [r.children[0].textContent, r.children[3].textContent]);
+        const w = rows.find(r => r.children[0].textContent === 'heap' &&
+                            r.children[3].textContent.startsWith('Linear.__init__'));
+        let chain = [];
+        if (w) {
+            w.click();
+            chain = Array.from(w.nextSibling.querySelector('ol.chain').children)
+                .map(li => li.textContent);
+        }
+        return { all: all, searched: frames(), said: g.previousElementSibling.textContent,
+                 labels: labels, chain: chain };
+    })()""" % (t["pid"], t["pid"]))
     want = data["weight_bytes"]
 
     def one(pred, what, within=None, deeper=-1):
@@ -701,6 +713,13 @@ def test_html_flame_graph_has_every_frame_of_the_weights_chain():
     check(marked and all("linear.__init__" in m.lower() for m in marked),
           f"the search marks the frames holding its text: {marked}")
     check(f"{len(marked)} frames hold" in got["said"], f"and says how many: {got['said']!r}")
+    # the sites table: a row per label and kind; the weights' row opens its chain
+    check_eq(len(got["labels"]), len(set(map(tuple, got["labels"]))),
+             "rows of one label and kind merged")
+    chain = got["chain"]
+    check(len(chain) > 3 and chain[1].startswith("c10::alloc_cpu") and
+          any(x.endswith(f"(torch_linear.py:{line})") for x in chain),
+          f"the weights' row shows its chain, the allocator's end first: {chain[:6]}")
     # the same page in headless Firefox ESR: its screenshot shows the flame graph's frames
     shot = firefox_screenshot(page, "viz-flame-torch-firefox.png")
     seen = png_colors(shot, {"python frame": (0x9e, 0xca, 0xe1), "native frame": (0xfd, 0xd0, 0xa2)})

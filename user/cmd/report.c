@@ -53,8 +53,9 @@ static const struct opt report_rows[] = {
 		    "(bytes), phases as slices, events and verdicts as instants"),
 	OPT_ROW_STR("html", 0, "OUT", struct report_opts, html,
 		    "also write one self-contained HTML page (no network): per target a stacked "
-		    "timeline of its kinds with phase bands, event markers and the cgroup limit, "
-		    "per-phase peaks, the verdict and the top sites"),
+		    "timeline of its kinds with phase bands, event markers, the cgroup limit and "
+		    "each kind's peak, per-phase peaks, the verdict, the top sites with their "
+		    "chains, and a flame graph of every site's chain"),
 	OPT_ROW_U32("top", 't', "N", struct report_opts, top, 0, 1000,
 		    "sites listed per target and phase", 0),
 	OPT_ROW_FLAG("diff", 'd', struct report_opts, diff,

@@ -22,7 +22,6 @@
 
 /* v1's "no limit" is near INT64_MAX: larger than any memory, not drawn */
 #define LIMIT_MAX (1LL << 56)
-#define SITES_SHOWN 10
 
 struct page {
 	size_t samples, drawn;
@@ -295,27 +294,6 @@ static json_t *markers_json(const struct trail *t, const struct trail_target *tt
 	return arr;
 }
 
-static json_t *sites_json(const struct trail_target *tt)
-{
-	json_t *arr = json_array();
-	size_t i;
-
-	for (i = 0; tt->sites && i < tt->sites->n && i < SITES_SHOWN; i++) {
-		const struct trail_site *s = &tt->sites->list[i];
-		const struct trail_frame *f = s->n_frames ? &s->frames[table__site_frame(s)] : NULL;
-		char unnamed[512];
-
-		json_array_append_new(arr, json_pack("{s:s, s:o, s:I, s:I, s:o, s:o}",
-			"kind", trail_site__kind_name(s->kind), "phase", sanitize__json(s->phase),
-			"alloc_bytes", (json_int_t)s->alloc_bytes,
-			"inuse_bytes", (json_int_t)s->inuse_bytes,
-			"function", sanitize__json(f ? trail_frame__name(f, unnamed, sizeof(unnamed))
-						     : NULL),
-			"source", sanitize__json(f ? f->source : NULL)));
-	}
-	return arr;
-}
-
 /* FR's index in the page's frames, added when new; -1: out of memory. */
 static json_int_t frame_ref(struct page *pg, const struct trail_frame *fr, const char *mark)
 {
@@ -347,12 +325,14 @@ static json_int_t frame_ref(struct page *pg, const struct trail_frame *fr, const
 }
 
 /*
- * Every site of TT for the flame graphs: {k: kind, p: phase, a: allocated,
- * u: in use, f: frame indices, outermost first}; a chain the unwinder cut
+ * Every site of TT for the flame graphs and the sites table: {k: kind, p:
+ * phase, a: allocated, u: in use, f: frame indices, outermost first, l: its
+ * label as report's table names it}; a chain the unwinder cut
  * starts at a "[chain cut]" frame of its own.
  */
 static json_t *flame_json(const struct trail_target *tt, struct page *pg)
 {
+	char label[512];
 	json_t *arr = json_array(), *f;
 	json_int_t ref;
 	size_t i, j;
@@ -369,10 +349,11 @@ static json_t *flame_json(const struct trail_target *tt, struct page *pg)
 				break;
 			json_array_append_new(f, json_integer(ref));
 		}
-		if (json_array_append_new(arr, json_pack("{s:s, s:o, s:I, s:I, s:o}",
+		table__site_label(s, label, sizeof(label));
+		if (json_array_append_new(arr, json_pack("{s:s, s:o, s:I, s:I, s:o, s:s}",
 				"k", trail_site__kind_name(s->kind), "p", sanitize__json(s->phase),
 				"a", (json_int_t)s->alloc_bytes, "u", (json_int_t)s->inuse_bytes,
-				"f", f))) {
+				"f", f, "l", label))) {
 			json_decref(arr);
 			return NULL;
 		}
@@ -418,15 +399,14 @@ static json_t *target_json(const struct trail *t, const struct trail_target *tt,
 			t0 = phase_log__at(&tt->phases, 0)->start_ms;
 	}
 	tl = timeline_json(tt, kinds, pg);
-	o = json_pack("{s:i, s:s, s:s?, s:s?, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:o?, s:o}",
+	o = json_pack("{s:i, s:s, s:s?, s:s?, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:o?}",
 		      "pid", tt->pid, "comm", tt->comm, "cmdline", tt->cmdline, "cgroup", tt->cgroup,
 		      "t0", (json_int_t)t0, "t1", (json_int_t)t1, "kinds", names,
 		      "device_kinds", dev, "peak", peak,
 		      "limit", limit ? json_integer(limit) : json_null(),
 		      "device_limits", dev_limits, "limit_from", from,
 		      "phases", phases_json(t, tt),
-		      "verdict", tt->verdict ? verdict__json(tt->verdict) : NULL,
-		      "sites", sites_json(tt));
+		      "verdict", tt->verdict ? verdict__json(tt->verdict) : NULL);
 	if (!o || !tl) {
 		json_decref(o);
 		json_decref(tl);
@@ -476,10 +456,11 @@ static json_t *page_json(const struct trail *t, struct page *pg)
 			 t->started, t->duration_ms / 1000.0, t->interval_ms, t->n_targets);
 	else
 		snprintf(sub, sizeof(sub), "written %s, no timeline", t->started);
-	return json_pack("{s:s, s:s, s:o, s:o, s:b, s:i, s:I, s:I, s:O}", "title", title,
+	return json_pack("{s:s, s:s, s:o, s:o, s:b, s:i, s:I, s:I, s:O, s:b}", "title", title,
 			 "sub", sub, "kinds", kinds, "targets", targets, "decimated", pg->decimated,
 			 "buckets", HTML_BUCKETS, "samples", (json_int_t)pg->samples,
-			 "drawn", (json_int_t)pg->drawn, "frames", pg->frames);
+			 "drawn", (json_int_t)pg->drawn, "frames", pg->frames,
+			 "live_first", t->snapshot != NULL);
 }
 
 #include "html_page.h"
