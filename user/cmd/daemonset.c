@@ -120,10 +120,11 @@ static void usage(FILE *f, const struct opts_cmd *c)
 "\n"
 "Print a Kubernetes DaemonSet that runs 'memtrail watch --kube-events' on every\n"
 "node, with its ServiceAccount and the one permission it uses (create and patch\n"
-"Events): snapshots and verdicts to /var/lib/memtrail/snapshots on the node, each\n"
-"verdict an Event on its Pod, Prometheus metrics on the pod's PORT (with the\n"
-"prometheus.io scrape annotations). 'make image' builds the image it names.\n"
-"  memtrail daemonset --image registry.example/memtrail:0.1.0 | kubectl apply -f -\n"
+"Events): snapshots and verdicts to /var/lib/memtrail/snapshots on the node,\n"
+"each verdict an Event on its Pod, Prometheus metrics on the pod's PORT (with\n"
+"the prometheus.io scrape annotations). 'make image' builds the image it names.\n"
+"  memtrail daemonset --image registry.example/memtrail:0.1.0 \\\n"
+"    | kubectl apply -f -\n"
 "\n");
 	opts__help(f, c);
 }
