@@ -146,8 +146,8 @@ static int by_size(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* ARR's entries, the largest change first (TOP: at most that many; 0 all). */
-static json_t *sorted(json_t *arr, size_t top)
+/* ARR's entries (its reference taken) in CMP's order (TOP: at most that many; 0 all). */
+static json_t *sorted(json_t *arr, size_t top, int (*cmp)(const void *, const void *))
 {
 	size_t n = json_array_size(arr), i;
 	json_t **v = calloc(n ? n : 1, sizeof(*v)), *out = json_array();
@@ -155,7 +155,7 @@ static json_t *sorted(json_t *arr, size_t top)
 	for (i = 0; v && i < n; i++)
 		v[i] = json_array_get(arr, i);
 	if (v)
-		qsort(v, n, sizeof(*v), by_size);
+		qsort(v, n, sizeof(*v), cmp);
 	for (i = 0; v && i < n && (!top || i < top); i++)
 		json_array_append(out, v[i]);
 	free(v);
@@ -228,26 +228,12 @@ json_t *diff__json(const struct trail *base, const struct trail *new, size_t top
 		json_array_append_new(targets, json_pack("{s:s, s:b, s:b, s:o, s:o, s:o}",
 			"target", key, "in_base", json_is_true(json_object_get(g, "in_base")),
 			"in_new", json_is_true(json_object_get(g, "in_new")),
-			"peaks", sorted(peaks, 0), "phases", sorted(phases, 0),
-			"sites", sorted(sites, top)));
+			"peaks", sorted(peaks, 0, by_size), "phases", sorted(phases, 0, by_size),
+			"sites", sorted(sites, top, by_size)));
 	}
 	json_decref(groups);
-	{
-		size_t n = json_array_size(targets), i;
-		json_t **v = calloc(n ? n : 1, sizeof(*v)), *out = json_array();
-
-		for (i = 0; v && i < n; i++)
-			v[i] = json_array_get(targets, i);
-		if (v)
-			qsort(v, n, sizeof(*v), by_target_size);
-		for (i = 0; v && i < n; i++)
-			json_array_append(out, v[i]);
-		free(v);
-		json_decref(targets);
-		targets = out;
-	}
 	return json_pack("{s:i, s:s, s:o}", "memtrail", MEMTRAIL_TRAIL_VERSION, "type", "diff",
-			 "targets", targets);
+			 "targets", sorted(targets, 0, by_target_size));
 }
 
 static void signed_bytes(char *buf, size_t len, json_int_t v)
