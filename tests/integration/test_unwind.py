@@ -158,6 +158,27 @@ def test_deep_cxx_chains_equal_backtrace():
     no_programs_left()
 
 
+_torch = {}
+
+
+def torch_deep_heap():
+    """The PyTorch example under record --heap (deep stacks, sampled: the
+    default), recorded once a run for the tests that read it: (the trail's
+    path, record's stderr, the script's own account, the script's line that
+    builds the layers)."""
+    if not _torch:
+        out = os.path.join(tmpdir(), "torch.json")
+        p = subprocess.run([MEMTRAIL, "record", "-q", "--heap", "-o", out, "--", TORCH,
+                            "2", "2048", "2"], capture_output=True, text=True, timeout=600)
+        check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()[-2000:]})")
+        data = next(json.loads(x) for x in p.stdout.splitlines() if x.startswith("{"))
+        with open(TORCH) as f:
+            line = next(n for n, text in enumerate(f, 1)
+                        if "torch.nn.Linear(size, size)" in text)
+        _torch.update(out=out, stderr=p.stderr, data=data, line=line)
+    return _torch["out"], _torch["stderr"], _torch["data"], _torch["line"]
+
+
 def test_deep_pytorch_reaches_the_interpreter():
     """Debian's PyTorch and Python 3.11 are built without frame pointers:
     under record --heap (deep stacks, sampled: the default) the weights' sites go from
@@ -167,11 +188,7 @@ def test_deep_pytorch_reaches_the_interpreter():
     and torch's Linear.__init__ (Python frames in place of the eval loop);
     with python3.11's debug file (python3-dbg), no site whose first frame is
     unnamed holds 1% of the heap bytes."""
-    out = os.path.join(tmpdir(), "torch.json")
-    p = subprocess.run([MEMTRAIL, "record", "-q", "--heap", "-o", out, "--", TORCH,
-                        "2", "2048", "2"], capture_output=True, text=True, timeout=600)
-    check_eq(p.returncode, 0, f"record exit status ({p.stderr.strip()[-2000:]})")
-    data = next(json.loads(line) for line in p.stdout.splitlines() if line.startswith("{"))
+    out, stderr, data, line = torch_deep_heap()
     with open(out) as f:
         trail = json.load(f)
     t = next(x for x in trail["targets"] if "torch_linear.py" in (x["cmdline"] or ""))
@@ -188,8 +205,6 @@ def test_deep_pytorch_reaches_the_interpreter():
     want = data["weight_bytes"]
     check(whole >= 0.95 * want, f"{whole} of the weights' {want} bytes under whole chains")
     # the script's own line that builds the layers, and Linear's line that makes a weight
-    with open(TORCH) as f:
-        line = next(n for n, text in enumerate(f, 1) if "torch.nn.Linear(size, size)" in text)
     named = sum(s["alloc_bytes"] for s in t["sites"]["list"]
                 if s["kind"] == "heap" and f"torch_linear.py:{line}" in
                 [(x.get("source") or "").rsplit("/", 1)[-1] for x in s["frames"]] and
@@ -203,7 +218,7 @@ def test_deep_pytorch_reaches_the_interpreter():
                if s["frames"][0].get("function") in ("[unknown]", "[no stack]")
                and s["alloc_bytes"] > total / 100]
     check(not unnamed, f"no '[unknown]' or '[no stack]' site over 1% of {total}: {unnamed}")
-    said = [x for x in p.stderr.splitlines()
+    said = [x for x in stderr.splitlines()
             if x.startswith("memtrail: heap: ") and " at sites no symbol names" in x]
     check(not said, f"no unnamed share said for the heap: {said}")
     r = run([MEMTRAIL, "report", "--top", "3", out])

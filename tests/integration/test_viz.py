@@ -20,6 +20,7 @@ import time
 
 from harness import (MEMTRAIL, ROOT, Background, TestFailure, check, check_eq, in_cgroup, kubelet_memcg, load_trail,
                      one_line_error, record, remove_tree, run, tmpdir, workload)
+from test_unwind import torch_deep_heap
 
 MiB = 1024 * 1024
 _recorded = {}
@@ -644,9 +645,6 @@ def test_html_timeline_reaches_the_kernels_peak():
     check([t["pid"], "mapped", peak] in d["peaks"], f"the mapped peak's line: {d['peaks']}")
 
 
-TORCH = os.path.join(ROOT, "tests", "workloads", "torch_linear.py")
-
-
 def test_html_flame_graph_has_every_frame_of_the_weights_chain():
     """The PyTorch example under record --heap, its page in headless
     Chromium: the flame graph of heap bytes allocated holds the weights'
@@ -654,13 +652,7 @@ def test_html_flame_graph_has_every_frame_of_the_weights_chain():
     that builds the layers above Linear.__init__ above c10::alloc_cpu, each
     holding the weights' bytes (the workload's own count); the search marks
     the frames holding its text; no request leaves the page."""
-    out = os.path.join(tmpdir(), "torch.json")
-    p = subprocess.run([MEMTRAIL, "record", "-q", "--heap", "-o", out, "--", TORCH,
-                        "2", "2048", "2"], capture_output=True, text=True, timeout=600)
-    check_eq(p.returncode, 0, f"record status ({p.stderr.strip()[-2000:]})")
-    data = next(json.loads(x) for x in p.stdout.splitlines() if x.startswith("{"))
-    with open(TORCH) as f:
-        line = next(n for n, text in enumerate(f, 1) if "torch.nn.Linear(size, size)" in text)
+    out, _, data, line = torch_deep_heap()   # test_unwind's recording, made once a run
     trail = load_trail(out)
     t = next(x for x in trail["targets"] if "torch_linear.py" in (x["cmdline"] or ""))
     page = html(out)
