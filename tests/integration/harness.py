@@ -93,6 +93,24 @@ def record(cmd, extra=(), timeout=120, env=None):
     return p, trail, data
 
 
+def record_runs(cmd, runs, extra=(), timeout=240):
+    """CMD run RUNS times in a row under one memtrail record (a shell loop:
+    memtrail loads once, each run its own target); CMD prints its JSON with
+    its "pid". Returns (proc, trail, [(target, JSON)] in the order run)."""
+    out = os.path.join(tmpdir(), "trail.json")
+    loop = f'for i in $(seq {runs}); do "$@" || exit $?; done'
+    p = run([MEMTRAIL, "record", "-q", "-o", out, *extra, "--", "sh", "-c", loop, "sh", *cmd],
+            timeout=timeout)
+    trail = load_trail(out) if os.path.exists(out) else None
+    datas = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    check_eq(len(datas), runs, f"runs that printed their report (stderr {p.stderr!r})")
+    pairs = []
+    for data in datas:
+        check(trail is not None, f"no trail (stderr {p.stderr!r})")
+        pairs.append((target(trail, data["pid"]), data))
+    return p, trail, pairs
+
+
 def load_trail(path):
     with open(path) as f:
         return json.load(f)

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from harness import (FOREIGN, MEMTRAIL, MiB, PAGE, ROOT, Background, check, check_eq, free_pid,
-                     load_trail, one_line_error, record, run, target, tmpdir, workload,
-                     no_programs_left)
+                     load_trail, one_line_error, record, record_runs, run, target, tmpdir,
+                     workload, no_programs_left)
 
 FIELDS = ("allocations", "deallocations", "segment_change", "segment_peak",
           "cumulative_current", "cumulative_peak")
@@ -153,13 +153,15 @@ def test_c_marker_exact_per_phase():
 
 
 def test_threads_in_one_phase_exact_20_runs():
-    for run_no in range(20):
-        p, trail, data = record([workload("threads")])
-        check_eq(p.returncode, 0, f"run {run_no}: status ({p.stderr!r})")
-        t = trail["targets"][0]
-        check_eq([x["name"] for x in t["phases"]], ["start", "work", "done"], "phases")
+    """20 runs in a row under one record, each a child of its shell: its
+    phases are the shell's fork ('start'), its exec, then its own."""
+    p, trail, runs = record_runs([workload("threads")], 20)
+    check_eq(p.returncode, 0, f"status ({p.stderr!r})")
+    for run_no, (t, data) in enumerate(runs):
+        check_eq([x["name"] for x in t["phases"]], ["start", "exec:threads", "work", "done"],
+                 f"run {run_no}: phases")
         check_identities(t)
-        m = t["phases"][1]["kinds"]["mapped"]
+        m = t["phases"][2]["kinds"]["mapped"]
         moved = data["churn"] + data["peak_extra"]
         check_eq([m[f] for f in FIELDS], [moved, moved, 0, data["peak_extra"], data["base_data"],
                                           data["base_data"] + data["peak_extra"]],

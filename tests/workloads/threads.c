@@ -73,7 +73,7 @@ int main(int argc, char **argv)
 	memtrail_phase("done");
 	for (i = 0; i < NTHREADS; i++)
 		pthread_join(th[i], NULL);
-	report("{\"base_data\": %ld, \"peak_extra\": %ld, \"churn\": %lu}\n", base, extra,
-	       (unsigned long)NTHREADS * CHURN * MiB);
+	report("{\"pid\": %d, \"base_data\": %ld, \"peak_extra\": %ld, \"churn\": %lu}\n",
+	       (int)getpid(), base, extra, (unsigned long)NTHREADS * CHURN * MiB);
 	_exit(0);
 }
