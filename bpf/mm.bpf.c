@@ -338,7 +338,7 @@ static __always_inline __u64 range_free(__u32 tgid, __u64 start, __u64 len)
  * user's, 5.15), and its frame-pointer stack for a process gone before
  * user space reads it. Sent before its range is kept, so that the range's
  * free, told later, is read after it. False: take the frame-pointer stack
- * alone (no task registers, or the ring buffer full: counted).
+ * alone (no task registers, or no room for it in the ring buffer: counted).
  */
 static __always_inline bool mapping_deep(void *ctx, struct memtrail_target *t, __u32 tgid,
 					 __u32 phase, __u64 start, __u64 bytes)
@@ -352,11 +352,9 @@ static __always_inline bool mapping_deep(void *ctx, struct memtrail_target *t, _
 	if (!has_task_regs || (MT_READ(t->flags) & MEMTRAIL_TARGET_CALIBRATION))
 		return false;
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(MEMTRAIL_LOST_DEEP);
+	e = deep_reserve();
+	if (!e)
 		return false;
-	}
 	deep_head(e, tgid, MEMTRAIL_KIND_MAPPED, phase, MEMTRAIL_OBJ_ONE, start, bytes);
 	e->tracked = start != 0;
 	e->fp_stack = site_stack(ctx);

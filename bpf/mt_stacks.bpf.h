@@ -168,6 +168,28 @@ static __always_inline void deep_fill(struct memtrail_event_deep *e, struct pt_r
 	}
 }
 
+/*
+ * A deep sample's record, or NULL (counted as a lost deep sample). Deep
+ * samples are bulky (16 KiB of stack each) and come in bursts that user
+ * space unwinds one by one; the records user space counts exactly (phase
+ * boundaries, exits, OOM kills, the frees of deep samples) share the ring
+ * buffer with them. So a deep sample is taken only while the buffer holds
+ * at most deep_room unread bytes: what stays above that is the exact
+ * records' alone. User space sets deep_room with a deep sample per CPU to
+ * spare, for those that pass this test at once on other CPUs (a program
+ * runs here with preemption off: one at a time per CPU).
+ */
+static __always_inline struct memtrail_event_deep *deep_reserve(void)
+{
+	struct memtrail_event_deep *e = NULL;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) <= deep_room)
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		count_lost(MEMTRAIL_LOST_DEEP);
+	return e;
+}
+
 /* A deep sample's head: what it stands for. */
 static __always_inline void deep_head(struct memtrail_event_deep *e, __u32 tgid, __u32 kind,
 				      __u32 phase, __u32 objects, __u64 addr, __u64 weight)

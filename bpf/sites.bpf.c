@@ -20,6 +20,8 @@ const volatile __u32 sites_device = 0;
 const volatile __u32 map_deep = 0;
 /* mapping sites: only sections that grow it by this many bytes or more are deep */
 const volatile __u64 map_deep_min = 0;
+/* deep samples: taken only while the ring buffer holds at most this many unread bytes */
+const volatile __u64 deep_room = 0;
 /* heap: keep every live allocation (exact heap levels and in-use figures) */
 const volatile __u32 heap_track = 1;
 /* heap: sampling rate in bytes, 0: every allocation has its stack taken */
@@ -120,20 +122,18 @@ static __always_inline void heap_hit(struct memtrail_target *t, __u32 tgid)
 /*
  * A sampled allocation A at KEY as a deep sample: reserved before the
  * allocation is kept, so that the record of its free, reserved later, is
- * read after it. False when the ring buffer is full (counted): it gets the
- * frame-pointer stack instead. Every use of the record is inside one test
+ * read after it. False when the ring buffer has no room for it (counted):
+ * it gets the frame-pointer stack instead. Every use of the record is inside one test
  * of it, as 5.10's verifier follows a reference no further.
  */
 static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t, __u32 tgid,
 					    const struct memtrail_addr_key *key,
 					    struct memtrail_heap_alloc *a)
 {
-	struct memtrail_event_deep *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct memtrail_event_deep *e = deep_reserve();
 
-	if (!e) {
-		count_lost(MEMTRAIL_LOST_DEEP);
+	if (!e)
 		return false;
-	}
 	deep_head(e, tgid, MEMTRAIL_KIND_HEAP, a->phase, a->objects, key->addr, a->weight);
 	e->tracked = heap_track;
 	e->fp_stack = MEMTRAIL_STACK_NONE;

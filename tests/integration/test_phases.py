@@ -3,6 +3,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -211,6 +212,46 @@ def test_repeated_phases_aggregate_with_flat_memory():
     check(len(sites) < 1000, f"sites stay bounded: {len(sites)}")
     check(rss_big - rss_small < 4 * MiB,
           f"memtrail grew by {rss_big - rss_small} bytes from 20k to 200k phases")
+
+
+def test_phases_exact_while_deep_samples_fill_the_ring():
+    """memtrail stopped (SIGSTOP, by this test) while phase_loop runs 2,000
+    pairs of phases by rules, each phase mapping a section: every section is
+    a deep sample of 16 KiB and more (record's default), 4,000 of them, four
+    times what the ring buffer holds. Deep samples take only what leaves
+    exact records their room: once memtrail runs again every phase boundary
+    and the exit are there, the deep samples that found no room are counted
+    and their sections still named by their frame-pointer stacks."""
+    n = 2000
+    binary = workload("phase_loop")
+    fifo = os.path.join(tmpdir(), "go")
+    os.mkfifo(fifo)
+    out = os.path.join(tmpdir(), "trail.json")
+    bg = Background(["record", "-q", "-o", out, *rules(binary, ("a", "b")), "--",
+                     binary, str(n), "--wait", fifo])
+    with open(fifo, "w") as go:	# returns once the workload opened it, traced
+        bg.proc.send_signal(signal.SIGSTOP)
+        go.write("g")
+    report = bg.proc.stdout.readline()	# the workload's, its loop done while memtrail stopped
+    bg.proc.send_signal(signal.SIGCONT)
+    rc, _, err = bg.stop(sig=None)
+    check_eq(rc, 0, f"status (stderr {err!r})")
+    check_eq(json.loads(report), {"n": n}, "the workload's report")
+    trail = load_trail(out)
+    t = trail["targets"][0]
+    summary = {s["name"]: s for s in t["phase_summary"]}
+    check_eq((summary["a"]["count"], summary["b"]["count"]), (n, n), "'a' and 'b' invocations")
+    check_eq(t["exit"], {"code": 0, "signal": 0}, "the exit")
+    lost = trail["lost"]
+    check_eq({k: v for k, v in lost.items() if v and k != "deep"}, {},
+             "lost counters besides deep samples")
+    check(lost.get("deep", 0) > 0, f"deep samples past the ring's room counted: {lost}")
+    for name, size in (("a", 2 * PAGE), ("b", PAGE)):
+        m = summary[name]["kinds"]["mapped"]
+        check_eq(m["allocations"]["total"], n * size, f"'{name}' mapped allocations")
+        rows = [x for x in t["sites"]["list"] if x["kind"] == "mapped" and x["phase"] == name]
+        check_eq(sum(x["alloc_bytes"] for x in rows), n * size, f"'{name}' mapping sites' bytes")
+    no_programs_left()
 
 
 def test_phase_burst_loses_no_event():

@@ -3,8 +3,9 @@
  * Enters phase_a and phase_b N times each (default 100000): phase_a maps,
  * touches and unmaps 8 KiB, phase_b 4 KiB. Phases start by --phase rules.
  * With --marker it only names phases "a" and "b" in turn, N times each, by
- * memtrail_phase() and as fast as it can: a burst of phase events.
- *   phase_loop [N] [--marker]
+ * memtrail_phase() and as fast as it can: a burst of phase events. With
+ * --wait FIFO it opens FIFO and reads a byte from it before its loop.
+ *   phase_loop [N] [--marker | --wait FIFO]
  */
 #include "common.h"
 #include "memtrail_marker.h"
@@ -30,6 +31,14 @@ int main(int argc, char **argv)
 		}
 		report("{\"n\": %ld}\n", n);
 		return 0;
+	}
+	if (argc > 3 && !strcmp(argv[2], "--wait")) {
+		char c;
+		int fd = open(argv[3], O_RDONLY);
+
+		if (fd < 0 || read(fd, &c, 1) != 1)
+			_exit(2);
+		close(fd);
 	}
 	for (i = 0; i < n; i++) {
 		phase_a();

@@ -46,6 +46,8 @@ struct tracer_sites {
 #define TRACER_RING_DEEP (16 << 20)
 /* ... and where only large mapping sections are deep (watch, map_deep_min) */
 #define TRACER_RING_DEEP_LARGE (4 << 20)
+/* ... of which deep samples never take the last TRACER_RING_EXACT bytes (the exact records') */
+#define TRACER_RING_EXACT (1 << 20)
 /* Kernel memory per stack kept (both tables' elements), allocated as stacks are seen */
 #define TRACER_STACK_BYTES 1024
 

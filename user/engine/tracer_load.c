@@ -235,12 +235,32 @@ static int choose_variants(struct tracer *t, const struct tracer_config *cfg)
  */
 #define CELLS_MIN 65536
 
+/*
+ * Where deep samples are taken, the ring buffer's size (RING, doubled while
+ * it holds fewer than 16 deep samples past what it keeps for the others)
+ * and in *ROOM the unread bytes past which BPF takes no deep sample
+ * (deep_reserve()): above them the exact records have TRACER_RING_EXACT,
+ * with one deep sample per CPU to spare for those that pass the test at
+ * once (a record is 8 bytes of header more).
+ */
+static uint32_t deep_ring(uint32_t ring, int nr_cpus, uint64_t *room)
+{
+	uint64_t deep = sizeof(struct memtrail_event_deep) + 8;
+	uint64_t spare = TRACER_RING_EXACT + (uint64_t)nr_cpus * deep;
+
+	while (ring < spare + 16 * deep && ring < (1U << 30))
+		ring <<= 1;
+	*room = ring > spare ? ring - spare : 0;
+	return ring;
+}
+
 static int configure(struct tracer *t, const struct tracer_config *cfg)
 {
 	struct bpf_program *entries[MEMTRAIL_HEAP_OPS];
 	struct memtrail_bpf *s = t->skel;
-	uint32_t n = cfg->max_targets;
+	uint32_t n = cfg->max_targets, ring;
 	bool heap, map_deep;
+	uint64_t room;
 	int i;
 
 	s->rodata->filter_mode = cfg->mode;
@@ -308,10 +328,11 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	 * deep samples are 16 KiB each: room for a burst of them while user
 	 * space unwinds (fewer where only large mapping sections are deep)
 	 */
+	ring = deep_ring(cfg->sites.heap_deep || !cfg->sites.map_deep_min ?
+			 TRACER_RING_DEEP : TRACER_RING_DEEP_LARGE, t->nr_cpus, &room);
+	s->rodata->deep_room = room;
 	if (((cfg->sites.heap_deep || s->rodata->map_deep) &&
-	     bpf_map__set_max_entries(s->maps.events,
-				      cfg->sites.heap_deep || !cfg->sites.map_deep_min ?
-				      TRACER_RING_DEEP : TRACER_RING_DEEP_LARGE)) ||
+	     bpf_map__set_max_entries(s->maps.events, ring)) ||
 	    ((!heap || !cfg->sites.heap_track) &&
 	     bpf_map__set_max_entries(s->maps.heap_allocs, 1)) ||
 	    bpf_map__set_max_entries(s->maps.site_stacks, tracer__stacks(cfg)) ||

@@ -105,9 +105,10 @@ static const char *const lost_hints[MEMTRAIL_LOST_MAX] = {
 	[MEMTRAIL_LOST_MAPS] = "reads of a process's code mappings by BPF refused (its mmap lock "
 			       "was busy): retried at its next library load; a process that ends "
 			       "first can have [unknown] frames",
-	[MEMTRAIL_LOST_DEEP] = "--unwind dwarf samples walked by frame pointers instead (the ring "
-			       "buffer had no room for their stack copy); a larger --heap-sample "
-			       "sends fewer",
+	[MEMTRAIL_LOST_DEEP] = "deep samples (--unwind dwarf, large mapping sections) walked by "
+			       "frame pointers instead: the ring buffer had no room for their "
+			       "stack copy past what it keeps for exact events; their bytes are "
+			       "counted; a larger --heap-sample sends fewer",
 	[MEMTRAIL_LOST_SKIPPED] = "runs of memtrail's programs the kernel skipped (the program was "
 				  "already running on that CPU, its task preempted inside it: "
 				  "seen on 7.3); levels catch up at the next event, a peak or a "
