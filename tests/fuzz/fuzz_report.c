@@ -184,6 +184,40 @@ static bool one_line(const char *s)
 	return true;
 }
 
+/*
+ * report without a timeline to draw reads the trail without its samples
+ * (trail__read_levels): the same verdict, the same reason, and the same
+ * --json document as the trail read whole.
+ */
+static void check_levels(const struct trail *t, int ret, const char *err)
+{
+	char lerr[512] = "";
+	struct trail l;
+	json_t *a, *b;
+	char *sa, *sb;
+
+	if (trail__read_levels(&l, input_path, lerr, sizeof(lerr)) != ret)
+		die("trail__read_levels: %s where trail__read: %s", ret ? "read" : lerr,
+		    ret ? err : "read");
+	if (ret) {
+		if (strcmp(lerr, err))
+			die("trail__read_levels refused with '%s', trail__read with '%s'", lerr, err);
+		return;
+	}
+	render_table(&l);
+	a = trail__to_json(t, false);
+	b = trail__to_json(&l, false);
+	sa = a ? json_dumps(a, JSON_COMPACT) : NULL;
+	sb = b ? json_dumps(b, JSON_COMPACT) : NULL;
+	if (!sa || !sb || strcmp(sa, sb))
+		die("report --json differs when the samples are not kept");
+	free(sa);
+	free(sb);
+	json_decref(a);
+	json_decref(b);
+	trail__free(&l);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int free_fd = lowest_free_fd();
@@ -191,9 +225,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[512];
 	size_t n;
 	bool decimated;
+	int ret;
 
 	put_input(data, size);
-	if (trail__read(&t, input_path, err, sizeof(err))) {
+	ret = trail__read(&t, input_path, err, sizeof(err));
+	check_levels(&t, ret, err);
+	if (ret) {
 		if (!one_line(err))
 			die("a trail refused without a one-line reason: '%s'", err);
 		check_clean(free_fd);

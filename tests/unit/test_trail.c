@@ -672,18 +672,38 @@ static void write_fails_cleanly(void **state)
 	trail__free(&t);
 }
 
-/* Read TEXT as a file through trail__read: 0 or -1, the reason in err. */
+/*
+ * Read TEXT as a file through trail__read: 0 or -1, the reason in err. Read
+ * again through trail__read_levels, which keeps no sample: the same verdict
+ * and reason, the same targets with empty timelines.
+ */
 static int read_text(struct trail *t, const char *text, char *err, size_t errlen)
 {
 	char path[] = "/tmp/memtrail-unit-XXXXXX";
-	size_t len = strlen(text);
+	size_t len = strlen(text), i;
+	char *lerr = calloc(1, errlen);
+	struct trail l;
 	int fd, ret;
 
+	assert_non_null(lerr);
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_true(write(fd, text, len) == (ssize_t)len);
 	close(fd);
 	ret = trail__read(t, path, err, errlen);
+	assert_int_equal(trail__read_levels(&l, path, lerr, errlen), ret);
+	if (ret) {
+		assert_string_equal(lerr, err);
+	} else {
+		assert_int_equal(l.n_targets, t->n_targets);
+		for (i = 0; i < l.n_targets; i++) {
+			assert_int_equal(l.targets[i].pid, t->targets[i].pid);
+			assert_int_equal(l.targets[i].n_samples, 0);
+			assert_null(l.targets[i].timeline);
+		}
+		trail__free(&l);
+	}
+	free(lerr);
 	unlink(path);
 	return ret;
 }

@@ -231,11 +231,11 @@ static int report_diff(const struct report_opts *o, int n, char **files)
 				  "write each trail's and compare them (go tool pprof -diff_base)");
 		return 2;
 	}
-	if (trail__read(&base, files[0], err, sizeof(err))) {
+	if (trail__read_levels(&base, files[0], err, sizeof(err))) {
 		log__error("cannot read trail '%s': %s", files[0], err);
 		return 1;
 	}
-	if (trail__read(&new, files[1], err, sizeof(err))) {
+	if (trail__read_levels(&new, files[1], err, sizeof(err))) {
 		log__error("cannot read trail '%s': %s", files[1], err);
 		trail__free(&base);
 		return 1;
@@ -291,7 +291,12 @@ int cmd_report(int argc, char **argv)
 	}
 	if (check_outputs(argv[first], o.pprof, o.perfetto, o.html))
 		return 2;
-	if (trail__read(&t, argv[first], err, sizeof(err))) {
+	/* the samples kept only where a timeline is drawn */
+	if (o.html || o.perfetto)
+		ret = trail__read(&t, argv[first], err, sizeof(err));
+	else
+		ret = trail__read_levels(&t, argv[first], err, sizeof(err));
+	if (ret) {
 		log__error("cannot read trail '%s': %s", argv[first], err);
 		return 1;
 	}

@@ -546,7 +546,7 @@ int trail__from_json(struct trail *t, json_t *root, char *err, size_t errlen)
 	return from_json(t, root, NULL, err, errlen);
 }
 
-int trail__read(struct trail *t, const char *path, char *err, size_t errlen)
+static int read_file(struct trail *t, const char *path, bool samples, char *err, size_t errlen)
 {
 	static const struct trailstream_checks checks = { trail__check_target,
 							   trail__check_event };
@@ -554,11 +554,21 @@ int trail__read(struct trail *t, const char *path, char *err, size_t errlen)
 	json_t *root;
 	int ret;
 
-	root = trailstream__load(path, &tls, &checks, err, errlen);
+	root = trailstream__load(path, &tls, &checks, samples, err, errlen);
 	if (!root)
 		return -1;
 	ret = from_json(t, root, &tls, err, errlen);
 	json_decref(root);
 	trailstream__free(&tls);
 	return ret;
+}
+
+int trail__read(struct trail *t, const char *path, char *err, size_t errlen)
+{
+	return read_file(t, path, true, err, errlen);
+}
+
+int trail__read_levels(struct trail *t, const char *path, char *err, size_t errlen)
+{
+	return read_file(t, path, false, err, errlen);
 }

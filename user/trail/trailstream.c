@@ -56,6 +56,8 @@ struct builder {
 	const struct trailstream_checks *checks;
 	/* in a timeline: its depth, the sample being read, what its key names */
 	bool in_timeline;		/* inside a target's "timeline" array */
+	bool keep_samples;		/* samples kept in tls (else checked only) */
+	size_t sample_no;		/* the sample's index in its timeline */
 	struct trailstream_timeline *tl;
 	size_t last_n;			/* samples of the last timeline read */
 	bool in_sample, have_t;
@@ -88,7 +90,7 @@ static int sample_fail(struct builder *b, const char *fmt, ...)
 
 	if (b->err[0])
 		return 0;
-	n = snprintf(b->err, sizeof(b->err), "targets[%ld].timeline[%zu]", b->target, b->tl->n);
+	n = snprintf(b->err, sizeof(b->err), "targets[%ld].timeline[%zu]", b->target, b->sample_no);
 	if (n > 0 && (size_t)n < sizeof(b->err)) {
 		va_start(ap, fmt);
 		vsnprintf(b->err + n, sizeof(b->err) - n, fmt, ap);
@@ -357,9 +359,12 @@ static int tl_close(struct builder *b)
 	}
 	if (!b->have_t)
 		return sample_fail(b, ".t_ms: missing");
-	if (array__grow((void **)&tl->s, &tl->cap, tl->n + 1, sizeof(*tl->s)))
-		return fail(b, false, "out of memory");
-	tl->s[tl->n++] = b->s;
+	if (b->keep_samples) {
+		if (array__grow((void **)&tl->s, &tl->cap, tl->n + 1, sizeof(*tl->s)))
+			return fail(b, false, "out of memory");
+		tl->s[tl->n++] = b->s;
+	}
+	b->sample_no++;
 	b->last_t = b->s.t_ms;
 	b->in_sample = false;
 	return 1;
@@ -514,11 +519,12 @@ static int on_start_array(void *ctx)
 	 * samples as the last one had, so most never grow (and copy). Not
 	 * getting it is no error here; growing later would be.
 	 */
-	if (b->last_n)
+	if (b->last_n && b->keep_samples)
 		(void)array__grow((void **)&b->tl->s, &b->tl->cap, b->last_n, sizeof(*b->tl->s));
 	b->stack[b->depth] = NULL;	/* no container in the tree for it */
 	b->depth++;
 	b->in_timeline = true;
+	b->sample_no = 0;
 	b->in_sample = false;
 	b->skip = 0;
 	b->last_t = 0;
@@ -655,9 +661,11 @@ static int open_regular(const char *path, struct stat *st, char *err, size_t err
 }
 
 json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
-			  const struct trailstream_checks *checks, char *err, size_t errlen)
+			  const struct trailstream_checks *checks, bool keep_samples, char *err,
+			  size_t errlen)
 {
-	struct builder b = { .target = -1, .tls = tls, .checks = checks };
+	struct builder b = { .target = -1, .tls = tls, .checks = checks,
+			     .keep_samples = keep_samples };
 	struct source src = { .fd = -1 };
 	size_t line, col, before = 0;
 	yajl_handle h = NULL;

@@ -50,9 +50,13 @@ struct trailstream_timelines {
  * [0, TRAIL_T_MS_MAX], none before the previous one, and kinds' levels in
  * [-TRAIL_LEVEL_MAX, TRAIL_LEVEL_MAX]; other keys skipped). NULL and a one-line reason in
  * ERR when the file cannot be read or is malformed, or one of CHECKS fails.
+ * Without KEEP_SAMPLES the samples are checked as they come and not kept
+ * (TLS's timelines empty): what renderers that draw no timeline need, in
+ * the memory of one sample instead of all of them.
  */
 json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
-			  const struct trailstream_checks *checks, char *err, size_t errlen);
+			  const struct trailstream_checks *checks, bool keep_samples, char *err,
+			  size_t errlen);
 void trailstream__free(struct trailstream_timelines *tls);
 
 #endif
