@@ -218,7 +218,8 @@ def test_report_diff_names_the_line_that_grew():
     known line: report --diff names that line first with its 64 MiB (and
     the mapping's page), and no other site changed by more than 1 MiB; the
     table says the same; go tool pprof -diff_base on the two runs' --pprof
-    files gives that line the same bytes."""
+    files gives that line the same bytes, and report --diff --pprof's one
+    profile gives every line pprof's own diff gives, flat and cumulative."""
     d = tmpdir()
     script = os.path.join(d, "grow.py")
     with open(script, "w") as f:
@@ -267,5 +268,26 @@ def test_report_diff_names_the_line_that_grew():
     check_eq(p.returncode, 0, f"go tool pprof -diff_base ({p.stderr[-500:]!r})")
     cum = [x.split()[3] for x in p.stdout.splitlines() if x.rstrip().endswith(f"grow.py:{line}")]
     check_eq(cum, [f"{grew}B"], f"pprof -diff_base's bytes under line {line}")
+    # the difference as one profile: pprof's rows (flat, cumulative, where) are -diff_base's
+    diff_prof = os.path.join(d, "diff.pb.gz")
+    p = run([MEMTRAIL, "report", "--diff", "--pprof", diff_prof, *trails])
+    check_eq(p.returncode, 0, f"report --diff --pprof ({p.stderr!r})")
+    for index in ("mapped_alloc_space", "mapped_inuse_space"):
+        rows = []
+        for args in (["-diff_base", profiles[0], profiles[1]], [diff_prof]):
+            q = run(["go", "tool", "pprof", f"-sample_index={index}", "-unit=B", "-top", "-lines",
+                     "-nodefraction=0", *args], timeout=300)
+            check_eq(q.returncode, 0, f"go tool pprof {args} ({q.stderr[-500:]!r})")
+            table = q.stdout.split(" flat%", 1)[-1].splitlines()[1:]
+            rows.append(sorted((x.split()[0], x.split()[3], " ".join(x.split()[5:]))
+                               for x in table if x.strip()))
+        check(rows[0], f"pprof -diff_base lists rows of {index}")
+        check_eq(rows[1], rows[0], f"{index}: report --diff --pprof against pprof -diff_base")
     for args in (["--diff", trails[0]], ["--diff", trails[0], trails[1], "--html", "x.html"]):
         one_line_error(run([MEMTRAIL, "report", *args]), "--diff")
+    with open(trails[1], "rb") as f:
+        kept = f.read()
+    one_line_error(run([MEMTRAIL, "report", "--diff", "--pprof", trails[1], *trails]),
+                   "is the trail being read")
+    with open(trails[1], "rb") as f:
+        check(f.read() == kept, "NEW's trail left as it was")

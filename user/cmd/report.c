@@ -62,7 +62,9 @@ static const struct opt report_rows[] = {
 		     "report --diff BASE NEW: what changed from BASE to NEW, per target (matched "
 		     "by command line, else comm): each kind's peak, each phase's segment peak, "
 		     "and the --top sites (matched by their whole chain) whose bytes allocated or "
-		     "in use changed most, growth and shrinkage alike; with --json as JSON"),
+		     "in use changed most, growth and shrinkage alike; with --json as JSON; with "
+		     "--pprof OUT, NEW's sites and BASE's negated as one profile (as 'go tool "
+		     "pprof -diff_base BASE NEW' reads the two)"),
 	OPT_ROW_FN("min-change", 0, "BYTES", opt_min_change,
 		   "--diff's table leaves out changes smaller than BYTES (default 1048576; "
 		   "--json has them all)"),
@@ -75,7 +77,8 @@ static void usage(FILE *f, const struct opts_cmd *c)
 	fprintf(f,
 "usage: memtrail report [--json] [--pprof OUT.pb.gz] [--perfetto OUT.json]\n"
 "                      [--html OUT.html] [--top N] FILE\n"
-"       memtrail report --diff [--json] [--top N] [--min-change BYTES] BASE NEW\n"
+"       memtrail report --diff [--json] [--pprof OUT.pb.gz] [--top N]\n"
+"                      [--min-change BYTES] BASE NEW\n"
 "\n"
 "Print the summary of a trail written by 'memtrail record' (or of a snapshot\n"
 "or verdict file of 'memtrail watch'): levels per target and phase, verdicts,\n"
@@ -226,11 +229,14 @@ static int report_diff(const struct report_opts *o, int n, char **files)
 		opts__usage_error("report", "--diff takes two trail files: BASE NEW");
 		return 2;
 	}
-	if (o->pprof || o->perfetto || o->html) {
-		opts__usage_error("report", "--diff writes no --pprof, --perfetto or --html: "
-				  "write each trail's and compare them (go tool pprof -diff_base)");
+	if (o->perfetto || o->html) {
+		opts__usage_error("report", "--diff writes no --perfetto or --html: write each "
+				  "trail's and compare them");
 		return 2;
 	}
+	if (check_outputs(files[0], o->pprof, NULL, NULL) ||
+	    check_outputs(files[1], o->pprof, NULL, NULL))
+		return 2;
 	if (trail__read_levels(&base, files[0], err, sizeof(err))) {
 		log__error("cannot read trail '%s': %s", files[0], err);
 		return 1;
@@ -257,6 +263,18 @@ static int report_diff(const struct report_opts *o, int n, char **files)
 		printf("what changed from %s (BASE) to %s (NEW)\n", sanitize__str(a, sizeof(a), files[0]),
 		       sanitize__str(b, sizeof(b), files[1]));
 		diff__print(stdout, d, (json_int_t)o->min_change);
+	}
+	if (d && o->pprof) {
+		size_t samples;
+		int err = pprof__write_diff(&base, &new, o->pprof, &samples);
+
+		if (err) {
+			log__error("cannot write pprof profile '%s': %s", o->pprof, strerror(-err));
+			ret = 1;
+		} else {
+			log__info("pprof profile of the difference written to '%s' (%zu sites)",
+				  o->pprof, samples);
+		}
 	}
 	if (fflush(stdout)) {
 		log__error("cannot write the report: %s", strerror(errno));

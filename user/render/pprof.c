@@ -275,8 +275,9 @@ static void add_kind(struct builder *b, const char *kind)
 	b->n_kinds++;
 }
 
+/* SITE of TT as a sample, its values times SIGN (-1: a diff's base). */
 static void add_site(struct builder *b, const struct trail_target *tt,
-		     const struct trail_site *site, bool inuse)
+		     const struct trail_site *site, bool inuse, int sign)
 {
 	const char *kind = trail_site__kind_name(site->kind);
 	Sample *s = calloc(1, sizeof(*s));
@@ -303,11 +304,11 @@ static void add_site(struct builder *b, const struct trail_target *tt,
 		s->location_id[s->n_location_id++] = location(b, tt->pid, &site->frames[i]);
 	s->n_value = b->n_kinds * PPROF_VALUES;
 	v = s->value + kind_index(b, kind) * PPROF_VALUES;
-	v[0] = llround(site->alloc_objects);
-	v[1] = (int64_t)site->alloc_bytes;
+	v[0] = sign * llround(site->alloc_objects);
+	v[1] = sign * (int64_t)site->alloc_bytes;
 	if (inuse) {
-		v[2] = llround(site->inuse_objects);
-		v[3] = (int64_t)site->inuse_bytes;
+		v[2] = sign * llround(site->inuse_objects);
+		v[3] = sign * (int64_t)site->inuse_bytes;
 	}
 	s->label[s->n_label++] = label(b, "pid", NULL, tt->pid);
 	s->label[s->n_label++] = label(b, "comm", tt->comm, 0);
@@ -396,25 +397,35 @@ static int write_gz(const char *path, const uint8_t *buf, size_t len)
 	return outfile__write(path, fill_gz, &d);
 }
 
-int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
+/*
+ * The profile of the sites of N trails, each's values times SIGNS[i], into
+ * PATH; the first trail's duration. A diff is NEW's sites and BASE's
+ * negated, as go tool pprof -diff_base makes it.
+ */
+static int write_profile(const struct trail *const *ts, const int *signs, size_t n,
+			 const char *path, size_t *n_samples)
 {
+	const struct trail *t = ts[0];
 	struct builder b = { 0 };
 	bool inuse = true;
 	char def[128];
 	uint8_t *buf;
-	size_t i, j, len;
+	size_t i, j, k, len;
 	int err;
 
 	perftools__profiles__profile__init(&b.p);
 	str(&b, "");	/* string 0 is the empty string */
-	for (i = 0; i < t->n_targets; i++)
-		if (!trail_sites__inuse(t->targets[i].sites))
-			inuse = false;
-	for (i = 0; i < t->n_targets; i++) {
-		const struct trail_sites *ts = t->targets[i].sites;
+	for (k = 0; k < n; k++)
+		for (i = 0; i < ts[k]->n_targets; i++)
+			if (!trail_sites__inuse(ts[k]->targets[i].sites))
+				inuse = false;
+	for (k = 0; k < n; k++) {
+		for (i = 0; i < ts[k]->n_targets; i++) {
+			const struct trail_sites *st = ts[k]->targets[i].sites;
 
-		for (j = 0; ts && j < ts->n; j++)
-			add_kind(&b, trail_site__kind_name(ts->list[j].kind));
+			for (j = 0; st && j < st->n; j++)
+				add_kind(&b, trail_site__kind_name(st->list[j].kind));
+		}
 	}
 	if (!b.n_kinds)
 		add_kind(&b, "heap");	/* no sites: an empty profile of the usual kind */
@@ -443,18 +454,23 @@ int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
 		return -ERANGE;
 	}
 	b.p.duration_nanos = (int64_t)t->duration_ms * 1000000;
-	if (!inuse) {
-		b.p.comment = calloc(1, sizeof(int64_t));
-		if (b.p.comment) {
-			b.p.comment[b.p.n_comment++] =
-				str(&b, "heap probes ran under an overhead budget: in-use figures "
-					"were not measured");
+	b.p.comment = calloc(2, sizeof(int64_t));
+	if (b.p.comment && !inuse)
+		b.p.comment[b.p.n_comment++] =
+			str(&b, "heap probes ran under an overhead budget: in-use figures were "
+				"not measured");
+	if (b.p.comment && n > 1)
+		b.p.comment[b.p.n_comment++] =
+			str(&b, "what changed: the new trail's sites, and the base trail's with "
+				"their values negated (as go tool pprof -diff_base)");
+	for (k = 0; k < n; k++) {
+		for (i = 0; i < ts[k]->n_targets; i++) {
+			const struct trail_target *tt = &ts[k]->targets[i];
+
+			for (j = 0; tt->sites && j < tt->sites->n; j++)
+				add_site(&b, tt, &tt->sites->list[j],
+					 trail_sites__inuse(tt->sites), signs[k]);
 		}
-	}
-	for (i = 0; i < t->n_targets; i++) {
-		const struct trail_target *tt = &t->targets[i];
-		for (j = 0; tt->sites && j < tt->sites->n; j++)
-			add_site(&b, tt, &tt->sites->list[j], trail_sites__inuse(tt->sites));
 	}
 	if (b.err) {
 		builder_free(&b);
@@ -472,4 +488,20 @@ int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
 	free(buf);
 	builder_free(&b);
 	return err;
+}
+
+int pprof__write(const struct trail *t, const char *path, size_t *n_samples)
+{
+	static const int sign = 1;
+
+	return write_profile(&t, &sign, 1, path, n_samples);
+}
+
+int pprof__write_diff(const struct trail *base, const struct trail *new, const char *path,
+		      size_t *n_samples)
+{
+	const struct trail *ts[2] = { new, base };
+	static const int signs[2] = { 1, -1 };
+
+	return write_profile(ts, signs, 2, path, n_samples);
 }

@@ -9,5 +9,12 @@
 
 /* Write PATH atomically; the number of samples into N_SAMPLES. 0 or -errno. */
 int pprof__write(const struct trail *t, const char *path, size_t *n_samples);
+/*
+ * What changed from BASE to NEW as one profile: NEW's sites and BASE's with
+ * their values negated (what go tool pprof -diff_base BASE NEW reads), with
+ * NEW's duration. As pprof__write.
+ */
+int pprof__write_diff(const struct trail *base, const struct trail *new, const char *path,
+		      size_t *n_samples);
 
 #endif
