@@ -391,10 +391,12 @@ static __always_inline bool deep_enough(const struct mm_window *w, struct mm_str
  * Mapping sites: the user stack of each section that grew mapped memory, and
  * the range it mapped, so that the munmap of that range (or the brk that
  * gives it back) credits the site that made it. Frees that match no range
- * (a partial unmap from the middle, an mprotect) go to the unknown site.
+ * (a partial unmap from the middle, an mprotect) go to the unknown site (the
+ * small processes' under sites_from).
  */
 static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct mm_struct *mm,
-					 struct memtrail_target *t, __u32 tgid, __s64 delta)
+					 struct memtrail_target *t, __u32 tgid, __s64 delta,
+					 __s64 after)
 {
 	__u32 phase = t->phase;
 	__u64 start = 0, freed, n = 0, caller;
@@ -423,6 +425,19 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 		}
 #endif
 		caller = 0;
+		if (after < (__s64)sites_from && !deep_enough(w, mm, delta + freed)) {
+			/*
+			 * a small section of a process that cannot matter yet (watch
+			 * --sites-from): no stack walk, no range kept; its unnamed
+			 * site has the bytes, and the frees that match no range. The
+			 * section that takes it past sites_from has its stack, as
+			 * has a large one (map_deep_min or more, or a brk heap that
+			 * large) whatever the process holds.
+			 */
+			site_add(tgid, phase, MEMTRAIL_KIND_MAPPED, MEMTRAIL_STACK_SMALL,
+				 delta + freed, MEMTRAIL_OBJ_ONE, true);
+			return;
+		}
 		if (map_deep && deep_enough(w, mm, delta + freed) &&
 		    mapping_deep(ctx, t, tgid, phase, start, delta + freed)) {
 			stack = MEMTRAIL_STACK_DEEP;
@@ -463,8 +478,10 @@ static __always_inline void mapping_site(void *ctx, struct mm_window *w, struct 
 		break;
 	}
 #endif
+	/* no range: the small processes' site where they have one (most are theirs) */
 	if (n < freed)
-		site_add(tgid, phase, MEMTRAIL_KIND_MAPPED, MEMTRAIL_STACK_NONE,
+		site_add(tgid, phase, MEMTRAIL_KIND_MAPPED,
+			 sites_from ? MEMTRAIL_STACK_SMALL : MEMTRAIL_STACK_NONE,
 			 -(__s64)(freed - n), 0, false);
 }
 
@@ -495,7 +512,7 @@ static __always_inline int lock_released(void *ctx, struct mm_struct *mm, bool w
 		return 0;	/* no window (none kept, or its start skipped): the level is right */
 	delta = after - w->before;
 	if (delta && sites_mapping)
-		mapping_site(ctx, w, mm, t, tgid, delta);
+		mapping_site(ctx, w, mm, t, tgid, delta, after);
 #ifdef MT_NR_MMAP
 	/* a file mapped executable (where no cheaper hook sees it): the mapping is in place now */
 	if (lib_map_lock && t && w->nr == MT_NR_MMAP && (w->arg[2] & MT_PROT_EXEC))

@@ -20,6 +20,8 @@ const volatile __u32 sites_device = 0;
 const volatile __u32 map_deep = 0;
 /* mapping sites: only sections that grow it by this many bytes or more are deep */
 const volatile __u64 map_deep_min = 0;
+/* mapping sites: a process's sections have stacks once its mapped memory reaches this */
+const volatile __u64 sites_from = 0;
 /* deep samples: taken only while the ring buffer holds at most this many unread bytes */
 const volatile __u64 deep_room = 0;
 /* heap: keep every live allocation (exact heap levels and in-use figures) */

@@ -452,6 +452,8 @@ struct memtrail_event_device {
 #define MEMTRAIL_SITE_DEPTH 32		/* frames kept per stack */
 #define MEMTRAIL_SITE_FAULTS MEMTRAIL_KIND_MAX	/* the "kind" of fault sites */
 #define MEMTRAIL_STACK_NONE (-1)	/* no stack: not sampled, or none taken */
+/* a mapping site's: its process had less mapped memory than sites_from (watch) */
+#define MEMTRAIL_STACK_SMALL (-3)
 #define MEMTRAIL_OBJ_ONE 1024		/* objects are kept in 1/1024ths (sampling weights) */
 
 /* In a stack: the walk went on past here through garbage (no call before it), cut */

@@ -241,6 +241,47 @@ def test_oom_c_workload():
     check_oom_snapshot([workload("hog")], "hog")
 
 
+def test_small_process_sections_walk_no_stack():
+    """watch's --sites-from (16 MiB): a process killed at an 8 MiB limit,
+    mapping 256 KiB at a time (under --deep-from), never gets there, so its
+    sections cost no stack walk: the snapshot's top site is its
+    '[before --sites-from]' site, with no other site of it over a section's
+    size, and holds the bulk of what the cgroup held. With --sites-from 0
+    the same process's top site is the code that maps (map_touch, inlined)."""
+    limit = 8 * MiB
+    for extra, want in (([], "[before --sites-from]"), (["--sites-from", "0"], "main (common.h:")):
+        ids = new_pod_ids()
+        w = Watch(["--pods-dir", pods_dir(ids[0]), *extra])
+        path, rel, _, uid, cid = kubelet_memcg(limit, ids)
+        try:
+            p = subprocess.run(in_cgroup(path, [workload("hog"), "256"]), capture_output=True,
+                               timeout=60)
+            check_eq(p.returncode, -signal.SIGKILL, f"{extra}: the workload's end")
+            verdicts = wait_files(w.dir, "verdict-*.json", 1)
+        finally:
+            rc, out, err = w.stop()
+            remove_tree(path)
+        check_eq(rc, 0, f"{extra}: watch's status ({err!r})")
+        check(not lost_lines(err), f"{extra}: nothing lost: {err!r}")
+        v = load(verdicts[0])
+        snap = load(os.path.join(w.dir, v["snapshot"]))
+        if snap["kernel"]["features"]["map_sites"]["state"] != "yes":
+            return	# no mapping sites: the support claim says so
+        t = snap["targets"][0]
+        held = t["kinds"]["mapped"]["current"]
+        check(held < 16 * MiB, f"{extra}: the process never reached 16 MiB mapped: {held}")
+        top = snap["snapshot"]["top_site"]
+        check(top["kind"] == "mapped" and top["site"].startswith(want) and
+              top["inuse_bytes"] >= limit // 2, f"{extra}: the top site: {top}")
+        check_eq(v["top_site"], top, f"{extra}: the verdict's top site")
+        if not extra:
+            others = [s for s in t["sites"]["list"] if s["kind"] == "mapped" and
+                      s["frames"][0].get("function") != want and s["inuse_bytes"] > 256 * 1024]
+            check_eq(others, [], "no other mapped site holds more than a section")
+            check_eq(snap["snapshot"]["sites"]["sites_from"], 16 * MiB, "the snapshot says it")
+    no_programs_left()
+
+
 def test_oom_python_workload():
     check_oom_snapshot(py_hog(), "python")
 

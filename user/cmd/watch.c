@@ -171,11 +171,13 @@ json_t *watch_snapshot_doc(struct watch *w, struct trail_target *tt, uint64_t t_
 	if (w->s.sites) {
 		w->last_top = watch_top_site(ts, top_kind);
 		json_object_set(snap, "top_site", w->last_top);
-		json_object_set_new(snap, "sites", json_pack("{s:I, s:I, s:I}",
+		json_object_set_new(snap, "sites", json_pack("{s:I, s:I, s:I, s:I}",
 							     "kept", (json_int_t)(ts ? ts->n : 0),
 							     "left_out", (json_int_t)left_out,
 							     "deep_from",
-							     (json_int_t)w->o->deep_from));
+							     (json_int_t)w->o->deep_from,
+							     "sites_from",
+							     (json_int_t)w->o->sites_from));
 	}
 	trail_sites__free(ts);
 	target = json_array_get(json_object_get(root, "targets"), 0);
@@ -409,6 +411,17 @@ static int opt_deep_from(void *base, const char *arg)
 	return 0;
 }
 
+static int opt_sites_from(void *base, const char *arg)
+{
+	struct watch_opts *o = base;
+
+	if (format__parse_u64(arg, 0, 1ULL << 40, &o->sites_from)) {
+		log__error("invalid --sites-from '%s': give bytes, 0 to 2^40", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int opt_heap_budget(void *base, const char *arg)
 {
 	struct watch_opts *o = base;
@@ -449,6 +462,12 @@ static const struct opt watch_rows[] = {
 		   "a mapping section that grows a process's mapped memory by BYTES or more "
 		   "(default 1048576) has its stack unwound by call-frame information, with "
 		   "Python lines; smaller ones by frame pointers. 0: every section"),
+	OPT_ROW_FN("sites-from", 0, "BYTES", opt_sites_from,
+		   "a process's mapping sections have their stacks taken once its mapped memory "
+		   "reaches BYTES (default 16777216), the section that takes it there first, "
+		   "and any of --deep-from or more (or a brk heap that large) before; the "
+		   "smaller ones before cost no stack walk and their bytes are its site '"
+		   SITES_SMALL_LABEL "'. 0: every section"),
 	OPT_ROW_FN("heap-budget", 0, "PCT", opt_heap_budget,
 		   "heap sites too (off by default): probe the malloc family of the processes "
 		   "whose anonymous memory grows fastest (by 1 MiB or more over 10 s), one at a "
@@ -532,6 +551,7 @@ static int parse_opts(int argc, char **argv, struct watch_opts *o)
 	o->pending = DEFAULT_PENDING;
 	o->metrics_expire_s = DEFAULT_METRICS_EXPIRE_S;
 	o->deep_from = DEFAULT_DEEP_FROM;
+	o->sites_from = DEFAULT_SITES_FROM;
 	cmdopts__engine_defaults(&o->e);
 	return opts__parse(&cmd, argc, argv, &first);
 }
@@ -545,6 +565,7 @@ static int build_config(const struct watch_opts *o, struct tracer_config *cfg)
 		.device = !o->no_sites,
 		.map_deep = !o->no_sites,
 		.map_deep_min = o->deep_from,
+		.map_from = o->sites_from,
 		/* heap windows: their frees go unseen, so sites count what was allocated */
 		.heap = o->heap_budget > 0,
 		.heap_budget = o->heap_budget > 0,

@@ -25,6 +25,7 @@
 #define DEFAULT_PENDING 64
 /* mapping sections that grow mapped memory this much get deep stacks (--deep-from) */
 #define DEFAULT_DEEP_FROM (1 << 20)
+#define DEFAULT_SITES_FROM (16 << 20)
 /* a snapshot's process: its sites holding the most live bytes, this many */
 #define SNAPSHOT_SITES 64
 #define SNAPSHOT_HEAP_SITES 16	/* and heap sites (--heap-budget), by bytes allocated */
@@ -64,6 +65,7 @@ struct watch_opts {
 	uint32_t metrics_expire_s;
 	bool no_sites;
 	uint64_t deep_from;
+	uint64_t sites_from;
 	double heap_budget;	/* % of one CPU for heap probe windows; 0: no heap sites */
 	bool kube_events;	/* verdicts as Events on their Pods */
 	const char *kubeconfig;	/* NULL: the pod's service account (kube.h) */

@@ -21,6 +21,8 @@ struct sites;
 
 /* The CPython versions whose frames deep stacks read (sites_python.c), as said to people. */
 #define SITES_PYTHON_VERSIONS "CPython 3.10 to 3.14, builds with a GIL"
+/* The site of the mapping sections of a process below sites_from (watch --sites-from) */
+#define SITES_SMALL_LABEL "[before --sites-from]"
 
 /* Deep samples (--unwind dwarf): what their unwinding gave. */
 struct sites_deep_stats {

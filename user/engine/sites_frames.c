@@ -204,6 +204,7 @@ static void site_frames(struct sites *s, uint32_t pid, const struct site *e,
 		fr = trail_site__add_frame(site);
 		if (fr)
 			fr->function = strdup(k->stack >= 0 || site_deep(k->stack) ? "[unknown]" :
+					      k->stack == MEMTRAIL_STACK_SMALL ? SITES_SMALL_LABEL :
 					      "[no stack]");
 		return;
 	}

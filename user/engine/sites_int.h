@@ -85,12 +85,12 @@ struct py_frame {
 
 /*
  * Stacks user space unwound itself (deep samples, sites_deep.c) have ids of
- * their own, below the kernel's none (-1) and deep (-2) marks.
+ * their own, below the kernel's none (-1), deep (-2) and small (-3) marks.
  */
-#define SITE_DEEP_ID(n) (-3 - (int32_t)(n))
+#define SITE_DEEP_ID(n) (-4 - (int32_t)(n))
 static inline bool site_deep(int32_t id)
 {
-	return id <= -3;
+	return id <= -4;
 }
 
 struct stack {

@@ -36,6 +36,7 @@ struct tracer_sites {
 	bool heap_deep;		/* sampled allocations unwound in user space (sites__deep) */
 	bool map_deep;		/* mapping sites too, where BPF can read user registers */
 	uint64_t map_deep_min;	/* of sections growing mapped memory this much or more */
+	uint64_t map_from;	/* mapping sites' stacks once a process maps this much; 0: always */
 	uint32_t stacks;	/* distinct stacks kept; 0: TRACER_STACKS (with heap _HEAP) */
 };
 

@@ -297,6 +297,7 @@ static int configure(struct tracer *t, const struct tracer_config *cfg)
 	map_deep = cfg->sites.map_deep && s->rodata->sites_mapping;
 	s->rodata->map_deep = map_deep && !t->compat && t->kf.task_pt_regs;
 	s->rodata->map_deep_min = cfg->sites.map_deep_min;
+	s->rodata->sites_from = cfg->sites.map_from;
 	if (map_deep && !s->rodata->map_deep)
 		log__info("mapping sites: frame-pointer stacks (deep ones need the task's user "
 			  "registers in BPF, bpf_task_pt_regs, and the object for kernels with BPF "
