@@ -175,9 +175,10 @@ static __always_inline void deep_fill(struct memtrail_event_deep *e, struct pt_r
  * boundaries, exits, OOM kills, the frees of deep samples) share the ring
  * buffer with them. So a deep sample is taken only while the buffer holds
  * at most deep_room unread bytes: what stays above that is the exact
- * records' alone. User space sets deep_room with a deep sample per CPU to
- * spare, for those that pass this test at once on other CPUs (a program
- * runs here with preemption off: one at a time per CPU).
+ * records' alone. The test and the reservation are two steps: samples that
+ * pass the test at once (on other CPUs, or in a program preempted between
+ * the two) can take more, so user space keeps a sample per CPU to spare
+ * besides the exact records' TRACER_RING_EXACT.
  */
 static __always_inline struct memtrail_event_deep *deep_reserve(void)
 {
