@@ -62,7 +62,7 @@ extern const volatile __u32 sites_mapping;	/* mapping sites on */
 extern const volatile __u32 sites_device;	/* device allocations' sites */
 extern const volatile __u32 map_deep;		/* mapping sites as deep samples */
 extern const volatile __u64 map_deep_min;	/* of sections growing it this much or more */
-extern const volatile __u64 sites_from;	/* mapped bytes from which a process's sections have stacks */
+extern const volatile __u64 sites_from;	/* mapped bytes from which sections have stacks */
 extern const volatile __u64 deep_room;	/* unread bytes past which no deep sample is taken */
 /* files mapped executable are tracked: one new to user space is told at once */
 extern const volatile __u32 track_libs;

@@ -125,8 +125,8 @@ static __always_inline void heap_hit(struct memtrail_target *t, __u32 tgid)
  * A sampled allocation A at KEY as a deep sample: reserved before the
  * allocation is kept, so that the record of its free, reserved later, is
  * read after it. False when the ring buffer has no room for it (counted):
- * it gets the frame-pointer stack instead. Every use of the record is inside one test
- * of it, as 5.10's verifier follows a reference no further.
+ * it gets the frame-pointer stack instead. Every use of the record is
+ * inside one test of it, as 5.10's verifier follows a reference no further.
  */
 static __always_inline bool heap_alloc_deep(void *ctx, struct memtrail_target *t, __u32 tgid,
 					    const struct memtrail_addr_key *key,
