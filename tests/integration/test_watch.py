@@ -241,45 +241,65 @@ def test_oom_c_workload():
     check_oom_snapshot([workload("hog")], "hog")
 
 
+def small_process_oom(extra):
+    """hog mapping 256 KiB at a time (under --deep-from) killed at an 8 MiB
+    limit under a watch with EXTRA: (snapshot, verdict), or None where the
+    kernel has no mapping sites (the support claim says so)."""
+    ids = new_pod_ids()
+    w = Watch(["--pods-dir", pods_dir(ids[0]), *extra])
+    path, rel, _, uid, cid = kubelet_memcg(8 * MiB, ids)
+    try:
+        p = subprocess.run(in_cgroup(path, [workload("hog"), "256"]), capture_output=True,
+                           timeout=60)
+        check_eq(p.returncode, -signal.SIGKILL, f"{extra}: the workload's end")
+        verdicts = wait_files(w.dir, "verdict-*.json", 1)
+    finally:
+        rc, out, err = w.stop()
+        remove_tree(path)
+    check_eq(rc, 0, f"{extra}: watch's status ({err!r})")
+    check(not lost_lines(err), f"{extra}: nothing lost: {err!r}")
+    v = load(verdicts[0])
+    snap = load(os.path.join(w.dir, v["snapshot"]))
+    no_programs_left()
+    if snap["kernel"]["features"]["map_sites"]["state"] != "yes":
+        return None
+    held = snap["targets"][0]["kinds"]["mapped"]["current"]
+    check(held < 16 * MiB, f"{extra}: the process never reached 16 MiB mapped: {held}")
+    check_eq(v["top_site"], snap["snapshot"]["top_site"], f"{extra}: the verdict's top site")
+    return snap, v
+
+
 def test_small_process_sections_walk_no_stack():
     """watch's --sites-from (16 MiB): a process killed at an 8 MiB limit,
-    mapping 256 KiB at a time (under --deep-from), never gets there, so its
-    sections cost no stack walk: the snapshot's top site is its
-    '[before --sites-from]' site, with no other site of it over a section's
-    size, and holds the bulk of what the cgroup held. With --sites-from 0
-    the same process's top site is the code that maps (map_touch, inlined)."""
-    limit = 8 * MiB
-    for extra, want in (([], "[before --sites-from]"), (["--sites-from", "0"], "main (common.h:")):
-        ids = new_pod_ids()
-        w = Watch(["--pods-dir", pods_dir(ids[0]), *extra])
-        path, rel, _, uid, cid = kubelet_memcg(limit, ids)
-        try:
-            p = subprocess.run(in_cgroup(path, [workload("hog"), "256"]), capture_output=True,
-                               timeout=60)
-            check_eq(p.returncode, -signal.SIGKILL, f"{extra}: the workload's end")
-            verdicts = wait_files(w.dir, "verdict-*.json", 1)
-        finally:
-            rc, out, err = w.stop()
-            remove_tree(path)
-        check_eq(rc, 0, f"{extra}: watch's status ({err!r})")
-        check(not lost_lines(err), f"{extra}: nothing lost: {err!r}")
-        v = load(verdicts[0])
-        snap = load(os.path.join(w.dir, v["snapshot"]))
-        if snap["kernel"]["features"]["map_sites"]["state"] != "yes":
-            return	# no mapping sites: the support claim says so
-        t = snap["targets"][0]
-        held = t["kinds"]["mapped"]["current"]
-        check(held < 16 * MiB, f"{extra}: the process never reached 16 MiB mapped: {held}")
-        top = snap["snapshot"]["top_site"]
-        check(top["kind"] == "mapped" and top["site"].startswith(want) and
-              top["inuse_bytes"] >= limit // 2, f"{extra}: the top site: {top}")
-        check_eq(v["top_site"], top, f"{extra}: the verdict's top site")
-        if not extra:
-            others = [s for s in t["sites"]["list"] if s["kind"] == "mapped" and
-                      s["frames"][0].get("function") != want and s["inuse_bytes"] > 256 * 1024]
-            check_eq(others, [], "no other mapped site holds more than a section")
-            check_eq(snap["snapshot"]["sites"]["sites_from"], 16 * MiB, "the snapshot says it")
-    no_programs_left()
+    mapping 256 KiB at a time, never gets there, so its sections cost no
+    stack walk: the snapshot's top site is its '[before --sites-from]' site,
+    holding the bulk of what the cgroup held, and no other site of it holds
+    more than a section."""
+    got = small_process_oom([])
+    if not got:
+        return
+    snap, _ = got
+    top = snap["snapshot"]["top_site"]
+    check(top["kind"] == "mapped" and top["site"] == "[before --sites-from]" and
+          top["inuse_bytes"] >= 4 * MiB, f"the top site: {top}")
+    others = [s for s in snap["targets"][0]["sites"]["list"] if s["kind"] == "mapped" and
+              s["frames"][0].get("function") != "[before --sites-from]" and
+              s["inuse_bytes"] > 256 * 1024]
+    check_eq(others, [], "no other mapped site holds more than a section")
+    check_eq(snap["snapshot"]["sites"]["sites_from"], 16 * MiB, "the snapshot says it")
+
+
+def test_sites_from_zero_walks_every_section():
+    """The same process under watch --sites-from 0: every section walked,
+    its top site the code that maps (map_touch, inlined in main). (Not in
+    the kernel matrix: on 7.3 under TCG every stack of this victim was once
+    '[unknown]' at its snapshot.)"""
+    got = small_process_oom(["--sites-from", "0"])
+    if not got:
+        return
+    top = got[0]["snapshot"]["top_site"]
+    check(top["kind"] == "mapped" and top["site"].startswith("main (common.h:") and
+          top["inuse_bytes"] >= 4 * MiB, f"the top site: {top}")
 
 
 def test_oom_python_workload():
