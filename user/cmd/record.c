@@ -307,10 +307,8 @@ static int opt_heap_sample(void *base, const char *arg)
 	struct record_opts *o = base;
 	uint64_t v;
 
-	if (format__parse_u64(arg, 0, 1ULL << 40, &v)) {
-		log__error("invalid --heap-sample '%s': give bytes, 0 to 2^40", arg);
+	if (format__option_bytes("--heap-sample", arg, 40, &v))
 		return -EINVAL;
-	}
 	o->heap_cfg.sample_bytes = v;
 	o->heap_sample_given = true;
 	o->heap = true;

@@ -30,11 +30,7 @@ static int opt_min_change(void *base, const char *arg)
 {
 	struct report_opts *o = base;
 
-	if (format__parse_u64(arg, 0, 1ULL << 50, &o->min_change)) {
-		log__error("invalid --min-change '%s': give bytes, 0 to 2^50", arg);
-		return -EINVAL;
-	}
-	return 0;
+	return format__option_bytes("--min-change", arg, 50, &o->min_change);
 }
 
 static const struct opt report_rows[] = {

@@ -404,22 +404,14 @@ static int opt_deep_from(void *base, const char *arg)
 {
 	struct watch_opts *o = base;
 
-	if (format__parse_u64(arg, 0, 1ULL << 40, &o->deep_from)) {
-		log__error("invalid --deep-from '%s': give bytes, 0 to 2^40", arg);
-		return -EINVAL;
-	}
-	return 0;
+	return format__option_bytes("--deep-from", arg, 40, &o->deep_from);
 }
 
 static int opt_sites_from(void *base, const char *arg)
 {
 	struct watch_opts *o = base;
 
-	if (format__parse_u64(arg, 0, 1ULL << 40, &o->sites_from)) {
-		log__error("invalid --sites-from '%s': give bytes, 0 to 2^40", arg);
-		return -EINVAL;
-	}
-	return 0;
+	return format__option_bytes("--sites-from", arg, 40, &o->sites_from);
 }
 
 static int opt_heap_budget(void *base, const char *arg)

@@ -80,6 +80,15 @@ int format__option_u64(const char *opt, const char *arg, uint64_t min, uint64_t 
 	return 0;
 }
 
+int format__option_bytes(const char *opt, const char *arg, unsigned int max_shift, uint64_t *out)
+{
+	if (format__parse_u64(arg, 0, 1ULL << max_shift, out)) {
+		log__error("invalid %s '%s': give bytes, 0 to 2^%u", opt, arg, max_shift);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int format__option_pct(const char *opt, const char *arg, const char *what, double *out)
 {
 	char *end;

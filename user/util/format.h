@@ -27,5 +27,7 @@ int format__option_u32(const char *opt, const char *arg, uint64_t min, uint64_t 
 		       uint32_t *out);
 /* A percentage, 0.1 to 100, the whole string; logs "give WHAT, 0.1 to 100" on -EINVAL. */
 int format__option_pct(const char *opt, const char *arg, const char *what, double *out);
+/* A byte count, 0 to 2^MAX_SHIFT, as format__parse_u64 reads it; the error said as above. */
+int format__option_bytes(const char *opt, const char *arg, unsigned int max_shift, uint64_t *out);
 
 #endif
