@@ -113,6 +113,27 @@ static void cgroup_lines(void **state)
 	assert_null(cgroup__parse_proc("garbage"));
 }
 
+/* Byte-count options: 0 to 2^shift, the whole string, the value untouched when refused. */
+static void option_bytes(void **state)
+{
+	const char *bad[] = { "", "abc", "-1", "1099511627777", "12k", " 5", "1e3" };
+	uint64_t v = 7;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(format__option_bytes("--x", "0", 40, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(format__option_bytes("--x", "1099511627776", 40, &v), 0);
+	assert_int_equal(v, 1ULL << 40);
+	assert_int_equal(format__option_bytes("--x", "1125899906842624", 50, &v), 0);
+	assert_int_equal(v, 1ULL << 50);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = 7;
+		assert_int_equal(format__option_bytes("--x", bad[i], 40, &v), -EINVAL);
+		assert_int_equal(v, 7);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -122,6 +143,7 @@ int main(void)
 		cmocka_unit_test(kind_names_stable),
 		cmocka_unit_test(join_args),
 		cmocka_unit_test(cgroup_lines),
+		cmocka_unit_test(option_bytes),
 	};
 
 	return cmocka_run_group_tests_name("format", tests, NULL, NULL);
