@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -242,6 +243,48 @@ static void idle_memtrail_lets_go(void **state)
 	end_command(g, &c);
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * memtrail that works on (a third of a second of CPU after the open) and
+ * then does nothing: the open goes about a second after its last work, not
+ * a second after a second (the keeper once dated work it saw at its first
+ * deadline to that deadline, and held the open a whole second more).
+ */
+static void worked_then_idle_lets_go_a_second_after(void **state)
+{
+	struct served s = { 0 };
+	struct command c;
+	struct gate *g;
+	double t0, worked, back;
+	volatile unsigned long spin = 0;
+
+	(void)state;
+	start_command(&g, &c);
+	s.from = c.from;
+	command_opens(&c, elf_path);
+	assert_true(readable(gate__wake_fd(g), GUARD_MS));	/* the keeper holds it */
+	t0 = mono_s();
+	while (mono_s() - t0 < 0.3)
+		spin++;
+	worked = mono_s();
+	expect_returned(&c);
+	back = mono_s();
+	/* the keeper reads CPU time in clock ticks every 50 ms: a margin of 0.3 s */
+	if (back - worked < 0.9 || back - worked > 1.3)
+		fail_msg("the open came back %.2f s after memtrail's last work (want about 1 s)",
+			 back - worked);
+	gate__serve(g, look, &s);
+	assert_int_equal(s.calls, 1);
+	end_command(g, &c);
+}
+
 /* The gate closed (memtrail ends, however) while an open waits: it is let go. */
 static void close_lets_waiting_opens_go(void **state)
 {
@@ -292,6 +335,7 @@ int main(void)
 		cmocka_unit_test(other_files_pass),
 		cmocka_unit_test(outside_the_namespace_passes),
 		cmocka_unit_test(idle_memtrail_lets_go),
+		cmocka_unit_test(worked_then_idle_lets_go_a_second_after),
 		cmocka_unit_test(close_lets_waiting_opens_go),
 	};
 

@@ -26,17 +26,19 @@
  * memtrail: it alone holds the fanotify group, reads each open, lets go at
  * once what is not an ELF file of the command's, and hands the rest to
  * memtrail (the descriptor, over a socket), letting each go when memtrail
- * says it looked at it, or once memtrail has made no progress (no CPU time)
- * for WAIT_NS: stopped, frozen, blocked; while it works (reading a large
- * runtime's symbols, attaching a perf event per function on an old kernel)
- * the open waits up to WAIT_MAX_NS. After such a wait, opens go at once
- * (memtrail still told) until memtrail answers again. It ignores the terminal's stop and interrupt: Ctrl-Z on
- * record stops memtrail, never the gate. It ends when memtrail's end of
- * the socket closes, however memtrail ends, and the kernel lets every open
- * still waiting go as the group closes; killed itself, the same.
+ * says it looked at it, or once memtrail has made no progress (no CPU time,
+ * read every LOOK_NS) for WAIT_NS: stopped, frozen, blocked; while it works
+ * (reading a large runtime's symbols, attaching a perf event per function on
+ * an old kernel) the open waits up to WAIT_MAX_NS. After such a wait, opens
+ * go at once (memtrail still told) until memtrail answers again. It ignores
+ * the terminal's stop and interrupt: Ctrl-Z on record stops memtrail, never
+ * the gate. It ends when memtrail's end of the socket closes, however
+ * memtrail ends, and the kernel lets every open still waiting go as the
+ * group closes; killed itself, the same.
  */
 #define WAIT_NS 1000000000ULL	/* the longest an open waits for a memtrail that does nothing */
 #define WAIT_MAX_NS 10000000000ULL	/* and for one that works on it */
+#define LOOK_NS 50000000ULL	/* how often memtrail's CPU time is read while opens wait */
 #define PENDING 256		/* opens handed to memtrail and not let go yet */
 
 struct gate {
@@ -233,7 +235,7 @@ static bool in_ns(pid_t pid, const char *ns)
 
 struct held {
 	int fd;
-	uint64_t seq, deadline, since;
+	uint64_t seq, since;
 };
 
 /* PID's user and system CPU time (clock ticks) from /proc/PID/stat; 0 when unreadable. */
@@ -290,7 +292,9 @@ struct keeper {
 	struct held held[PENDING];
 	size_t n_held;
 	uint64_t seq, ticks;
-	bool said, absent, working;
+	uint64_t looked;	/* when its CPU time was last read (while opens wait) */
+	uint64_t worked;	/* the look before the last one that saw it grow: 0, none */
+	bool said, absent;
 };
 
 /* memtrail's answer on the socket: the open it looked at goes. 0, or -1: memtrail is gone. */
@@ -314,31 +318,39 @@ static int keeper_answer(struct keeper *k)
 }
 
 /*
- * Opens held past their deadline: kept a while longer if memtrail worked
- * since (it may be on this very file), else let go, and the next ones at
- * once until memtrail answers again.
+ * When H goes unless memtrail answers: WAIT_NS after the later of its open
+ * and memtrail's last work (it may be on this very file), WAIT_MAX_NS after
+ * its open at the latest.
+ */
+static uint64_t held_until(const struct keeper *k, const struct held *h)
+{
+	uint64_t quiet = k->worked > h->since ? k->worked : h->since;
+
+	return quiet + WAIT_NS < h->since + WAIT_MAX_NS ? quiet + WAIT_NS : h->since + WAIT_MAX_NS;
+}
+
+/*
+ * Read memtrail's CPU time every LOOK_NS while opens wait; let go those
+ * whose time is up, and the next ones at once until memtrail answers again.
+ * Work seen at a look is dated to the look before it (the earliest it can
+ * have stopped working after): an open waits at most about WAIT_NS past
+ * memtrail's last work, never a whole WAIT_NS more for work seen late.
  */
 static void keeper_expire(struct keeper *k)
 {
 	uint64_t now = clock__mono_ns();
-	bool checked = false;
 	size_t i;
 
-	for (i = 0; i < k->n_held;) {
-		if (k->held[i].deadline > now) {
-			i++;
-			continue;
-		}
-		/* memtrail worked in the last WAIT_NS: it may be on this very file */
-		if (!checked) {
-			uint64_t t = cpu_ticks(k->memtrail);
+	if (k->n_held && now - k->looked >= LOOK_NS) {
+		uint64_t t = cpu_ticks(k->memtrail);
 
-			k->working = t != k->ticks;
-			k->ticks = t;
-			checked = true;
-		}
-		if (k->working && now - k->held[i].since < WAIT_MAX_NS) {
-			k->held[i].deadline = now + WAIT_NS;
+		if (t != k->ticks)
+			k->worked = k->looked;
+		k->ticks = t;
+		k->looked = now;
+	}
+	for (i = 0; i < k->n_held;) {
+		if (held_until(k, &k->held[i]) > now) {
 			i++;
 			continue;
 		}
@@ -386,9 +398,12 @@ static void keeper_open(struct keeper *k, const struct fanotify_event_metadata *
 		return;
 	}
 	now = clock__mono_ns();
-	if (!k->n_held)
+	if (!k->n_held) {
 		k->ticks = cpu_ticks(k->memtrail);	/* its work from now on */
-	k->held[k->n_held++] = (struct held){ e->fd, k->seq, now + WAIT_NS, now };
+		k->looked = now;
+		k->worked = 0;
+	}
+	k->held[k->n_held++] = (struct held){ e->fd, k->seq, now };
 }
 
 /* The command's opens waiting in the fanotify group, each taken. */
@@ -426,9 +441,12 @@ static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
 		uint64_t now = clock__mono_ns(), first = UINT64_MAX;
 		int timeout = -1;
 
+		/* while opens wait: at the first one's time, or the next look */
 		for (i = 0; i < k.n_held; i++)
-			if (k.held[i].deadline < first)
-				first = k.held[i].deadline;
+			if (held_until(&k, &k.held[i]) < first)
+				first = held_until(&k, &k.held[i]);
+		if (k.n_held && k.looked + LOOK_NS < first)
+			first = k.looked + LOOK_NS;
 		if (first != UINT64_MAX)
 			timeout = first > now ? (int)((first - now) / 1000000 + 1) : 0;
 		if (poll(p, 2, timeout) < 0 && errno != EINTR)
