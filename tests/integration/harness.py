@@ -104,11 +104,8 @@ def record_runs(cmd, runs, extra=(), timeout=240):
     trail = load_trail(out) if os.path.exists(out) else None
     datas = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     check_eq(len(datas), runs, f"runs that printed their report (stderr {p.stderr!r})")
-    pairs = []
-    for data in datas:
-        check(trail is not None, f"no trail (stderr {p.stderr!r})")
-        pairs.append((target(trail, data["pid"]), data))
-    return p, trail, pairs
+    check(trail is not None, f"no trail (stderr {p.stderr!r})")
+    return p, trail, [(target(trail, data["pid"]), data) for data in datas]
 
 
 def load_trail(path):

@@ -442,9 +442,12 @@ static void keeper(int fan, int sock, pid_t memtrail, const char *ns)
 		int timeout = -1;
 
 		/* while opens wait: at the first one's time, or the next look */
-		for (i = 0; i < k.n_held; i++)
-			if (held_until(&k, &k.held[i]) < first)
-				first = held_until(&k, &k.held[i]);
+		for (i = 0; i < k.n_held; i++) {
+			uint64_t until = held_until(&k, &k.held[i]);
+
+			if (until < first)
+				first = until;
+		}
 		if (k.n_held && k.looked + LOOK_NS < first)
 			first = k.looked + LOOK_NS;
 		if (first != UINT64_MAX)
