@@ -23,6 +23,69 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __wea
 
 #define MT_VMA_EXEC 0x4
 
+/*
+ * Files whose path was told (MEMTRAIL_EV_FILE), by the kernel's (s_dev, ino,
+ * generation) of the file mapped. An entry evicted costs a path told again.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct memtrail_lib_key);
+	__type(value, __u32);
+} files_told SEC(".maps");
+
+#define MT_FILE_DEPTH 32	/* directories walked up from a file, at most */
+#define MT_NAME_MAX 256		/* a path component's bytes with its NUL (NAME_MAX + 1) */
+
+#ifndef MEMTRAIL_COMPAT
+/*
+ * Tell user space where FILE (INODE, of TGID's mapping) is, unless told
+ * already: the names from the file up to its filesystem's root, which user
+ * space finds among the mounts. No bpf_d_path here (tracepoints and uprobes
+ * may not call it), so the path is relative to the filesystem, not a mount.
+ */
+static __always_inline void file_tell(__u32 tgid, struct file *file, struct inode *inode)
+{
+	struct memtrail_event_file *e;
+	struct memtrail_lib_key key;
+	struct dentry *d, *up;
+	__u32 told = 1, off = 0;
+	long n;
+	int i;
+
+	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	key.ino = BPF_CORE_READ(inode, i_ino);
+	key.gen = BPF_CORE_READ(inode, i_generation);
+	key.pad = 0;
+	if (bpf_map_lookup_elem(&files_told, &key))
+		return;
+	e = event_reserve(sizeof(*e), MEMTRAIL_EV_FILE, tgid);
+	if (!e)
+		return;
+	e->key = key;
+	e->whole = 0;
+	d = BPF_CORE_READ(file, f_path.dentry);
+	for (i = 0; i < MT_FILE_DEPTH; i++) {
+		up = BPF_CORE_READ(d, d_parent);
+		if (!up || up == d) {
+			e->whole = 1;
+			break;
+		}
+		if (off > MEMTRAIL_FILE_NAMES - MT_NAME_MAX)
+			break;
+		n = bpf_probe_read_kernel_str(&e->names[off], MT_NAME_MAX,
+					      BPF_CORE_READ(d, d_name.name));
+		if (n <= 0)
+			break;
+		off += n;
+		d = up;
+	}
+	e->len = off;
+	event_submit(e, false);
+	bpf_map_update_elem(&files_told, &key, &told, BPF_ANY);
+}
+#endif
+
 /* Tell user space every executable file mapping of the current process, if it mapped code since. */
 static __always_inline void maps_tell(__u32 tgid)
 {
@@ -48,10 +111,11 @@ static __always_inline void maps_tell(__u32 tgid)
 		/* no count: the verifier would walk each value of it (the iterator ends) */
 		if (!(vma->vm_flags & MT_VMA_EXEC) || !vma->vm_file)
 			continue;
+		inode = BPF_CORE_READ(vma, vm_file, f_inode);
+		file_tell(tgid, vma->vm_file, inode);
 		e = event_reserve(sizeof(*e), MEMTRAIL_EV_MAP, tgid);
 		if (!e)
 			break;
-		inode = BPF_CORE_READ(vma, vm_file, f_inode);
 		e->start = vma->vm_start;
 		e->end = vma->vm_end;
 		e->pgoff = vma->vm_pgoff;

@@ -191,6 +191,7 @@ enum memtrail_event_type {
 	MEMTRAIL_EV_MAP,	/* one of a target's executable file mappings, read in BPF */
 	MEMTRAIL_EV_DEEP,	/* a sampled allocation with its registers and stack top */
 	MEMTRAIL_EV_DEEP_FREE,	/* the free of an allocation told by MEMTRAIL_EV_DEEP */
+	MEMTRAIL_EV_FILE,	/* the path of a file MEMTRAIL_EV_MAP names first */
 };
 
 enum memtrail_target_reason {
@@ -261,6 +262,25 @@ struct memtrail_event_map {
 	__u64 pgoff;	/* in pages */
 	__u64 ino;
 	__u64 dev;	/* the kernel's dev_t: major << 20 | minor */
+};
+
+#define MEMTRAIL_FILE_NAMES 1024	/* bytes of a file's path components */
+
+/*
+ * MEMTRAIL_EV_FILE: before the first MEMTRAIL_EV_MAP of a file (the first
+ * since its key left the BPF table of files told), where that file is: its
+ * path from its filesystem's root, as the names of its directories, the
+ * file's own first, each ended by a NUL (LEN bytes in all). WHOLE: the walk
+ * reached the root (else the path was too deep or too long, and is cut).
+ * With it user space opens the file of a process that ended before its maps
+ * could be read.
+ */
+struct memtrail_event_file {
+	struct memtrail_event_hdr hdr;
+	struct memtrail_lib_key key;
+	__u32 len;
+	__u32 whole;
+	char names[MEMTRAIL_FILE_NAMES];
 };
 
 struct memtrail_event_target {

@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "gate.h"
+#include "proc.h"
 
 /*
  * The gate's keeper is a process of its own (memtrail-gate), forked by
@@ -109,23 +110,6 @@ static char *field(char *line, int n)
 	return f;
 }
 
-/* mountinfo's octal escapes (\040 for a space) undone in place. */
-static void unescape(char *s)
-{
-	char *w = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*w++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-			s += 3;
-		} else {
-			*w++ = *s;
-		}
-	}
-	*w = '\0';
-}
-
 #define MOUNTINFO_MAX (16 << 20)
 
 int gate__enter(struct gate *g, int *marked, int *failed)
@@ -166,7 +150,7 @@ int gate__enter(struct gate *g, int *marked, int *failed)
 		point = field(line, 4);
 		if (!point || !type || pseudo_fs(type))
 			continue;
-		unescape(point);
+		proc__mount_unescape(point);
 		if (fanotify_mark(g->fan, FAN_MARK_ADD | FAN_MARK_MOUNT, FAN_OPEN_PERM, AT_FDCWD,
 				  point))
 			(*failed)++;

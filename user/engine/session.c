@@ -590,6 +590,10 @@ int session__on_event(void *ctx, const void *data, size_t size)
 		if (s->sites && size >= sizeof(struct memtrail_event_map))
 			sites__add_map(s->sites, data);
 		break;
+	case MEMTRAIL_EV_FILE:
+		if (s->sites && size >= sizeof(struct memtrail_event_file))
+			sites__add_file(s->sites, data);
+		break;
 	/* only a target's: not the heap probes' timing child, which is forgotten */
 	case MEMTRAIL_EV_DEEP:
 		if (s->sites && size >= sizeof(struct memtrail_event_deep) &&

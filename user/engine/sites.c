@@ -514,6 +514,9 @@ void sites__destroy(struct sites *s)
 	for (i = 0; i < s->n_pids; i++)
 		free(s->pids[i].maps);
 	free(s->pids);
+	for (i = 0; i < s->n_told_files; i++)
+		free(s->told_files[i].path);
+	free(s->told_files);
 	pidmap__free(&s->pid_index);
 	free(s->fold);
 	free(s);

@@ -72,6 +72,8 @@ bool sites__maps_told(const struct sites *s);
  * overlayfs) once a read of some process's maps shows it.
  */
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e);
+/* Where a file BPF tells mappings of is (maps.bpf.c): opened from there if no process can say. */
+void sites__add_file(struct sites *s, const struct memtrail_event_file *e);
 /*
  * PID exec'd at TS_NS: the interpreter found in its mappings before (its
  * parent's, from the fork) is forgotten, here and in BPF, until its new maps

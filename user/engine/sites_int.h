@@ -116,6 +116,7 @@ struct site {
 
 #define PID_MAPS_MAX 8192	/* executable mappings kept per process, unmapped ones too */
 #define TOLD_MAX 1024		/* mappings BPF told of files not matched yet */
+#define TOLD_FILES_MAX 8192	/* paths of files BPF told, kept (its table's size) */
 
 struct pid_maps {
 	uint32_t pid;
@@ -184,6 +185,16 @@ struct sites {
 		uint64_t dev, ino;
 	} told[TOLD_MAX];
 	size_t n_told;
+	/*
+	 * Where BPF's files are (MEMTRAIL_EV_FILE): each one's path from its
+	 * filesystem's root, to open it where no process that maps it is left
+	 * to read maps from; the oldest dropped when full
+	 */
+	struct told_file {
+		uint64_t dev, ino;	/* as maps shows them (DEV_KEY) */
+		char *path;
+	} *told_files;
+	size_t n_told_files, cap_told_files;
 	/* deep samples (sites_deep.c): stacks by content, live allocations by address */
 	void *deep_index;
 	void *deep_allocs;

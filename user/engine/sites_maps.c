@@ -476,16 +476,34 @@ static void map_insert(struct sites *s, uint32_t pid, unsigned long long start,
 	sites_python_note_map(s, p, p->n - 1);
 }
 
+/* Every told mapping of a file now known finds its process's maps (that process may be long gone). */
+static void told_place(struct sites *s)
+{
+	size_t i, n = 0;
+	int32_t mod;
+
+	for (i = 0; i < s->n_told; i++) {
+		struct told_map t = s->told[i];
+
+		mod = module_of_told(s, t.dev, t.ino);
+		if (mod >= 0)
+			map_insert(s, t.pid, t.start, t.end, t.pgoff, mod);
+		else
+			s->told[n++] = t;
+	}
+	s->n_told = n;
+}
+
 /*
  * After a read of PID's maps: a mapping BPF told of it that maps showed too
  * names its module under BPF's name; then every told mapping of a file now
- * known finds its process's maps (that process may be long gone).
+ * known finds its process's maps.
  */
 static void told_learn(struct sites *s, uint32_t pid)
 {
 	struct pid_maps *p = sites_pid_maps_get(s, pid, false);
 	bool learnt = false;
-	size_t i, j, n = 0;
+	size_t i, j;
 	int32_t mod;
 
 	for (i = 0; p && i < s->n_told; i++) {
@@ -502,18 +520,75 @@ static void told_learn(struct sites *s, uint32_t pid)
 			break;
 		}
 	}
-	if (!learnt)
-		return;
-	for (i = 0; i < s->n_told; i++) {
-		struct told_map t = s->told[i];
+	if (learnt)
+		told_place(s);
+}
 
-		mod = module_of_told(s, t.dev, t.ino);
-		if (mod >= 0)
-			map_insert(s, t.pid, t.start, t.end, t.pgoff, mod);
-		else
-			s->told[n++] = t;
+void sites__add_file(struct sites *s, const struct memtrail_event_file *e)
+{
+	uint64_t dev = DEV_KEY(e->key.dev >> 20, e->key.dev & 0xfffff);
+	size_t i, len = e->len < sizeof(e->names) ? e->len : sizeof(e->names);
+	char path[MEMTRAIL_FILE_NAMES + 1], *w = path + sizeof(path) - 1;
+	const char *name, *end = e->names + len;
+	struct told_file *f;
+
+	if (!e->whole || !len)
+		return;		/* cut: too deep or too long to be told */
+	/* the names, the file's own first, each NUL-ended: written from the end */
+	*w = '\0';
+	for (name = e->names; name < end; name += strnlen(name, end - name) + 1) {
+		size_t n = strnlen(name, end - name);
+
+		if (!n || memchr(name, '/', n) || (size_t)(w - path) < n + 1)
+			return;
+		w -= n;
+		memcpy(w, name, n);
+		*--w = '/';
 	}
-	s->n_told = n;
+	for (i = 0; i < s->n_told_files; i++)
+		if (s->told_files[i].dev == dev && s->told_files[i].ino == e->key.ino)
+			break;
+	if (i == s->n_told_files) {
+		if (s->n_told_files == TOLD_FILES_MAX) {
+			free(s->told_files[0].path);
+			memmove(s->told_files, s->told_files + 1,
+				--s->n_told_files * sizeof(*s->told_files));
+		}
+		if (array__grow((void **)&s->told_files, &s->cap_told_files,
+				s->n_told_files + 1, sizeof(*s->told_files)))
+			return;
+		i = s->n_told_files++;
+		s->told_files[i] = (struct told_file){ dev, e->key.ino, NULL };
+	}
+	f = &s->told_files[i];
+	free(f->path);
+	f->path = strdup(w);
+}
+
+/*
+ * The module of the file BPF told as (DEV, INO), opened from the path BPF
+ * told it by, where no process that maps it could be read: -1 if none.
+ */
+static int32_t module_of_told_file(struct sites *s, uint64_t dev, uint64_t ino)
+{
+	char full[32], name[3 * 4096];
+	int32_t mod;
+	size_t i;
+	int fd;
+
+	for (i = 0; i < s->n_told_files; i++)
+		if (s->told_files[i].dev == dev && s->told_files[i].ino == ino)
+			break;
+	if (i == s->n_told_files || !s->told_files[i].path)
+		return -1;
+	fd = proc__open_on_fs(makedev(dev >> 32, dev & 0xffffffff), ino, s->told_files[i].path,
+			      full, sizeof(full), name, sizeof(name));
+	if (fd < 0)
+		return -1;
+	/* named by the path opened, as the node sees it (a container's file: in its layer) */
+	mod = module_add(s, 0, name, full, dev, ino);
+	close(fd);	/* libdw opened its own */
+	return mod;
 }
 
 void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
@@ -540,4 +615,7 @@ void sites__add_map(struct sites *s, const struct memtrail_event_map *e)
 		sites__note_maps(s, e->hdr.tgid);	/* learns it (told_learn) */
 	else
 		told_learn(s, e->hdr.tgid);
+	/* gone before its maps could be read: the file where BPF said it is */
+	if (module_of_told(s, dev, e->ino) < 0 && module_of_told_file(s, dev, e->ino) >= 0)
+		told_place(s);
 }

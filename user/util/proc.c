@@ -426,6 +426,80 @@ int proc__file_ids(int fd, uint32_t pid, bool maps, struct file_ids *ids)
 	return 0;
 }
 
+void proc__mount_unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* FS_PATH through the mount of MOUNTINFO's LINE (DEV's, holding it), opened as it must be; or -1. */
+static int open_through_mount(char *line, dev_t dev, ino_t ino, const char *fs_path,
+			      const char *prefix, uint32_t pid, char *buf, size_t len, char *name,
+			      size_t name_len)
+{
+	char root[4096], point[4096];
+	unsigned int maj, min;
+	struct file_ids ids;
+	size_t n;
+	int fd;
+
+	/* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw" */
+	if (sscanf(line, "%*d %*d %u:%u %4095s %4095s", &maj, &min, root, point) != 4 ||
+	    makedev(maj, min) != dev)
+		return -1;
+	proc__mount_unescape(root);
+	proc__mount_unescape(point);
+	n = strcmp(root, "/") ? strlen(root) : 0;
+	if (strncmp(fs_path, root, n) || fs_path[n] != '/')
+		return -1;
+	if ((size_t)snprintf(name, name_len, "%s%s%s", prefix, strcmp(point, "/") ? point : "",
+			     fs_path + n) >= name_len)
+		return -1;
+	fd = open_file(name, true, 0, 0, buf, len);
+	if (fd < 0)
+		return -1;
+	if (proc__file_ids(fd, pid, false, &ids) || ids.hook_dev != dev || ids.hook_ino != ino) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int proc__open_on_fs(dev_t dev, ino_t ino, const char *fs_path, char *buf, size_t len,
+		     char *path, size_t path_len)
+{
+	static const struct {
+		const char *mountinfo, *prefix;
+		uint32_t pid;
+	} views[] = { { "/proc/self/mountinfo", "", 0 }, { "/proc/1/mountinfo", "/proc/1/root", 1 } };
+	char line[3 * 4096];
+	size_t v;
+	int fd = -1;
+	FILE *f;
+
+	if (fs_path[0] != '/')
+		return -ENOENT;
+	for (v = 0; fd < 0 && v < sizeof(views) / sizeof(views[0]); v++) {
+		f = fopen(views[v].mountinfo, "re");
+		while (f && fd < 0 && fgets(line, sizeof(line), f))
+			fd = open_through_mount(line, dev, ino, fs_path, views[v].prefix,
+						views[v].pid, buf, len, path, path_len);
+		if (f)
+			fclose(f);
+	}
+	return fd < 0 ? -ENOENT : fd;
+}
+
 int proc__open_mapped(uint32_t pid, const struct proc_map_line *m, char *buf, size_t len)
 {
 	char name[4096 + 64];

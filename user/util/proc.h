@@ -100,6 +100,18 @@ struct file_ids {
  * cannot be read is fstat's. 0, or -errno when FD cannot be fstat()ed.
  */
 int proc__file_ids(int fd, uint32_t pid, bool maps, struct file_ids *ids);
+/*
+ * The file at FS_PATH from the root of the filesystem on DEV (its
+ * superblock's device), opened as above through a mount of that filesystem
+ * whose root holds it: one of memtrail's, else one of PID 1's through its
+ * root (memtrail in a pod that shares the node's PIDs); kept only when the
+ * file opened is (DEV, INO) to the kernel. The descriptor (its path from here
+ * in BUF, the path that was opened in PATH), or -ENOENT.
+ */
+int proc__open_on_fs(dev_t dev, ino_t ino, const char *fs_path, char *buf, size_t len,
+		     char *path, size_t path_len);
+/* mountinfo's octal escapes (\040 for a space) undone in place. */
+void proc__mount_unescape(char *s);
 /* Whether FD is a file on overlayfs. */
 bool proc__overlayfs(int fd);
 
