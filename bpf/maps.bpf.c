@@ -39,12 +39,12 @@ struct {
 
 #ifndef MEMTRAIL_COMPAT
 /*
- * Tell user space where FILE (INODE, of TGID's mapping) is, unless told
+ * Tell user space where VMA's file (INODE) is, unless told
  * already: the names from the file up to its filesystem's root, which user
  * space finds among the mounts. No bpf_d_path here (tracepoints and uprobes
  * may not call it), so the path is relative to the filesystem, not a mount.
  */
-static __always_inline void file_tell(__u32 tgid, struct file *file, struct inode *inode)
+static __always_inline void file_tell(__u32 tgid, struct vm_area_struct *vma, struct inode *inode)
 {
 	struct memtrail_event_file *e;
 	struct memtrail_lib_key key;
@@ -64,7 +64,8 @@ static __always_inline void file_tell(__u32 tgid, struct file *file, struct inod
 		return;
 	e->key = key;
 	e->whole = 0;
-	d = BPF_CORE_READ(file, f_path.dentry);
+	/* read, not walked as a trusted pointer: vm_file may be NULL to the verifier */
+	d = BPF_CORE_READ(vma, vm_file, f_path.dentry);
 	for (i = 0; i < MT_FILE_DEPTH; i++) {
 		up = BPF_CORE_READ(d, d_parent);
 		if (!up || up == d) {
@@ -112,7 +113,7 @@ static __always_inline void maps_tell(__u32 tgid)
 		if (!(vma->vm_flags & MT_VMA_EXEC) || !vma->vm_file)
 			continue;
 		inode = BPF_CORE_READ(vma, vm_file, f_inode);
-		file_tell(tgid, vma->vm_file, inode);
+		file_tell(tgid, vma, inode);
 		e = event_reserve(sizeof(*e), MEMTRAIL_EV_MAP, tgid);
 		if (!e)
 			break;
