@@ -283,8 +283,40 @@ def test_report_diff_names_the_line_that_grew():
                                for x in table if x.strip()))
         check(rows[0], f"pprof -diff_base lists rows of {index}")
         check_eq(rows[1], rows[0], f"{index}: report --diff --pprof against pprof -diff_base")
-    for args in (["--diff", trails[0]], ["--diff", trails[0], trails[1], "--html", "x.html"]):
+    for args in (["--diff", trails[0]], ["--diff", trails[0], trails[1], "--perfetto", "x.json"]):
         one_line_error(run([MEMTRAIL, "report", *args]), "--diff")
+    # the page: the line's row first, its frame red by the 64 MiB it grew, in headless Chromium
+    page = os.path.join(d, "diff.html")
+    p = run([MEMTRAIL, "report", "--diff", "--html", page, *trails])
+    check_eq(p.returncode, 0, f"report --diff --html ({p.stderr!r})")
+    from test_viz import read_page
+    got, = read_page(page, "viz-diff-grow.png", """(() => {
+        const sec = Array.from(document.querySelectorAll('section.target'))
+            .find(s => s.querySelector('h2').textContent.includes('grow.py'));
+        const g = sec.querySelector('.flame');
+        const sel = g.previousElementSibling.querySelectorAll('select');
+        const cells = tr => Array.from(tr.children).map(c => c.textContent);
+        return {
+            peaks: Array.from(sec.querySelectorAll('table.peaks tr')).slice(1).map(cells),
+            sites: Array.from(sec.querySelectorAll('tr.site')).map(cells),
+            shown: [sel[0].value, sel[1].value],  // a: allocated
+            frames: Array.from(g.querySelectorAll('.fr')).map(e => [e.textContent,
+                e.classList.contains('grew'), +e.dataset.base, +e.dataset.new, +e.dataset.depth]),
+        };
+    })()""")
+    check_eq(got["shown"], ["mapped", "a"], "the flame graph opens on what changed most")
+    check(any(r[0] == "mapped" and r[3] == "+64.0 MiB" for r in got["peaks"]),
+          f"the page's peaks: the mapped peak grew 64 MiB: {got['peaks']}")
+    first = got["sites"][0]
+    check(first[0] == "mapped" and first[1] == "+64.0 MiB" and f"grow.py:{line})" in first[3],
+          f"the first site row is the line that grew: {got['sites']}")
+    frame = [f for f in got["frames"] if f[0].endswith(f"(grow.py:{line})")]
+    check(len(frame) == 1 and frame[0][1] and frame[0][3] - frame[0][2] == grew,
+          f"the line's frame grew by the diff's {grew} bytes: {frame}")
+    root = got["frames"][0]
+    check_eq(root[4], 0, "the first frame drawn is the root")
+    want = sum(s["alloc_bytes"]["delta"] for s in t["sites"] if s["kind"] == "mapped")
+    check_eq(root[3] - root[2], want, "the root's change: every mapped site's, added up")
     with open(trails[1], "rb") as f:
         kept = f.read()
     one_line_error(run([MEMTRAIL, "report", "--diff", "--pprof", trails[1], *trails]),

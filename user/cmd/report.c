@@ -60,7 +60,9 @@ static const struct opt report_rows[] = {
 		     "and the --top sites (matched by their whole chain) whose bytes allocated or "
 		     "in use changed most, growth and shrinkage alike; with --json as JSON; with "
 		     "--pprof OUT, NEW's sites and BASE's negated as one profile (as 'go tool "
-		     "pprof -diff_base BASE NEW' reads the two)"),
+		     "pprof -diff_base BASE NEW' reads the two); with --html OUT, a page of the "
+		     "same with a flame graph of every site that changed (red grew, green "
+		     "shrank)"),
 	OPT_ROW_FN("min-change", 0, "BYTES", opt_min_change,
 		   "--diff's table leaves out changes smaller than BYTES (default 1048576; "
 		   "--json has them all)"),
@@ -73,8 +75,8 @@ static void usage(FILE *f, const struct opts_cmd *c)
 	fprintf(f,
 "usage: memtrail report [--json] [--pprof OUT.pb.gz] [--perfetto OUT.json]\n"
 "                      [--html OUT.html] [--top N] FILE\n"
-"       memtrail report --diff [--json] [--pprof OUT.pb.gz] [--top N]\n"
-"                      [--min-change BYTES] BASE NEW\n"
+"       memtrail report --diff [--json] [--pprof OUT.pb.gz] [--html OUT.html]\n"
+"                      [--top N] [--min-change BYTES] BASE NEW\n"
 "\n"
 "Print the summary of a trail written by 'memtrail record' (or of a snapshot\n"
 "or verdict file of 'memtrail watch'): levels per target and phase, verdicts,\n"
@@ -225,13 +227,13 @@ static int report_diff(const struct report_opts *o, int n, char **files)
 		opts__usage_error("report", "--diff takes two trail files: BASE NEW");
 		return 2;
 	}
-	if (o->perfetto || o->html) {
-		opts__usage_error("report", "--diff writes no --perfetto or --html: write each "
-				  "trail's and compare them");
+	if (o->perfetto) {
+		opts__usage_error("report", "--diff writes no --perfetto: write each trail's and "
+				  "open both");
 		return 2;
 	}
-	if (check_outputs(files[0], o->pprof, NULL, NULL) ||
-	    check_outputs(files[1], o->pprof, NULL, NULL))
+	if (check_outputs(files[0], o->pprof, NULL, o->html) ||
+	    check_outputs(files[1], o->pprof, NULL, o->html))
 		return 2;
 	if (trail__read_levels(&base, files[0], err, sizeof(err))) {
 		log__error("cannot read trail '%s': %s", files[0], err);
@@ -242,7 +244,7 @@ static int report_diff(const struct report_opts *o, int n, char **files)
 		trail__free(&base);
 		return 1;
 	}
-	d = diff__json(&base, &new, o->top);
+	d = diff__json(&base, &new, o->top, false);
 	if (d) {
 		json_object_set_new(d, "base", sanitize__json(files[0]));
 		json_object_set_new(d, "new", sanitize__json(files[1]));
@@ -270,6 +272,19 @@ static int report_diff(const struct report_opts *o, int n, char **files)
 		} else {
 			log__info("pprof profile of the difference written to '%s' (%zu sites)",
 				  o->pprof, samples);
+		}
+	}
+	if (d && o->html) {
+		/* every site that changed, each chain as the page draws it */
+		json_t *page = diff__json(&base, &new, 0, true);
+		int err = page ? html__write_diff(page, files[0], files[1], o->html) : -ENOMEM;
+
+		json_decref(page);
+		if (err) {
+			log__error("cannot write html report '%s': %s", o->html, strerror(-err));
+			ret = 1;
+		} else {
+			log__info("html report of the difference written to '%s'", o->html);
 		}
 	}
 	if (fflush(stdout)) {

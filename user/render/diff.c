@@ -51,7 +51,22 @@ static void frame_key(const struct trail_frame *fr, char *buf, size_t len)
 		snprintf(buf, len, "%s", fr->function ? fr->function : "?");
 }
 
-static void add_sites(json_t *sites, const struct trail_target *tt, enum side side)
+/* S's chain as the page draws it: [label, type], outermost first. */
+static json_t *page_frames(const struct trail_site *s)
+{
+	json_t *f = json_array();
+	char label[1300];
+	const char *type;
+	size_t j;
+
+	for (j = s->n_frames; f && j--;) {
+		type = table__frame_label(&s->frames[j], label, sizeof(label));
+		json_array_append_new(f, json_pack("[s, s]", label, type));
+	}
+	return f;
+}
+
+static void add_sites(json_t *sites, const struct trail_target *tt, enum side side, bool page)
 {
 	char key[8192], frame[1024], label[512];
 	size_t i, j, used;
@@ -74,6 +89,8 @@ static void add_sites(json_t *sites, const struct trail_target *tt, enum side si
 			json_object_set_new(c, "kind", json_string(trail_site__kind_name(s->kind)));
 			json_object_set_new(c, "site", json_string(label));
 			json_object_set(c, "chain", chain);
+			if (page)
+				json_object_set_new(c, "f", page_frames(s));
 		}
 		json_decref(chain);
 		add(c, "alloc_bytes", side, (json_int_t)s->alloc_bytes, false);
@@ -82,7 +99,7 @@ static void add_sites(json_t *sites, const struct trail_target *tt, enum side si
 }
 
 /* One side's targets into GROUPS, keyed by command line (comm where none). */
-static void gather(json_t *groups, const struct trail *t, enum side side)
+static void gather(json_t *groups, const struct trail *t, enum side side, bool page)
 {
 	char key[1024], name[128];
 	size_t i, p, n;
@@ -110,7 +127,7 @@ static void gather(json_t *groups, const struct trail *t, enum side side)
 				add(child(g, "phases"), key, side, ph->f[k][PF_SEGMENT_PEAK], true);
 			}
 		}
-		add_sites(child(g, "sites"), tt, side);
+		add_sites(child(g, "sites"), tt, side, page);
 	}
 }
 
@@ -185,13 +202,13 @@ static int by_target_size(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
-json_t *diff__json(const struct trail *base, const struct trail *new, size_t top)
+json_t *diff__json(const struct trail *base, const struct trail *new, size_t top, bool page)
 {
 	json_t *groups = json_object(), *targets = json_array(), *g, *v, *d;
 	const char *key, *k2;
 
-	gather(groups, base, BASE);
-	gather(groups, new, NEW);
+	gather(groups, base, BASE, page);
+	gather(groups, new, NEW, page);
 	json_object_foreach(groups, key, g) {
 		json_t *peaks = json_array(), *phases = json_array(), *sites = json_array();
 
@@ -221,9 +238,10 @@ json_t *diff__json(const struct trail *base, const struct trail *new, size_t top
 				json_decref(u);
 				continue;
 			}
-			json_array_append_new(sites, json_pack("{s:O, s:O, s:o, s:o, s:O}",
+			json_array_append_new(sites, json_pack("{s:O, s:O, s:o, s:o, s:O, s:O*}",
 				"kind", json_object_get(v, "kind"), "site", json_object_get(v, "site"),
-				"alloc_bytes", a, "inuse_bytes", u, "chain", json_object_get(v, "chain")));
+				"alloc_bytes", a, "inuse_bytes", u, "chain", json_object_get(v, "chain"),
+				"f", json_object_get(v, "f")));
 		}
 		json_array_append_new(targets, json_pack("{s:s, s:b, s:b, s:o, s:o, s:o}",
 			"target", key, "in_base", json_is_true(json_object_get(g, "in_base")),

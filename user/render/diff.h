@@ -10,12 +10,17 @@
 #define MEMTRAIL_DIFF_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "trail.h"
 
-/* BASE against NEW as JSON (README, "report --diff"); NULL: out of memory. */
-json_t *diff__json(const struct trail *base, const struct trail *new, size_t top);
+/*
+ * BASE against NEW as JSON (README, "report --diff"); NULL: out of memory.
+ * PAGE: each site also has "f", its chain as the HTML page draws it
+ * ([label, "py" | "native"], outermost first).
+ */
+json_t *diff__json(const struct trail *base, const struct trail *new, size_t top, bool page);
 /*
  * The same for people: a block per target that changed by MIN bytes or more,
  * its rows that did (the others counted in a closing line).

@@ -294,24 +294,13 @@ static json_t *markers_json(const struct trail *t, const struct trail_target *tt
 	return arr;
 }
 
-/* FR's index in the page's frames, added when new; -1: out of memory. */
-static json_int_t frame_ref(struct page *pg, const struct trail_frame *fr, const char *mark)
+/* The index of the frame LABEL of TYPE in the page's frames, added when new; -1: out of memory. */
+static json_int_t frame_index(struct page *pg, const char *label, const char *type)
 {
-	char unnamed[512], name[1024], label[1300], key[1400];
-	const char *type = mark ? "mark" : !fr->has_address && fr->source ? "py" : "native";
-	const char *src = mark ? NULL : fr->source, *slash;
+	char key[1400];
 	json_t *at;
 	json_int_t i;
 
-	if (mark)
-		snprintf(label, sizeof(label), "%s", mark);
-	else {
-		sanitize__str(name, sizeof(name), trail_frame__name(fr, unnamed, sizeof(unnamed)));
-		slash = src ? strrchr(src, '/') : NULL;
-		snprintf(label, sizeof(label), "%s%s%s%s", name, src ? " (" : "",
-			 src ? (slash ? slash + 1 : src) : "", src ? ")" : "");
-		format__utf8_whole(label);
-	}
 	snprintf(key, sizeof(key), "%s\t%s", type, label);
 	format__utf8_whole(key);
 	at = json_object_get(pg->frame_index, key);
@@ -322,6 +311,18 @@ static json_int_t frame_ref(struct page *pg, const struct trail_frame *fr, const
 	    json_object_set_new(pg->frame_index, key, json_integer(i)))
 		return -1;
 	return i;
+}
+
+/* FR's index in the page's frames (MARK: a frame of that text instead), added when new; -1: out of memory. */
+static json_int_t frame_ref(struct page *pg, const struct trail_frame *fr, const char *mark)
+{
+	char label[1300];
+
+	if (mark) {
+		snprintf(label, sizeof(label), "%s", mark);
+		return frame_index(pg, label, "mark");
+	}
+	return frame_index(pg, label, table__frame_label(fr, label, sizeof(label)));
 }
 
 /*
@@ -498,20 +499,83 @@ static int fill_page(int fd, void *text)
 	return err;
 }
 
-int html__write(const struct trail *t, const char *path, bool *decimated)
+/* DATA (its reference taken) written as the page at PATH: 0 or -errno. */
+static int write_page(json_t *data, const char *path)
 {
-	struct page pg = { .frames = json_array(), .frame_index = json_object() };
-	json_t *data = pg.frames && pg.frame_index ? page_json(t, &pg) : NULL;
 	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
 	int err;
 
 	json_decref(data);
-	json_decref(pg.frames);
-	json_decref(pg.frame_index);
 	if (!text)
 		return -ENOMEM;
-	*decimated = pg.decimated;
 	err = outfile__write(path, fill_page, text);
 	free(text);
 	return err;
+}
+
+int html__write(const struct trail *t, const char *path, bool *decimated)
+{
+	struct page pg = { .frames = json_array(), .frame_index = json_object() };
+	json_t *data = pg.frames && pg.frame_index ? page_json(t, &pg) : NULL;
+
+	json_decref(pg.frames);
+	json_decref(pg.frame_index);
+	*decimated = pg.decimated;
+	return write_page(data, path);
+}
+
+/* {base, new} of a diff's {base, new, delta} D, as a pair. */
+static json_t *pair(json_t *d)
+{
+	return json_pack("[O, O]", json_object_get(d, "base"), json_object_get(d, "new"));
+}
+
+/* A diff's sites (SITES) for the page: {k, l, f: frame indices, a: [base, new], u: the same}. */
+static json_t *diff_sites(json_t *sites, struct page *pg)
+{
+	json_t *arr = json_array(), *s, *f, *fr;
+	json_int_t ref;
+	size_t i, j;
+
+	json_array_foreach(sites, i, s) {
+		f = json_array();
+		json_array_foreach(json_object_get(s, "f"), j, fr) {
+			ref = frame_index(pg, json_string_value(json_array_get(fr, 0)) ?: "?",
+					  json_string_value(json_array_get(fr, 1)) ?: "native");
+			if (ref >= 0)
+				json_array_append_new(f, json_integer(ref));
+		}
+		json_array_append_new(arr, json_pack("{s:O, s:O, s:o, s:o, s:o}",
+			"k", json_object_get(s, "kind"), "l", json_object_get(s, "site"), "f", f,
+			"a", pair(json_object_get(s, "alloc_bytes")),
+			"u", pair(json_object_get(s, "inuse_bytes"))));
+	}
+	return arr;
+}
+
+int html__write_diff(json_t *diff, const char *base_name, const char *new_name, const char *path)
+{
+	struct page pg = { .frames = json_array(), .frame_index = json_object() };
+	json_t *targets = json_array(), *t, *kinds = json_array(), *data;
+	char a[SANITIZE_LEN(256)], b[SANITIZE_LEN(256)], title[600];
+	size_t i;
+	int k;
+
+	for (k = 0; k < MEMTRAIL_KIND_MAX; k++)
+		json_array_append_new(kinds, json_string(kind__name(k)));
+	json_array_foreach(json_object_get(diff, "targets"), i, t)
+		json_array_append_new(targets, json_pack("{s:O, s:O, s:O, s:O, s:O, s:o}",
+			"target", json_object_get(t, "target"), "in_base", json_object_get(t, "in_base"),
+			"in_new", json_object_get(t, "in_new"), "peaks", json_object_get(t, "peaks"),
+			"phases", json_object_get(t, "phases"),
+			"fs", diff_sites(json_object_get(t, "sites"), &pg)));
+	snprintf(title, sizeof(title), "what changed from %s to %s",
+		 sanitize__str(a, sizeof(a), base_name), sanitize__str(b, sizeof(b), new_name));
+	format__utf8_whole(title);
+	data = json_pack("{s:b, s:s, s:s, s:o, s:o, s:O, s:b}", "diff", true, "title", title,
+			 "sub", "BASE is the first trail, NEW the second; red grew, green shrank",
+			 "kinds", kinds, "targets", targets, "frames", pg.frames, "live_first", false);
+	json_decref(pg.frames);
+	json_decref(pg.frame_index);
+	return write_page(data, path);
 }

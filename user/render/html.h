@@ -18,4 +18,12 @@
 /* Write PATH atomically; whether a timeline was decimated into DECIMATED. 0 or -errno. */
 int html__write(const struct trail *t, const char *path, bool *decimated);
 
+/*
+ * The page of report --diff: DIFF (diff__json's, with its page frames)
+ * from the trails BASE_NAME and NEW_NAME, written to PATH atomically: per
+ * target its peaks and phases before and after, a flame graph of what
+ * changed and the sites that did. 0 or -errno.
+ */
+int html__write_diff(json_t *diff, const char *base_name, const char *new_name, const char *path);
+
 #endif

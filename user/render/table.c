@@ -425,6 +425,18 @@ static void site_text(const struct trail_site *site, char *buf, size_t len)
 	}
 }
 
+const char *table__frame_label(const struct trail_frame *fr, char *label, size_t len)
+{
+	char unnamed[512], name[1024];
+	const char *src = fr->source, *slash = src ? strrchr(src, '/') : NULL;
+
+	sanitize__str(name, sizeof(name), trail_frame__name(fr, unnamed, sizeof(unnamed)));
+	snprintf(label, len, "%s%s%s%s", name, src ? " (" : "", src ? (slash ? slash + 1 : src) : "",
+		 src ? ")" : "");
+	format__utf8_whole(label);
+	return !fr->has_address && fr->source ? "py" : "native";
+}
+
 void table__site_label(const struct trail_site *site, char *buf, size_t len)
 {
 	site_text(site, buf, len);

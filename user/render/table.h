@@ -23,6 +23,12 @@ void table__print_sites(FILE *f, const struct trail *t, size_t top);
  * else the first outside the allocator (libc, jemalloc, ...).
  */
 size_t table__site_frame(const struct trail_site *site);
+/*
+ * FR as the HTML page's frames read: "fn (file:line)", the source's file
+ * name alone (sanitized, cut whole); its type: "py" (a Python line) or
+ * "native".
+ */
+const char *table__frame_label(const struct trail_frame *fr, char *label, size_t len);
 /* "fn (file:line) < caller": a site as report's lists name it (sanitized). */
 void table__site_label(const struct trail_site *site, char *buf, size_t len);
 /* A line of sites as report lists them: one label and kind, summed over chains and phases. */
