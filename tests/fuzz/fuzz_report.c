@@ -33,6 +33,7 @@
 #include "pprof.h"
 #include "table.h"
 #include "trail.h"
+#include "trailstream.h"
 
 #define TOP 5		/* report's default --top */
 
@@ -218,6 +219,38 @@ static void check_levels(const struct trail *t, int ret, const char *err)
 	trail__free(&l);
 }
 
+/*
+ * The timelines' fast path (trailstream.c) against yajl alone: the same
+ * verdict, the same reason, the same trail with every sample.
+ */
+static void check_fast(const struct trail *t, int ret, const char *err)
+{
+	char serr[512] = "";
+	struct trail s;
+	json_t *a, *b;
+	char *sa, *sb;
+	int sret;
+
+	trailstream__set_fast(false);
+	sret = trail__read(&s, input_path, serr, sizeof(serr));
+	trailstream__set_fast(true);
+	if (sret != ret || (ret && strcmp(serr, err)))
+		die("the fast path: %s; yajl alone: %s", ret ? err : "read", sret ? serr : "read");
+	if (ret)
+		return;
+	a = trail__to_json(t, true);
+	b = trail__to_json(&s, true);
+	sa = a ? json_dumps(a, JSON_COMPACT) : NULL;
+	sb = b ? json_dumps(b, JSON_COMPACT) : NULL;
+	if (!sa || !sb || strcmp(sa, sb))
+		die("the trail read by the fast path differs from yajl's alone");
+	free(sa);
+	free(sb);
+	json_decref(a);
+	json_decref(b);
+	trail__free(&s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int free_fd = lowest_free_fd();
@@ -229,6 +262,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	put_input(data, size);
 	ret = trail__read(&t, input_path, err, sizeof(err));
+	check_fast(&t, ret, err);
 	check_levels(&t, ret, err);
 	if (ret) {
 		if (!one_line(err))

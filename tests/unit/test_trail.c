@@ -15,6 +15,7 @@
 
 #include "kinds.h"
 #include "trail.h"
+#include "trailstream.h"
 
 /* Sites of every shape the engine writes: a named frame, a placeholder, a folded phase, a budget. */
 static struct trail_sites *make_sites(void)
@@ -672,10 +673,42 @@ static void write_fails_cleanly(void **state)
 	trail__free(&t);
 }
 
+/* PATH read by yajl alone (no fast path for timelines): the same as T (RET, ERR) read with it. */
+static void same_without_fast_path(const char *path, const struct trail *t, int ret,
+				   const char *err, size_t errlen)
+{
+	char *serr = calloc(1, errlen), *a, *b;
+	json_t *ja, *jb;
+	struct trail s;
+
+	assert_non_null(serr);
+	trailstream__set_fast(false);
+	assert_int_equal(trail__read(&s, path, serr, errlen), ret);
+	trailstream__set_fast(true);
+	if (ret) {
+		assert_string_equal(serr, err);
+	} else {
+		ja = trail__to_json(t, true);
+		jb = trail__to_json(&s, true);
+		a = json_dumps(ja, JSON_COMPACT);
+		b = json_dumps(jb, JSON_COMPACT);
+		assert_non_null(a);
+		assert_non_null(b);
+		assert_string_equal(a, b);
+		free(a);
+		free(b);
+		json_decref(ja);
+		json_decref(jb);
+		trail__free(&s);
+	}
+	free(serr);
+}
+
 /*
  * Read TEXT as a file through trail__read: 0 or -1, the reason in err. Read
  * again through trail__read_levels, which keeps no sample: the same verdict
- * and reason, the same targets with empty timelines.
+ * and reason, the same targets with empty timelines; and by yajl alone,
+ * without the timelines' fast path: the same all through.
  */
 static int read_text(struct trail *t, const char *text, char *err, size_t errlen)
 {
@@ -691,6 +724,7 @@ static int read_text(struct trail *t, const char *text, char *err, size_t errlen
 	assert_true(write(fd, text, len) == (ssize_t)len);
 	close(fd);
 	ret = trail__read(t, path, err, errlen);
+	same_without_fast_path(path, t, ret, err, errlen);
 	assert_int_equal(trail__read_levels(&l, path, lerr, errlen), ret);
 	if (ret) {
 		assert_string_equal(lerr, err);
@@ -842,6 +876,59 @@ static void stream_rejects_malformed(void **state)
 	stream_expect_reject(deep, "malformed JSON");
 }
 
+/*
+ * Timelines the fast path reads and those it leaves to yajl, in a file of
+ * several read pieces: what read_text checks (the same with yajl alone)
+ * holds for each, the plain ones and every way out of the fast path.
+ */
+static void stream_fast_path_agrees_with_yajl(void **state)
+{
+	static const char *const odd[] = {
+		"{\"t_ms\": 1.5}", "{\"t_ms\": 1e3}", "{\"t_ms\": 01}", "{\"t_ms\": -}",
+		"{\"t_ms\": 1234567890123456789}", "{\"t_m\\u0073\": 5}", "{\"t_ms\": null}",
+		"{\"t_ms\": 5, \"mapped\": {\"a\": [1]}}", "7", "[]", "{\"t_ms\": 5,}", "{}",
+		"{\"t_ms\" 5}", "{\"\u00e9\": 1, \"t_ms\": 5}", "{\"t_ms\": 5}\x01",
+	};
+	size_t cap = 3 << 20, len, i, j;
+	char *text = malloc(cap), err[256];
+	struct trail t;
+	int ret;
+
+	(void)state;
+	assert_non_null(text);
+	for (i = 0; i <= sizeof(odd) / sizeof(odd[0]); i++) {
+		/* 2.4 MiB of samples, whitespace of every kind, then the odd one (or none), then more */
+		len = (size_t)snprintf(text, cap, HEAD "{\"pid\": 7, \"exit\": null, \"kinds\": {}, "
+				       "\"timeline\": [");
+		for (j = 0; j < 40000; j++)
+			len += (size_t)snprintf(text + len, cap - len,
+						"%s{ \"t_ms\" :%zu,\n\"mapped\":\t%lld , \"rss_anon\":-%zu}\r",
+						j ? "," : "", j, (long long)j * 4096, j);
+		if (i < sizeof(odd) / sizeof(odd[0]))
+			len += (size_t)snprintf(text + len, cap - len, ",%s", odd[i]);
+		len += (size_t)snprintf(text + len, cap - len,
+					",{\"t_ms\": 40000000}]}, " TGT(8, "[ ]") "]}");
+		assert_true(len < cap);
+		ret = read_text(&t, text, err, sizeof(err));
+		if (i == sizeof(odd) / sizeof(odd[0])) {
+			assert_int_equal(ret, 0);
+			assert_int_equal(t.targets[0].n_samples, 40001);
+			assert_int_equal(t.targets[0].timeline[39999].level[MEMTRAIL_KIND_MAPPED],
+					 39999LL * 4096);
+			assert_int_equal(t.targets[0].timeline[39999].level[MEMTRAIL_KIND_RSS_ANON],
+					 -39999);
+		}
+		if (!ret)
+			trail__free(&t);
+	}
+	/* cut inside a sample, and after one */
+	len = (size_t)snprintf(text, cap, HEAD TGT(7, "[{\"t_ms\": 1}, {\"t_ms\": 2, \"map"));
+	assert_int_equal(read_text(&t, text, err, sizeof(err)), -1);
+	text[len - 11] = '\0';
+	assert_int_equal(read_text(&t, text, err, sizeof(err)), -1);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -859,6 +946,7 @@ int main(void)
 		cmocka_unit_test(write_fails_cleanly),
 		cmocka_unit_test(stream_reads_timelines),
 		cmocka_unit_test(stream_rejects_malformed),
+		cmocka_unit_test(stream_fast_path_agrees_with_yajl),
 		cmocka_unit_test(stream_skips_unknown_keys),
 	};
 

@@ -68,6 +68,7 @@ struct builder {
 	struct key_memo memo[KEY_MEMO];	/* by the key's place in its sample */
 	unsigned int key_pos;
 	bool json_fault;		/* err is about the JSON (a duplicate key, depth) */
+	bool placeholder;		/* the next timeline value is the fast path's stand-in */
 	char err[200];
 };
 
@@ -273,6 +274,10 @@ static int open_container(struct builder *b, json_t *c)
  */
 static int tl_value(struct builder *b, bool integer, long long v)
 {
+	if (b->placeholder) {
+		b->placeholder = false;
+		return 1;
+	}
 	if (b->skip)
 		return 1;
 	if (!b->in_sample)
@@ -566,6 +571,161 @@ void trailstream__free(struct trailstream_timelines *tls)
 	memset(tls, 0, sizeof(*tls));
 }
 
+/*
+ * ---- the timelines' fast path ----
+ *
+ * A timeline is nearly all of a long trail's bytes, and yajl's lexer most of
+ * its reading time. So once yajl has opened a target's timeline array, its
+ * samples are read here, straight from the buffer, as long as each is the
+ * plain object record writes ({"t_ms": N, "KIND": N, ...}: ASCII keys
+ * without escapes, integers of at most 18 digits), and handed to the same
+ * tl_*() calls yajl's callbacks make, each whole sample at once; yajl is
+ * then given the array's "]". At anything else (another value, a float, an
+ * escape, bad JSON, a sample cut by the file's end) the rest of the
+ * timeline goes to yajl from the last sample's end, after a "null" yajl
+ * reads in place of the samples read here (the builder lets it pass), so
+ * that yajl sees the same JSON from there on and says the same things.
+ */
+enum fast {
+	FAST_DONE,	/* the array's "]" read */
+	FAST_MORE,	/* a sample runs past the bytes there are */
+	FAST_YAJL,	/* something for yajl, from *pos on */
+	FAST_FAIL,	/* a sample failed its checks: b->err */
+};
+
+#define FAST_PAIRS 32
+#define FAST_DIGITS 18
+
+static bool json_ws(unsigned char c)
+{
+	return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/* Past whitespace from P: the first other byte's index, or END. */
+static size_t skip_ws(const unsigned char *buf, size_t p, size_t end)
+{
+	while (p < end && json_ws(buf[p]))
+		p++;
+	return p;
+}
+
+struct fast_pair {
+	const unsigned char *key;
+	size_t len;
+	long long v;
+};
+
+/*
+ * One sample from BUF[P] ('{') to END into PAIRS: the index after its '}',
+ * 0 where it is not plain (yajl's), or END + 1 where it runs past END.
+ */
+static size_t fast_sample(const unsigned char *buf, size_t p, size_t end, struct fast_pair *pairs,
+			  size_t *n)
+{
+	size_t k, digits;
+	unsigned long long v;
+	bool neg;
+
+	*n = 0;
+	p = skip_ws(buf, p + 1, end);
+	if (p < end && buf[p] == '}')
+		return p + 1;
+	for (;;) {
+		if (p >= end)
+			return end + 1;
+		if (buf[p] != '"' || *n == FAST_PAIRS)
+			return 0;
+		for (k = ++p; k < end && buf[k] != '"'; k++)
+			if (buf[k] == '\\' || buf[k] < 0x20 || buf[k] >= 0x80)
+				return 0;
+		if (k >= end)
+			return end + 1;
+		pairs[*n].key = buf + p;
+		pairs[*n].len = k - p;
+		p = skip_ws(buf, k + 1, end);
+		if (p >= end)
+			return end + 1;
+		if (buf[p] != ':')
+			return 0;
+		p = skip_ws(buf, p + 1, end);
+		if (p >= end)
+			return end + 1;
+		neg = buf[p] == '-';
+		p += neg;
+		for (v = 0, digits = 0; p < end && buf[p] >= '0' && buf[p] <= '9'; p++, digits++)
+			v = v * 10 + (buf[p] - '0');
+		if (p >= end)
+			return end + 1;
+		/* no digit, a leading zero, too long, or a float: yajl's to take or refuse */
+		if (!digits || (digits > 1 && buf[p - digits] == '0') || digits > FAST_DIGITS ||
+		    buf[p] == '.' || buf[p] == 'e' || buf[p] == 'E')
+			return 0;
+		pairs[(*n)++].v = neg ? -(long long)v : (long long)v;
+		p = skip_ws(buf, p, end);
+		if (p >= end)
+			return end + 1;
+		if (buf[p] == '}')
+			return p + 1;
+		if (buf[p] != ',')
+			return 0;
+		p = skip_ws(buf, p + 1, end);
+	}
+}
+
+/*
+ * The samples of the timeline B is in, from BUF[*POS] to END: *POS right
+ * after its '[' (FIRST) or after the last sample read. *POS ends after the
+ * last sample read here, or after the "]" (FAST_DONE).
+ */
+static enum fast fast_timeline(struct builder *b, const unsigned char *buf, size_t *pos,
+			       size_t end, bool *first)
+{
+	struct fast_pair pairs[FAST_PAIRS];
+	size_t p, next, n, i;
+
+	for (;;) {
+		p = skip_ws(buf, *pos, end);
+		if (p >= end)
+			return FAST_MORE;
+		if (buf[p] == ']') {
+			*pos = p + 1;
+			return FAST_DONE;
+		}
+		if (!*first) {
+			if (buf[p] != ',')
+				return FAST_YAJL;
+			p = skip_ws(buf, p + 1, end);
+			if (p >= end)
+				return FAST_MORE;
+		}
+		if (buf[p] != '{')
+			return FAST_YAJL;
+		next = fast_sample(buf, p, end, pairs, &n);
+		if (!next)
+			return FAST_YAJL;
+		if (next > end)
+			return FAST_MORE;
+		if (!tl_open(b, true))
+			return FAST_FAIL;
+		for (i = 0; i < n; i++) {
+			tl_key(b, pairs[i].key, pairs[i].len);
+			if (!tl_value(b, true, pairs[i].v))
+				return FAST_FAIL;
+		}
+		if (!tl_close(b))
+			return FAST_FAIL;
+		*first = false;
+		*pos = next;
+	}
+}
+
+static bool fast_on = true;
+
+void trailstream__set_fast(bool on)
+{
+	fast_on = on;
+}
+
 /* yajl's message, one line: "parse error: premature EOF" */
 static void parse_error(yajl_handle h, const unsigned char *buf, size_t len, char *out,
 			size_t outlen)
@@ -603,25 +763,58 @@ static void where(int fd, size_t at, size_t *line, size_t *col)
 
 /*
  * The file, read a piece at a time into one buffer (yajl keeps copies of
- * what it still needs), so memory stays one piece whatever its size. Not
- * mapped: a file cut short under a mapping faults (SIGBUS), where read()
+ * what it still needs; the fast path keeps a sample cut by the piece's end
+ * at its start for the next), so memory stays one piece whatever its size.
+ * Not mapped: a file cut short under a mapping faults (SIGBUS), where read()
  * only ends early.
  */
 struct source {
 	int fd;
 	struct stat st;		/* at open */
 	unsigned char *buf;
+	size_t pos, len;	/* buf[pos..len) not read yet */
+	size_t base;		/* the file offset of buf[0] */
+	bool eof;
 };
 
-/* The next piece, in buf: its length, 0 at the end, -1 with errno on failure. */
-static ssize_t next_piece(struct source *src)
+/* More of the file after what is left unread: 0, or -1 with errno on failure. */
+static int next_piece(struct source *src)
 {
 	ssize_t n;
 
+	memmove(src->buf, src->buf + src->pos, src->len - src->pos);
+	src->base += src->pos;
+	src->len -= src->pos;
+	src->pos = 0;
 	do
-		n = read(src->fd, src->buf, CHUNK);
+		n = read(src->fd, src->buf + src->len, CHUNK - src->len);
 	while (n < 0 && errno == EINTR);
-	return n;
+	if (n < 0)
+		return -1;
+	src->eof = !n;
+	src->len += n;
+	return 0;
+}
+
+/* The index after the next '[' from BUF[P] outside a string (IN_STR, ESC: where P is), or END. */
+static size_t scan_to_array(const unsigned char *buf, size_t p, size_t end, bool *in_str,
+			    bool *esc)
+{
+	for (; p < end; p++) {
+		if (*in_str) {
+			if (*esc)
+				*esc = false;
+			else if (buf[p] == '\\')
+				*esc = true;
+			else if (buf[p] == '"')
+				*in_str = false;
+		} else if (buf[p] == '"') {
+			*in_str = true;
+		} else if (buf[p] == '[') {
+			return p + 1;
+		}
+	}
+	return end;
 }
 
 /* The file is not as it was at open: another size or modification time. */
@@ -667,10 +860,12 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
 	struct builder b = { .target = -1, .tls = tls, .checks = checks,
 			     .keep_samples = keep_samples };
 	struct source src = { .fd = -1 };
-	size_t line, col, before = 0;
+	bool fast = false, first = false, more = false, in_str = false, esc = false, was;
+	const unsigned char *fed = NULL;	/* what yajl was given last, from file offset AT */
+	size_t line, col, fed_len = 0, at = 0, q;
 	yajl_handle h = NULL;
 	yajl_status st = yajl_status_ok;
-	ssize_t n = 0;
+	enum fast r;
 
 	memset(tls, 0, sizeof(*tls));
 	err[0] = 0;
@@ -685,15 +880,68 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
 		goto out;
 	}
 	for (;;) {
-		n = next_piece(&src);
-		if (n < 0) {
-			snprintf(err, errlen, "%s", strerror(errno));
-			goto out;
+		if (more || src.pos == src.len) {
+			if (src.eof && fast) {
+				r = FAST_YAJL;	/* a sample cut by the end: yajl says so */
+				goto to_yajl;
+			}
+			if (src.eof) {
+				fed_len = 0;
+				at = src.base + src.len;
+				st = yajl_complete_parse(h);
+				break;
+			}
+			if (next_piece(&src)) {
+				snprintf(err, errlen, "%s", strerror(errno));
+				goto out;
+			}
+			more = false;
+			continue;
 		}
-		st = n ? yajl_parse(h, src.buf, n) : yajl_complete_parse(h);
-		if (st != yajl_status_ok || !n)
+		if (fast) {
+			r = fast_timeline(&b, src.buf, &src.pos, src.len, &first);
+			if (r == FAST_FAIL) {
+				st = yajl_status_client_canceled;
+				break;
+			}
+			if (r == FAST_DONE) {
+				fast = false;
+				fed_len = 0;
+				at = src.base + src.pos;
+				st = yajl_parse(h, (const unsigned char *)"]", 1);
+				if (st != yajl_status_ok)
+					break;
+				continue;
+			}
+			/* a sample longer than half the buffer is yajl's too */
+			if (r == FAST_MORE && src.len - src.pos < CHUNK / 2) {
+				more = true;
+				continue;
+			}
+to_yajl:
+			fast = in_str = esc = false;
+			if (!first) {	/* in place of the samples read here */
+				b.placeholder = true;
+				fed_len = 0;
+				at = src.base + src.pos;
+				st = yajl_parse(h, (const unsigned char *)"null", 4);
+				if (st != yajl_status_ok)
+					break;
+			}
+			continue;
+		}
+		/* up to the next array's '[': where a timeline opens, the fast path reads it */
+		q = scan_to_array(src.buf, src.pos, src.len, &in_str, &esc);
+		was = b.in_timeline;
+		fed = src.buf + src.pos;
+		fed_len = q - src.pos;
+		at = src.base + src.pos;
+		src.pos = q;
+		st = yajl_parse(h, fed, fed_len);
+		if (st != yajl_status_ok)
 			break;
-		before += n;
+		if (fast_on && !was && b.in_timeline && src.buf[q - 1] == '[')
+			fast = first = true;
 	}
 	/* cut short or rewritten in place while read: what was parsed is no trail */
 	if (changed(&src)) {
@@ -703,14 +951,14 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
 	if (st != yajl_status_ok) {
 		char msg[200];
 
-		where(src.fd, before + (n > 0 ? yajl_get_bytes_consumed(h) : 0), &line, &col);
+		where(src.fd, at + (fed_len ? yajl_get_bytes_consumed(h) : 0), &line, &col);
 		if (st == yajl_status_client_canceled && !b.json_fault) {
 			snprintf(err, errlen, "%s", b.err);	/* ours: not a JSON fault */
 		} else {
 			if (st == yajl_status_client_canceled)
 				snprintf(msg, sizeof(msg), "%s", b.err);
 			else
-				parse_error(h, src.buf, n > 0 ? n : 0, msg, sizeof(msg));
+				parse_error(h, fed, fed_len, msg, sizeof(msg));
 			snprintf(err, errlen, "malformed JSON at line %zu, column %zu: %s", line, col,
 				 msg);
 		}

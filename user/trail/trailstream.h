@@ -45,6 +45,11 @@ struct trailstream_timelines {
 };
 
 /*
+ * Whether timelines are read by the fast path (the default) or by yajl
+ * alone: for the tests, which read every input both ways.
+ */
+void trailstream__set_fast(bool on);
+/*
  * Parse the JSON file PATH: the document without targets[].timeline arrays,
  * whose samples are in TLS instead (an array of objects each with a t_ms in
  * [0, TRAIL_T_MS_MAX], none before the previous one, and kinds' levels in
