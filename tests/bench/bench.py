@@ -9,7 +9,8 @@ watch and record --all during a process storm (BENCH_STORM=RATE,SECONDS,IDLE:
 the floor of any tracer of every process during the same storm (counting
 programs on the same kernel hooks);
 then memtrail watch's own CPU use with 2,000 and 10,000 idle processes on the node;
-report --html of a one-hour, 200-target trail. Not a test: it asserts nothing, it
+report --html of a one-hour, 200-target trail (--report: that alone; --storm,
+--stop, --deep: those alone). Not a test: it asserts nothing, it
 prints the figures and the targets they are held to, and writes the overhead
 table of tests/README.md's Benchmarks (build/overhead.md) with the machine and
 kernel named; README.md's Overhead condenses it."""
@@ -802,6 +803,16 @@ def write_table(rows, touch, heap):
     print(f"table for tests/README.md: {os.path.relpath(TABLE, ROOT)}", flush=True)
 
 
+def print_report_times():
+    samples, (tsize, hsize), render, read, load = html_render()
+    print(f"report --html of a 1-hour trail, 200 targets, {samples} samples "
+          f"({tsize / 2**20:.0f} MiB): {render:.2f} s (target <= 2 s; report --json, the "
+          f"trail read and its samples checked, not kept: {read:.2f} s, target <= 1.5 s), page "
+          f"{hsize / 2**20:.1f} MiB, loaded and drawn in headless Chromium in "
+          + (f"{load:.2f} s" if load is not None else "(not measured: no chromium)"),
+          flush=True)
+
+
 def main():
     if os.geteuid() != 0:
         print("make bench needs root (it loads BPF)")
@@ -821,6 +832,9 @@ def main():
         return 0
     if "--storm" in sys.argv:
         print_storms()
+        return 0
+    if "--report" in sys.argv:
+        print_report_times()
         return 0
     out = tempfile.mktemp(prefix="memtrail-bench-", suffix=".json")
     print(f"memtrail overhead: median of {RUNS} interleaved runs each, workload time only")
@@ -897,13 +911,7 @@ def main():
         print(f"memtrail top with 2000 idle processes, {label}: {cpu * 100:.2f}% of one "
               f"core, VmRSS {rss / 1024:.1f} MiB", flush=True)
     print_stop_latency()
-    samples, (tsize, hsize), render, read, load = html_render()
-    print(f"report --html of a 1-hour trail, 200 targets, {samples} samples "
-          f"({tsize / 2**20:.0f} MiB): {render:.2f} s (target <= 2 s; report --json, the "
-          f"trail read and its samples checked, not kept: {read:.2f} s, target <= 1.5 s), page "
-          f"{hsize / 2**20:.1f} MiB, loaded and drawn in headless Chromium in "
-          + (f"{load:.2f} s" if load is not None else "(not measured: no chromium)"),
-          flush=True)
+    print_report_times()
     if os.path.exists(out):
         os.unlink(out)
     return 0
