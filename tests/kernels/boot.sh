@@ -67,6 +67,10 @@ mkdir -p /lower /upper /newroot
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /lower || { echo "GUEST_DONE rc=98 (9p mount failed)"; poweroff -f; }
 mount -t tmpfs tmpfs /upper; mkdir -p /upper/u /upper/w
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w /newroot || { echo "GUEST_DONE rc=98 (overlay failed)"; poweroff -f; }
+# the root's layers in sight, as a node's container layers are: memtrail opens
+# the file of a process gone before its maps were read where BPF says it is
+mkdir -p /newroot/mnt/guest-lower /newroot/mnt/guest-upper
+mount --bind /lower /newroot/mnt/guest-lower; mount --bind /upper /newroot/mnt/guest-upper
 $setup
 cp /guest.sh /newroot/guest.sh
 mount --move /proc /newroot/proc; mount --move /sys /newroot/sys; mount --move /dev /newroot/dev

@@ -69,10 +69,10 @@ CHECKS = [
                    "test_sites.test_short_children_named_while_the_loop_is_held",
                    "test_sites.test_blinking_children_named_under_load",
                    "test_phases.test_phases_exact_while_deep_samples_fill_the_ring",
-                   # not test_watch's sites_from_zero / new_program_dead: a guest's
-                   # root is an overlay on a 9p lower no mount shows, so a victim
-                   # gone before its maps are read keeps [unknown] frames there
-                   "test_watch.test_small_process_sections_walk_no_stack"], "map_sites"),
+                   "test_watch.test_small_process_sections_walk_no_stack",
+                   "test_watch.test_sites_from_zero_walks_every_section",
+                   "test_watch.test_sites_of_a_new_program_dead_before_memtrail_looks"],
+     "map_sites"),
     ("heap sites", ["test_sites.test_heap_sites_exact", "test_sites.test_heap_allocator_probed_once",
                     "test_watch.test_heap_budget_names_the_growing_malloc"], "heap"),
     ("deep stacks", ["test_unwind.test_deep_chains_equal_backtrace",

@@ -143,8 +143,10 @@ static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
 	st->pid = pid;
 	st->id = id;
 	st->n = n;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		sites_frame_resolve(pm, ips[i], &st->frames[i]);
+		st->unplaced |= st->frames[i].module == -2;
+	}
 	/*
 	 * A walk by frame pointers through code built without them reads
 	 * whatever the register held: no frame is shown past one that is in no
@@ -166,6 +168,35 @@ static void stack_resolve(struct sites *s, uint32_t pid, int32_t id)
 		return;
 	}
 	s->stacks[s->n_stacks++] = st;
+	if (st->unplaced && (pm || (pm = sites_pid_maps_get(s, pid, true))))
+		pm->unplaced++;
+}
+
+struct stack *sites_stack_get(struct sites *s, uint32_t pid, int32_t id)
+{
+	stack_resolve(s, pid, id);
+	return sites_stack_find(s, pid, id);
+}
+
+void sites_stacks_replace(struct sites *s, struct pid_maps *pm)
+{
+	size_t i;
+
+	if (!pm->unplaced)
+		return;
+	for (i = 0; i < s->n_stacks;) {
+		struct stack *st = s->stacks[i];
+
+		if (st->pid != pm->pid || !st->unplaced) {
+			i++;
+			continue;
+		}
+		tdelete(st, &s->stack_index, sites_stack_cmp);
+		free(st->frames);
+		free(st);
+		s->stacks[i] = s->stacks[--s->n_stacks];
+	}
+	pm->unplaced = 0;
 }
 
 /*

@@ -195,8 +195,8 @@ static void site_frames(struct sites *s, uint32_t pid, const struct site *e,
 			struct trail_site *site)
 {
 	const struct memtrail_site_key *k = &e->key;
-	const struct stack *st = k->stack >= 0 || site_deep(k->stack) ?
-				 sites_stack_find(s, pid, k->stack) : NULL;
+	const struct stack *st = k->stack >= 0 ? sites_stack_get(s, pid, k->stack) :
+				 site_deep(k->stack) ? sites_stack_find(s, pid, k->stack) : NULL;
 	struct trail_frame *fr;
 	uint32_t i;
 

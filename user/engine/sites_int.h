@@ -99,6 +99,7 @@ struct stack {
 	struct frame *frames;
 	uint32_t n;
 	bool truncated;	/* cut at a frame that is no code, or no return address */
+	bool unplaced;	/* a frame was in no mapping known then: resolved again when one comes */
 };
 
 struct site {
@@ -130,6 +131,7 @@ struct pid_maps {
 		bool before_exec;	/* mapped before the process's last exec: another program's */
 	} *maps;
 	size_t n, cap;
+	uint32_t unplaced;	/* its stacks resolved with a frame in none of them */
 };
 
 /*
@@ -276,5 +278,13 @@ struct pid_maps *sites_pid_maps_get(struct sites *s, uint32_t pid, bool create);
 void sites_maps_read(struct sites *s, uint32_t pid, uint64_t until_ns);
 /* The stack ID of PID as resolved, or NULL. */
 struct stack *sites_stack_find(struct sites *s, uint32_t pid, int32_t id);
+/* The same, resolved now where it is not (or no longer) resolved; NULL if it cannot be. */
+struct stack *sites_stack_get(struct sites *s, uint32_t pid, int32_t id);
+/*
+ * PM's process has mappings it did not have when some of its stacks were
+ * resolved (a harvest can read a site before the ring buffer's events that
+ * tell its code): those stacks go, to be resolved again at their next use.
+ */
+void sites_stacks_replace(struct sites *s, struct pid_maps *pm);
 
 #endif

@@ -353,8 +353,10 @@ static void maps_parse(struct sites *s, uint32_t pid, FILE *f, uint64_t read_ns,
 			close(fd);	/* libdw opened its own */
 	}
 	fclose(f);
-	if (p->n > old)
+	if (p->n > old) {
 		maps_keep_unmapped(p, old);
+		sites_stacks_replace(s, p);
+	}
 	told_learn(s, pid);
 	sites_python_note(s, p);
 }
@@ -474,6 +476,7 @@ static void map_insert(struct sites *s, uint32_t pid, unsigned long long start,
 		return;
 	p->maps[p->n++] = (struct map){ start, end, pgoff, mod, false };
 	sites_python_note_map(s, p, p->n - 1);
+	sites_stacks_replace(s, p);
 }
 
 /* Every told mapping of a file now known finds its process's maps (that process may be long gone). */
