@@ -195,6 +195,7 @@ struct sites {
 	struct told_file {
 		uint64_t dev, ino;	/* as maps shows them (DEV_KEY) */
 		char *path;
+		bool unopened;	/* no mount of its filesystem held it: not tried again */
 	} *told_files;
 	size_t n_told_files, cap_told_files;
 	/* deep samples (sites_deep.c): stacks by content, live allocations by address */

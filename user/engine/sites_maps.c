@@ -561,11 +561,12 @@ void sites__add_file(struct sites *s, const struct memtrail_event_file *e)
 				s->n_told_files + 1, sizeof(*s->told_files)))
 			return;
 		i = s->n_told_files++;
-		s->told_files[i] = (struct told_file){ dev, e->key.ino, NULL };
+		s->told_files[i] = (struct told_file){ dev, e->key.ino, NULL, false };
 	}
 	f = &s->told_files[i];
 	free(f->path);
 	f->path = strdup(w);
+	f->unopened = false;
 }
 
 /*
@@ -582,12 +583,15 @@ static int32_t module_of_told_file(struct sites *s, uint64_t dev, uint64_t ino)
 	for (i = 0; i < s->n_told_files; i++)
 		if (s->told_files[i].dev == dev && s->told_files[i].ino == ino)
 			break;
-	if (i == s->n_told_files || !s->told_files[i].path)
+	/* once per path told: each mapping of a file out of sight would read mountinfo again */
+	if (i == s->n_told_files || !s->told_files[i].path || s->told_files[i].unopened)
 		return -1;
 	fd = proc__open_on_fs(makedev(dev >> 32, dev & 0xffffffff), ino, s->told_files[i].path,
 			      full, sizeof(full), name, sizeof(name));
-	if (fd < 0)
+	if (fd < 0) {
+		s->told_files[i].unopened = true;
 		return -1;
+	}
 	/* named by the path opened, as the node sees it (a container's file: in its layer) */
 	mod = module_add(s, 0, name, full, dev, ino);
 	close(fd);	/* libdw opened its own */
