@@ -888,6 +888,8 @@ static void stream_fast_path_agrees_with_yajl(void **state)
 		"{\"t_ms\": 1234567890123456789}", "{\"t_m\\u0073\": 5}", "{\"t_ms\": null}",
 		"{\"t_ms\": 5, \"mapped\": {\"a\": [1]}}", "7", "[]", "{\"t_ms\": 5,}", "{}",
 		"{\"t_ms\" 5}", "{\"\u00e9\": 1, \"t_ms\": 5}", "{\"t_ms\": 5}\x01",
+		/* valid, but not plain: yajl's, and the next target's timeline the fast path's again */
+		"{\"t_ms\": 40000, \"note\": \"x\"}",
 	};
 	size_t cap = 3 << 20, len, i, j;
 	char *text = malloc(cap), err[256];
@@ -906,10 +908,15 @@ static void stream_fast_path_agrees_with_yajl(void **state)
 						j ? "," : "", j, (long long)j * 4096, j);
 		if (i < sizeof(odd) / sizeof(odd[0]))
 			len += (size_t)snprintf(text + len, cap - len, ",%s", odd[i]);
-		len += (size_t)snprintf(text + len, cap - len,
-					",{\"t_ms\": 40000000}]}, " TGT(8, "[ ]") "]}");
+		len += (size_t)snprintf(text + len, cap - len, ",{\"t_ms\": 40000000}]}, "
+					TGT(8, "[ {\"t_ms\": 1, \"mapped\": 2}, {\"t_ms\": 3} ]") "]}");
 		assert_true(len < cap);
 		ret = read_text(&t, text, err, sizeof(err));
+		if (i >= sizeof(odd) / sizeof(odd[0]) - 1) {
+			assert_int_equal(ret, 0);
+			assert_int_equal(t.targets[1].n_samples, 2);
+			assert_int_equal(t.targets[1].timeline[0].level[MEMTRAIL_KIND_MAPPED], 2);
+		}
 		if (i == sizeof(odd) / sizeof(odd[0])) {
 			assert_int_equal(ret, 0);
 			assert_int_equal(t.targets[0].n_samples, 40001);

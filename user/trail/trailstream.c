@@ -69,6 +69,7 @@ struct builder {
 	unsigned int key_pos;
 	bool json_fault;		/* err is about the JSON (a duplicate key, depth) */
 	bool placeholder;		/* the next timeline value is the fast path's stand-in */
+	size_t timelines;		/* timeline arrays opened so far */
 	char err[200];
 };
 
@@ -529,6 +530,7 @@ static int on_start_array(void *ctx)
 	b->stack[b->depth] = NULL;	/* no container in the tree for it */
 	b->depth++;
 	b->in_timeline = true;
+	b->timelines++;
 	b->sample_no = 0;
 	b->in_sample = false;
 	b->skip = 0;
@@ -860,7 +862,8 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
 	struct builder b = { .target = -1, .tls = tls, .checks = checks,
 			     .keep_samples = keep_samples };
 	struct source src = { .fd = -1 };
-	bool fast = false, first = false, more = false, in_str = false, esc = false, was;
+	bool fast = false, first = false, more = false, in_str = false, esc = false;
+	size_t opened;
 	const unsigned char *fed = NULL;	/* what yajl was given last, from file offset AT */
 	size_t line, col, fed_len = 0, at = 0, q;
 	yajl_handle h = NULL;
@@ -932,7 +935,7 @@ to_yajl:
 		}
 		/* up to the next array's '[': where a timeline opens, the fast path reads it */
 		q = scan_to_array(src.buf, src.pos, src.len, &in_str, &esc);
-		was = b.in_timeline;
+		opened = b.timelines;
 		fed = src.buf + src.pos;
 		fed_len = q - src.pos;
 		at = src.base + src.pos;
@@ -940,7 +943,8 @@ to_yajl:
 		st = yajl_parse(h, fed, fed_len);
 		if (st != yajl_status_ok)
 			break;
-		if (fast_on && !was && b.in_timeline && src.buf[q - 1] == '[')
+		/* a timeline opened by this '[' (one yajl reads, after a bail, ends before it) */
+		if (fast_on && b.timelines != opened && b.in_timeline && src.buf[q - 1] == '[')
 			fast = first = true;
 	}
 	/* cut short or rewritten in place while read: what was parsed is no trail */
