@@ -884,10 +884,8 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
 	}
 	for (;;) {
 		if (more || src.pos == src.len) {
-			if (src.eof && fast) {
-				r = FAST_YAJL;	/* a sample cut by the end: yajl says so */
-				goto to_yajl;
-			}
+			if (src.eof && fast)
+				goto to_yajl;	/* a sample cut by the end: yajl says so */
 			if (src.eof) {
 				fed_len = 0;
 				at = src.base + src.len;
@@ -922,7 +920,8 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
 				continue;
 			}
 to_yajl:
-			fast = in_str = esc = false;
+			/* the bytes left, a cut sample's too, are yajl's to read and judge */
+			fast = more = in_str = esc = false;
 			if (!first) {	/* in place of the samples read here */
 				b.placeholder = true;
 				fed_len = 0;
