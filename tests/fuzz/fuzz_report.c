@@ -185,6 +185,22 @@ static bool one_line(const char *s)
 	return true;
 }
 
+/* X and Y as JSON (TIMELINE: their samples too) are the same, else die saying WHAT differs. */
+static void same_trails(const struct trail *x, const struct trail *y, bool timeline,
+			const char *what)
+{
+	json_t *a = trail__to_json(x, timeline), *b = trail__to_json(y, timeline);
+	char *sa = a ? json_dumps(a, JSON_COMPACT) : NULL;
+	char *sb = b ? json_dumps(b, JSON_COMPACT) : NULL;
+
+	if (!sa || !sb || strcmp(sa, sb))
+		die("%s", what);
+	free(sa);
+	free(sb);
+	json_decref(a);
+	json_decref(b);
+}
+
 /*
  * report without a timeline to draw reads the trail without its samples
  * (trail__read_levels): the same verdict, the same reason, and the same
@@ -194,8 +210,6 @@ static void check_levels(const struct trail *t, int ret, const char *err)
 {
 	char lerr[512] = "";
 	struct trail l;
-	json_t *a, *b;
-	char *sa, *sb;
 
 	if (trail__read_levels(&l, input_path, lerr, sizeof(lerr)) != ret)
 		die("trail__read_levels: %s where trail__read: %s", ret ? "read" : lerr,
@@ -206,16 +220,7 @@ static void check_levels(const struct trail *t, int ret, const char *err)
 		return;
 	}
 	render_table(&l);
-	a = trail__to_json(t, false);
-	b = trail__to_json(&l, false);
-	sa = a ? json_dumps(a, JSON_COMPACT) : NULL;
-	sb = b ? json_dumps(b, JSON_COMPACT) : NULL;
-	if (!sa || !sb || strcmp(sa, sb))
-		die("report --json differs when the samples are not kept");
-	free(sa);
-	free(sb);
-	json_decref(a);
-	json_decref(b);
+	same_trails(t, &l, false, "report --json differs when the samples are not kept");
 	trail__free(&l);
 }
 
@@ -227,8 +232,6 @@ static void check_fast(const struct trail *t, int ret, const char *err)
 {
 	char serr[512] = "";
 	struct trail s;
-	json_t *a, *b;
-	char *sa, *sb;
 	int sret;
 
 	trailstream__set_fast(false);
@@ -238,16 +241,7 @@ static void check_fast(const struct trail *t, int ret, const char *err)
 		die("the fast path: %s; yajl alone: %s", ret ? err : "read", sret ? serr : "read");
 	if (ret)
 		return;
-	a = trail__to_json(t, true);
-	b = trail__to_json(&s, true);
-	sa = a ? json_dumps(a, JSON_COMPACT) : NULL;
-	sb = b ? json_dumps(b, JSON_COMPACT) : NULL;
-	if (!sa || !sb || strcmp(sa, sb))
-		die("the trail read by the fast path differs from yajl's alone");
-	free(sa);
-	free(sb);
-	json_decref(a);
-	json_decref(b);
+	same_trails(t, &s, true, "the trail read by the fast path differs from yajl's alone");
 	trail__free(&s);
 }
 

@@ -527,6 +527,17 @@ static void told_learn(struct sites *s, uint32_t pid)
 		told_place(s);
 }
 
+/* The index of the told file (DEV, INO) in s->told_files, or s->n_told_files. */
+static size_t told_file_at(const struct sites *s, uint64_t dev, uint64_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < s->n_told_files; i++)
+		if (s->told_files[i].dev == dev && s->told_files[i].ino == ino)
+			break;
+	return i;
+}
+
 void sites__add_file(struct sites *s, const struct memtrail_event_file *e)
 {
 	uint64_t dev = DEV_KEY(e->key.dev >> 20, e->key.dev & 0xfffff);
@@ -548,9 +559,7 @@ void sites__add_file(struct sites *s, const struct memtrail_event_file *e)
 		memcpy(w, name, n);
 		*--w = '/';
 	}
-	for (i = 0; i < s->n_told_files; i++)
-		if (s->told_files[i].dev == dev && s->told_files[i].ino == e->key.ino)
-			break;
+	i = told_file_at(s, dev, e->key.ino);
 	if (i == s->n_told_files) {
 		if (s->n_told_files == TOLD_FILES_MAX) {
 			free(s->told_files[0].path);
@@ -576,13 +585,10 @@ void sites__add_file(struct sites *s, const struct memtrail_event_file *e)
 static int32_t module_of_told_file(struct sites *s, uint64_t dev, uint64_t ino)
 {
 	char full[32], name[3 * 4096];
+	size_t i = told_file_at(s, dev, ino);
 	int32_t mod;
-	size_t i;
 	int fd;
 
-	for (i = 0; i < s->n_told_files; i++)
-		if (s->told_files[i].dev == dev && s->told_files[i].ino == ino)
-			break;
 	/* once per path told: each mapping of a file out of sight would read mountinfo again */
 	if (i == s->n_told_files || !s->told_files[i].path || s->told_files[i].unopened)
 		return -1;

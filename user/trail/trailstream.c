@@ -855,6 +855,19 @@ static int open_regular(const char *path, struct stat *st, char *err, size_t err
 	return -1;
 }
 
+/*
+ * TEXT, JSON of the fast path's own ("]" or its stand-in "null"), given to
+ * yajl at the file's offset AT of what it stands for; no byte of the file
+ * (FED_LEN 0) for an error to point into.
+ */
+static yajl_status feed_own(yajl_handle h, const char *text, size_t where, size_t *fed_len,
+			    size_t *at)
+{
+	*fed_len = 0;
+	*at = where;
+	return yajl_parse(h, (const unsigned char *)text, strlen(text));
+}
+
 json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
 			  const struct trailstream_checks *checks, bool keep_samples, char *err,
 			  size_t errlen)
@@ -907,9 +920,7 @@ json_t *trailstream__load(const char *path, struct trailstream_timelines *tls,
 			}
 			if (r == FAST_DONE) {
 				fast = false;
-				fed_len = 0;
-				at = src.base + src.pos;
-				st = yajl_parse(h, (const unsigned char *)"]", 1);
+				st = feed_own(h, "]", src.base + src.pos, &fed_len, &at);
 				if (st != yajl_status_ok)
 					break;
 				continue;
@@ -924,9 +935,7 @@ to_yajl:
 			fast = more = in_str = esc = false;
 			if (!first) {	/* in place of the samples read here */
 				b.placeholder = true;
-				fed_len = 0;
-				at = src.base + src.pos;
-				st = yajl_parse(h, (const unsigned char *)"null", 4);
+				st = feed_own(h, "null", src.base + src.pos, &fed_len, &at);
 				if (st != yajl_status_ok)
 					break;
 			}
